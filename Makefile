@@ -1,0 +1,30 @@
+# One venv at the repository root; both targets install into it on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/diffmb reproduce all --out out
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check diffmb tests experiments
+
+bench: $(STAMP)
+	$(BIN)/diffmb bench --out out/bench
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

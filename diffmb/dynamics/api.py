@@ -1,0 +1,73 @@
+"""The public dynamics functions of DESIGN.md (argument checks, method dispatch)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ..model import Model
+from .aba import aba
+from .crba import crba
+from .rnea import rnea
+
+__all__ = ["mass_matrix", "bias_force", "inverse_dynamics", "forward_dynamics"]
+
+METHODS = ("aba", "crba", "lagrange", "kane")
+
+
+def _check(model: Model, q, v=None, a=None, f_ext=None, what="q"):
+    q = jnp.asarray(q)
+    if q.shape != (model.nq,):
+        raise ValueError(f"{model.name}: q has shape {q.shape}, expected ({model.nq},)")
+    for name, x in (("v", v), ("a", a)):
+        if x is not None and jnp.shape(x) != (model.nv,):
+            raise ValueError(f"{model.name}: {name} has shape {jnp.shape(x)}, expected ({model.nv},)")
+    if f_ext is not None and jnp.shape(f_ext) != (model.n_bodies, 6):
+        raise ValueError(
+            f"{model.name}: f_ext has shape {jnp.shape(f_ext)}, expected ({model.n_bodies}, 6)"
+            " rows in model.body_names order, [force, torque] in world frame at each body's com"
+        )
+
+
+def mass_matrix(model: Model, q):
+    """Joint-space inertia M(q): (nq,) -> (nv, nv), armature included (CRBA)."""
+    _check(model, q)
+    return crba(model, q)
+
+
+def bias_force(model: Model, q, v):
+    """C(q, v) v + g(q): (nv,). Equal to ``inverse_dynamics`` with a = 0."""
+    _check(model, q, v)
+    return rnea(model, q, v, jnp.zeros(model.nv))
+
+
+def inverse_dynamics(model: Model, q, v, a, f_ext=None):
+    """τ = M a + C v + g − Σ Jᵀ f_ext (RNEA). f_ext: (nbody, 6) world [force, torque] at coms."""
+    _check(model, q, v, a, f_ext)
+    return rnea(model, q, v, a, f_ext)
+
+
+def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
+    """Accelerations a (nv,) solving M a = τ − bias_force + Σ Jᵀ f_ext.
+
+    ``method``: "aba" (O(n)), "crba" (M by CRBA, Cholesky solve), "lagrange" (recursive
+    Lagrange of seed 002), "kane" (Kane's equations, seeds 000/004).
+    """
+    _check(model, q, v, tau, f_ext)
+    if method == "aba":
+        return aba(model, q, v, tau, f_ext)
+    if method == "crba":
+        M = crba(model, q)
+        rhs = tau - rnea(model, q, v, jnp.zeros(model.nv), f_ext)
+        L = jnp.linalg.cholesky(M)
+        from jax.scipy.linalg import cho_solve
+
+        return cho_solve((L, True), rhs)
+    if method == "lagrange":
+        from .lagrange import forward_dynamics_lagrange
+
+        return forward_dynamics_lagrange(model, q, v, tau, f_ext)
+    if method == "kane":
+        from .kane import forward_dynamics_kane
+
+        return forward_dynamics_kane(model, q, v, tau, f_ext)
+    raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")

@@ -1,0 +1,116 @@
+"""MJCF loader through MuJoCo's own compiler.
+
+``mujoco.MjModel.from_xml_path`` resolves includes, default classes, angle units, inertias from
+geoms and armature exactly as MuJoCo does; we read the compiled arrays. MuJoCo's qpos/qvel layout
+and joint names are kept. Meshes are not needed for dynamics: a file whose meshes are missing is
+retried with its meshes (and the geoms using them) removed only if they carry no mass of their
+own, otherwise the error is reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..model import Model, ModelBuilder
+
+__all__ = ["load_mjcf", "from_mjmodel"]
+
+_JT = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
+
+
+def load_mjcf(path) -> Model:
+    """Compile an MJCF file with MuJoCo and build a :class:`Model` with MuJoCo's q/v layout."""
+    import mujoco
+
+    src = str(path)
+    if not Path(src).exists():
+        raise FileNotFoundError(f"{src}: no such MJCF file")
+    _reject_entities(src)
+    try:
+        mj = mujoco.MjModel.from_xml_path(src)
+    except ValueError as e:
+        raise ValueError(f"{src}: MuJoCo could not compile the model: {e}") from None
+    return from_mjmodel(mj, source=src, name=Path(src).stem)
+
+
+def _reject_entities(src):
+    from defusedxml import ElementTree as ET
+    from defusedxml.common import DefusedXmlException
+
+    try:
+        ET.parse(src)
+    except DefusedXmlException as e:
+        raise ValueError(f"{src}: unsafe XML rejected ({type(e).__name__})") from None
+    except ET.ParseError as e:
+        raise ValueError(f"{src}: malformed XML: {e}") from None
+
+
+def _quat_R(q):
+    w, x, y, z = q
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def from_mjmodel(mj, source="<MjModel>", name="mjcf") -> Model:
+    import mujoco
+
+    b = ModelBuilder(name=name, source=source)
+    b.gravity = np.array(mj.opt.gravity, float)
+    names = []
+    for i in range(1, mj.nbody):
+        nm = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
+        names.append(nm)
+    for i in range(1, mj.nbody):
+        joints = []
+        for j in range(mj.jnt_dofadr.shape[0]):
+            if mj.jnt_bodyid[j] != i:
+                continue
+            jt = _JT[int(mj.jnt_type[j])]
+            d0 = mj.jnt_dofadr[j]
+            jname = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+            qa = mj.jnt_qposadr[j]
+            jd = dict(
+                name=jname,
+                type=jt,
+                pos=np.array(mj.jnt_pos[j]),
+                axis=np.array(mj.jnt_axis[j]),
+                armature=float(mj.dof_armature[d0]),
+                damping=float(mj.dof_damping[d0]),
+                stiffness=float(mj.jnt_stiffness[j]),
+            )
+            if jt in ("hinge", "slide"):
+                jd["qpos0"] = float(mj.qpos0[qa])
+                jd["qpos_spring"] = [float(mj.qpos_spring[qa])]
+            elif jt == "ball":
+                jd["qpos_spring"] = np.array(mj.qpos_spring[qa : qa + 4])
+            else:
+                jd["qpos_spring"] = np.array(mj.qpos_spring[qa : qa + 7])
+            joints.append(jd)
+        Ri = _quat_R(mj.body_iquat[i])
+        I = Ri @ np.diag(mj.body_inertia[i]) @ Ri.T
+        par = int(mj.body_parentid[i]) - 1
+        b.add_body(
+            names[i - 1],
+            par,
+            rot=_quat_R(mj.body_quat[i]),
+            pos=np.array(mj.body_pos[i]),
+            mass=float(mj.body_mass[i]),
+            com=np.array(mj.body_ipos[i]),
+            inertia=0.5 * (I + I.T),
+            joints=joints,
+        )
+    model = b.build()
+    if model.nq != mj.nq or model.nv != mj.nv:
+        raise ValueError(f"{source}: layout mismatch with MuJoCo (nq {model.nq} vs {mj.nq})")
+    # MuJoCo orders joints by body and dof address: assert ours is identical.
+    for j in range(mj.njnt):
+        if model.joint_v[j] != mj.jnt_dofadr[j] or model.joint_q[j] != mj.jnt_qposadr[j]:
+            raise ValueError(f"{source}: joint {j} layout differs from MuJoCo's")
+    return model

@@ -1,0 +1,352 @@
+"""The kinematic tree: a static topology plus traced physical parameters.
+
+Vocabulary
+----------
+*Bodies* are what a user names (URDF links, MJCF bodies): each has a mass, a centre of mass and an
+inertia about it, and a frame. *Nodes* are what the recursive algorithms walk: one node per
+elementary joint, in an order where every parent precedes its children (the directed span tree of
+seed 002 §2.2). A body rigidly attached to its parent (URDF ``fixed``, an MJCF body without joints)
+adds no node: it rides on its parent's node and its inertia is merged there *inside* the traced
+functions, so gradients still reach its mass. A body with several MJCF joints gets a chain of nodes,
+the last one carrying it. A free joint is two nodes: a translation along the parent's (world's) axes
+then a ball joint, which gives MuJoCo's layout q = [p_world, quat], v = [ṗ_world, ω_body].
+
+Node kinematics: the frame of node i at q is its placement in the parent node's frame at q = 0
+(``node_rot``, ``node_pos``) followed by the joint motion. Every node frame sits at its joint's
+anchor, so joint motion subspaces are constant in node coordinates:
+
+    hinge  S = [a; 0]     slide  S = [0; a]     ball  S = [I; 0]     trans3  S = [0; I]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Model", "State", "ModelBuilder", "HINGE", "SLIDE", "BALL", "TRANS3"]
+
+HINGE, SLIDE, BALL, TRANS3 = "hinge", "slide", "ball", "trans3"
+_NQ = {HINGE: 1, SLIDE: 1, BALL: 4, TRANS3: 3}
+_NV = {HINGE: 1, SLIDE: 1, BALL: 3, TRANS3: 3}
+_JOINT_NODES = {"hinge": (HINGE,), "slide": (SLIDE,), "ball": (BALL,), "free": (TRANS3, BALL)}
+
+
+class State(eqx.Module):
+    """What the integrator moves: time, generalized positions (nq,) and velocities (nv,)."""
+
+    t: jnp.ndarray
+    q: jnp.ndarray
+    v: jnp.ndarray
+
+
+class Model(eqx.Module):
+    """Static topology (hashable tuples) + physical parameters (array leaves, differentiable).
+
+    Shapes: n = number of nodes, nb = number of bodies.
+    """
+
+    # --- static topology --------------------------------------------------------------------
+    node_parent: tuple = eqx.field(static=True)  # (n,) parent node, -1 = world
+    node_type: tuple = eqx.field(static=True)  # (n,) HINGE | SLIDE | BALL | TRANS3
+    node_q: tuple = eqx.field(static=True)  # (n,) first index into q
+    node_v: tuple = eqx.field(static=True)  # (n,) first index into v
+    body_node: tuple = eqx.field(static=True)  # (nb,) node carrying each body, -1 = world
+    body_names: tuple = eqx.field(static=True)
+    joint_names: tuple = eqx.field(static=True)  # in generalized-velocity order
+    joint_types: tuple = eqx.field(static=True)  # "hinge" | "slide" | "ball" | "free"
+    joint_q: tuple = eqx.field(static=True)  # first q index of each joint
+    joint_v: tuple = eqx.field(static=True)  # first v index of each joint
+    joint_nodes: tuple = eqx.field(static=True)  # node indices of each joint
+    nq: int = eqx.field(static=True)
+    nv: int = eqx.field(static=True)
+    name: str = eqx.field(static=True)
+
+    # --- traced parameters ------------------------------------------------------------------
+    node_rot: jnp.ndarray  # (n, 3, 3) node axes in parent node frame at q = 0
+    node_pos: jnp.ndarray  # (n, 3) node origin in parent node frame at q = 0
+    node_axis: jnp.ndarray  # (n, 3) hinge/slide unit axis in node frame (unused otherwise)
+    body_rot: jnp.ndarray  # (nb, 3, 3) body axes in its node frame
+    body_pos: jnp.ndarray  # (nb, 3) body origin in its node frame
+    body_mass: jnp.ndarray  # (nb,)
+    body_com: jnp.ndarray  # (nb, 3) centre of mass in body frame
+    body_inertia: jnp.ndarray  # (nb, 3, 3) inertia about the com, body axes
+    armature: jnp.ndarray  # (nv,) reflected rotor inertia added to diag(M)
+    damping: jnp.ndarray  # (nv,) viscous joint damping (a force element, used by simulate)
+    stiffness: jnp.ndarray  # (nv,) joint springs (force element)
+    qpos_spring: jnp.ndarray  # (nq,) spring reference
+    qpos0: jnp.ndarray  # (nq,) reference configuration
+    gravity: jnp.ndarray  # (3,) world gravity vector
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_parent)
+
+    @property
+    def n_bodies(self) -> int:
+        return len(self.body_names)
+
+    def body_index(self, name: str) -> int:
+        try:
+            return self.body_names.index(name)
+        except ValueError:
+            raise KeyError(f"no body named {name!r}; bodies: {list(self.body_names)}") from None
+
+    def joint_index(self, name: str) -> int:
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise KeyError(f"no joint named {name!r}; joints: {list(self.joint_names)}") from None
+
+    def joint_dofs(self, name: str) -> slice:
+        """Slice of v (and of tau) belonging to joint ``name``."""
+        j = self.joint_index(name)
+        nv = {"hinge": 1, "slide": 1, "ball": 3, "free": 6}[self.joint_types[j]]
+        return slice(self.joint_v[j], self.joint_v[j] + nv)
+
+    def neutral(self) -> jnp.ndarray:
+        return self.qpos0
+
+    def __repr__(self):  # short: the full pytree is long
+        return f"Model({self.name!r}, nq={self.nq}, nv={self.nv}, bodies={self.n_bodies})"
+
+
+# ------------------------------------------------------------------------------------------
+# Builder: plain numpy, outside jit, validates physics and names the offender.
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Body:
+    name: str
+    parent: int  # body index, -1 world
+    rot: np.ndarray  # body frame in parent body frame
+    pos: np.ndarray
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+    joints: list = field(default_factory=list)  # list of dicts (name, type, pos, axis, ...)
+
+
+class ModelBuilder:
+    """Assemble a :class:`Model` body by body (numpy, outside jit).
+
+    Each body is placed in its parent body's frame by (``rot``, ``pos``) and moves relative to it
+    by zero or more joints, applied in order. Joint ``pos`` (anchor) and ``axis`` are in the body's
+    own frame, as in MJCF; URDF bodies use anchor 0. ``source`` names the file in errors.
+    """
+
+    def __init__(self, name: str = "model", source: str = "<model>"):
+        self.name = name
+        self.source = source
+        self.bodies: list[_Body] = []
+        self.gravity = np.array([0.0, 0.0, -9.81])
+
+    def add_body(
+        self,
+        name,
+        parent=-1,
+        *,
+        rot=None,
+        pos=(0, 0, 0),
+        mass=0.0,
+        com=(0, 0, 0),
+        inertia=None,
+        joints=(),
+    ) -> int:
+        if isinstance(parent, str):
+            names = [b.name for b in self.bodies]
+            if parent not in names:
+                raise ValueError(f"{self.source}: body {name!r}: parent {parent!r} is not defined")
+            parent = names.index(parent)
+        if parent >= len(self.bodies):
+            raise ValueError(f"{self.source}: body {name!r}: parent index {parent} not yet defined")
+        if any(b.name == name for b in self.bodies):
+            raise ValueError(f"{self.source}: duplicate body name {name!r}")
+        R = np.eye(3) if rot is None else np.asarray(rot, float).reshape(3, 3)
+        Ic = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, float)
+        if Ic.shape == (3,):
+            Ic = np.diag(Ic)
+        js = []
+        for j in joints:
+            j = dict(j)
+            jt = j.get("type")
+            if jt not in _JOINT_NODES:
+                raise ValueError(
+                    f"{self.source}: body {name!r}: joint {j.get('name')!r} has unknown type {jt!r}"
+                    f" (supported: hinge, slide, ball, free, fixed)"
+                )
+            j.setdefault("pos", np.zeros(3))
+            j["pos"] = np.asarray(j["pos"], float)
+            if jt in ("hinge", "slide"):
+                ax = np.asarray(j.get("axis", (0, 0, 1)), float)
+                nrm = np.linalg.norm(ax)
+                if not np.isfinite(nrm) or nrm < 1e-12:
+                    raise ValueError(f"{self.source}: joint {j.get('name')!r}: zero or bad axis")
+                j["axis"] = ax / nrm
+            if jt == "free" and (parent != -1 or js):
+                raise ValueError(
+                    f"{self.source}: joint {j.get('name')!r}: a free joint must be the only joint"
+                    " of a body attached to the world"
+                )
+            js.append(j)
+        self._check_inertia(name, float(mass), Ic)
+        self.bodies.append(
+            _Body(name, parent, R, np.asarray(pos, float), float(mass), np.asarray(com, float), Ic, js)
+        )
+        return len(self.bodies) - 1
+
+    def _check_inertia(self, name, m, Ic):
+        where = f"{self.source}: body {name!r}"
+        if not np.isfinite(m) or m < 0:
+            raise ValueError(f"{where}: mass must be finite and >= 0, got {m}")
+        if not np.all(np.isfinite(Ic)):
+            raise ValueError(f"{where}: inertia has non-finite entries")
+        if not np.allclose(Ic, Ic.T, atol=1e-9 * max(1.0, np.abs(Ic).max())):
+            raise ValueError(f"{where}: inertia is not symmetric")
+        ev = np.linalg.eigvalsh(0.5 * (Ic + Ic.T))
+        scale = max(1e-12, ev.max()) if ev.size else 1.0
+        if ev.min() < -1e-9 * scale:
+            raise ValueError(f"{where}: inertia is not positive semi-definite (eigenvalues {ev})")
+        if m == 0 and ev.max() > 0:
+            raise ValueError(f"{where}: zero mass with non-zero inertia")
+        a, b, c = ev
+        tol = 1e-6 * scale
+        if a + b < c - tol:
+            raise ValueError(
+                f"{where}: principal inertias {ev} violate the triangle inequality (I1 + I2 >= I3)"
+            )
+
+    def build(self) -> Model:
+        if not self.bodies:
+            raise ValueError(f"{self.source}: model has no bodies")
+        node_parent, node_type, node_rot, node_pos, node_axis = [], [], [], [], []
+        node_q, node_v = [], []
+        joint_names, joint_types, joint_q, joint_v, joint_nodes = [], [], [], [], []
+        armature, damping, stiffness, qspring, qpos0 = [], [], [], [], []
+        body_node, body_rot, body_pos = [], [], []
+        nq = nv = 0
+        for bi, b in enumerate(self.bodies):
+            # Pose of this body's frame relative to the node that carries its parent.
+            if b.parent < 0:
+                pnode, P_R, P_p = -1, np.eye(3), np.zeros(3)
+            else:
+                pnode = body_node[b.parent]
+                P_R, P_p = body_rot[b.parent], body_pos[b.parent]
+            # frame of the body at q=0 in parent node coordinates
+            F_R = P_R @ b.rot
+            F_p = P_p + P_R @ b.pos
+            if not b.joints:
+                body_node.append(pnode)
+                body_rot.append(F_R)
+                body_pos.append(F_p)
+                continue
+            cur_node, anchor_prev = pnode, None
+            nodes_of_body = []
+            for j in b.joints:
+                jn = []
+                for k, nt in enumerate(_JOINT_NODES[j["type"]]):
+                    if anchor_prev is None:
+                        R0, p0 = F_R, F_p + F_R @ j["pos"]
+                    else:  # previous node shares the body axes; step between anchors
+                        R0, p0 = np.eye(3), (j["pos"] - anchor_prev) if k == 0 else np.zeros(3)
+                    if nt == TRANS3:
+                        if j["type"] == "free":
+                            # MuJoCo: qpos holds the world pose of the body frame itself.
+                            R0, p0 = np.eye(3), np.zeros(3)
+                        if not np.allclose(R0, np.eye(3)):
+                            raise ValueError(f"{self.source}: translation node must be axis-aligned")
+                    node_parent.append(cur_node)
+                    node_type.append(nt)
+                    node_rot.append(R0)
+                    node_pos.append(p0)
+                    node_axis.append(j.get("axis", np.array([0.0, 0.0, 1.0])))
+                    node_q.append(nq)
+                    node_v.append(nv)
+                    nq += _NQ[nt]
+                    nv += _NV[nt]
+                    cur_node = len(node_parent) - 1
+                    jn.append(cur_node)
+                    anchor_prev = j["pos"] if j["type"] != "free" else np.zeros(3)
+                nodes_of_body += jn
+                jt = j["type"]
+                jnv = {"hinge": 1, "slide": 1, "ball": 3, "free": 6}[jt]
+                jnq = {"hinge": 1, "slide": 1, "ball": 4, "free": 7}[jt]
+                joint_names.append(j.get("name") or f"{b.name}_joint{len(joint_names)}")
+                joint_types.append(jt)
+                joint_q.append(nq - jnq)
+                joint_v.append(nv - jnv)
+                joint_nodes.append(tuple(jn))
+                armature += [float(j.get("armature", 0.0))] * jnv
+                damping += [float(j.get("damping", 0.0))] * jnv
+                stiffness += [float(j.get("stiffness", 0.0))] * jnv
+                if jt == "free":
+                    q0 = np.concatenate([F_p, _quat_from_R(F_R)])
+                    # The free body's placement is carried by q, not by a fixed transform.
+                elif jt == "ball":
+                    q0 = np.array([1.0, 0, 0, 0])
+                else:
+                    q0 = np.array([float(j.get("qpos0", 0.0))])
+                qpos0.append(q0)
+                qspring.append(np.asarray(j.get("qpos_spring", q0), float).reshape(-1))
+            body_node.append(cur_node)
+            # body frame relative to the last node (whose origin is the last joint's anchor)
+            last = b.joints[-1]
+            off = np.zeros(3) if last["type"] == "free" else last["pos"]
+            body_rot.append(np.eye(3))
+            body_pos.append(-off)
+        names = [b.name for b in self.bodies]
+        if len(set(joint_names)) != len(joint_names):
+            dup = sorted({n for n in joint_names if joint_names.count(n) > 1})
+            raise ValueError(f"{self.source}: duplicate joint names {dup}")
+        if nv == 0:
+            raise ValueError(f"{self.source}: model has no degrees of freedom")
+        for bi, b in enumerate(self.bodies):
+            if b.mass > 0:
+                continue
+            # a massless leaf body on a joint makes M singular: say which
+            has_child = any(c.parent == bi for c in self.bodies)
+            if b.joints and not has_child:
+                raise ValueError(
+                    f"{self.source}: body {b.name!r} has joints but no mass and no children:"
+                    " the mass matrix would be singular"
+                )
+        f = lambda x: jnp.asarray(np.asarray(x, dtype=np.float64))
+        return Model(
+            node_parent=tuple(int(p) for p in node_parent),
+            node_type=tuple(node_type),
+            node_q=tuple(node_q),
+            node_v=tuple(node_v),
+            body_node=tuple(int(n) for n in body_node),
+            body_names=tuple(names),
+            joint_names=tuple(joint_names),
+            joint_types=tuple(joint_types),
+            joint_q=tuple(joint_q),
+            joint_v=tuple(joint_v),
+            joint_nodes=tuple(joint_nodes),
+            nq=nq,
+            nv=nv,
+            name=self.name,
+            node_rot=f(np.array(node_rot)),
+            node_pos=f(np.array(node_pos)),
+            node_axis=f(np.array(node_axis)),
+            body_rot=f(np.array(body_rot)),
+            body_pos=f(np.array(body_pos)),
+            body_mass=f([b.mass for b in self.bodies]),
+            body_com=f(np.array([b.com for b in self.bodies])),
+            body_inertia=f(np.array([b.inertia for b in self.bodies])),
+            armature=f(armature),
+            damping=f(damping),
+            stiffness=f(stiffness),
+            qpos_spring=f(np.concatenate(qspring)),
+            qpos0=f(np.concatenate(qpos0)),
+            gravity=f(self.gravity),
+        )
+
+
+def _quat_from_R(R):
+    from .spatial.quaternion import from_rotmat
+
+    return from_rotmat(R)
