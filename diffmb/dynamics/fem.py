@@ -25,10 +25,12 @@ mesh size ``n`` is a static Python int.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike
 
 __all__ = [
     "hermite_shape",
@@ -45,7 +47,7 @@ __all__ = [
 ]
 
 
-def hermite_shape(xi: ArrayLike, le: ArrayLike) -> Float[Array, "... 4"]:
+def hermite_shape(xi: ArrayLike, le: ArrayLike) -> Array:
     """Hermite cubic shape functions N(ξ) for an element of length ``le``: shape (..., 4)."""
     xi = jnp.asarray(xi)
     le = jnp.asarray(le)
@@ -60,7 +62,7 @@ def hermite_shape(xi: ArrayLike, le: ArrayLike) -> Float[Array, "... 4"]:
     )
 
 
-def element_mass(rho_a: ArrayLike, le: ArrayLike) -> Float[Array, "4 4"]:
+def element_mass(rho_a: ArrayLike, le: ArrayLike) -> Array:
     """Consistent mass matrix ``ρA ∫₀^le Nᵀ N dx`` of one element: (4, 4)."""
     le = jnp.asarray(le)
     m = jnp.array(
@@ -75,7 +77,7 @@ def element_mass(rho_a: ArrayLike, le: ArrayLike) -> Float[Array, "4 4"]:
     return rho_a * le / 420.0 * m * s[:, None] * s[None, :]
 
 
-def element_stiffness(ei: ArrayLike, le: ArrayLike) -> Float[Array, "4 4"]:
+def element_stiffness(ei: ArrayLike, le: ArrayLike) -> Array:
     """Bending stiffness matrix ``EI ∫₀^le N''ᵀ N'' dx`` of one element: (4, 4)."""
     le = jnp.asarray(le)
     k = jnp.array(
@@ -90,7 +92,7 @@ def element_stiffness(ei: ArrayLike, le: ArrayLike) -> Float[Array, "4 4"]:
     return ei / le**3 * k * s[:, None] * s[None, :]
 
 
-def element_shape_integrals(le: ArrayLike) -> tuple[Float[Array, "4"], Float[Array, "4"]]:
+def element_shape_integrals(le: ArrayLike) -> tuple[Array, Array]:
     """``(∫₀^le N dx, ∫₀^le x_e N dx)`` with x_e the local coordinate: two (4,) vectors."""
     le = jnp.asarray(le)
     n0 = le * jnp.stack([0.5 * jnp.ones_like(le), le / 12.0, 0.5 * jnp.ones_like(le), -le / 12.0])
@@ -104,7 +106,7 @@ def _dofs(n_el: int):
     return np.arange(4)[None, :] + 2 * np.arange(n_el)[:, None]  # (n_el, 4)
 
 
-def assemble(element_matrices: Float[Array, "n 4 4"]) -> Float[Array, "N N"]:
+def assemble(element_matrices: Array) -> Array:
     """Assemble (n, 4, 4) element matrices of a chain of elements into (2n+2, 2n+2)."""
     n_el = element_matrices.shape[0]
     dofs = _dofs(n_el)
@@ -113,20 +115,21 @@ def assemble(element_matrices: Float[Array, "n 4 4"]) -> Float[Array, "N N"]:
     return out.at[dofs[:, :, None], dofs[:, None, :]].add(element_matrices)
 
 
-def assemble_vector(element_vectors: Float[Array, "n 4"]) -> Float[Array, " N"]:
+def assemble_vector(element_vectors: Array) -> Array:
     """Assemble (n, 4) element vectors into a global (2n+2,) vector."""
     n_el = element_vectors.shape[0]
     out = jnp.zeros((2 * (n_el + 1),), dtype=element_vectors.dtype)
     return out.at[_dofs(n_el)].add(element_vectors)
 
 
-def _per_element(x: ArrayLike, n_el: int) -> Float[Array, " n"]:
+def _per_element(x: ArrayLike, n_el: int) -> Array:
     return jnp.broadcast_to(jnp.asarray(x, dtype=jnp.float64), (n_el,))
 
 
+@functools.partial(jax.jit, static_argnames="n_el")
 def beam_matrices(
     ei: ArrayLike, rho_a: ArrayLike, length: ArrayLike, n_el: int
-) -> tuple[Float[Array, "N N"], Float[Array, "N N"]]:
+) -> tuple[Array, Array]:
     """Global (M, K), each (2n+2, 2n+2), of a beam of ``n_el`` equal elements, free ends.
 
     ``ei`` and ``rho_a`` may be scalars or per-element arrays (n_el,).
@@ -139,6 +142,7 @@ def beam_matrices(
     return assemble(me), assemble(ke)
 
 
+@functools.partial(jax.jit, static_argnames="n_el")
 def beam_inertia_integrals(rho_a: ArrayLike, length: ArrayLike, n_el: int) -> dict:
     """Shape-function integrals of a beam of ``n_el`` equal elements (global dofs, free ends).
 
@@ -170,10 +174,15 @@ def apply_dirichlet(mat_or_vec: Array, fixed: tuple[int, ...] | list[int]) -> Ar
 
     A clamped root is ``fixed=(0, 1)``; a pinned root ``(0,)``; a clamped tip ``(-2, -1)``.
     """
-    free = free_dofs(mat_or_vec.shape[0], fixed)
-    if mat_or_vec.ndim == 1:
-        return mat_or_vec[free]
-    return mat_or_vec[free][:, free]
+    return _apply_dirichlet(mat_or_vec, tuple(int(i) for i in fixed))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _apply_dirichlet(a: Array, fixed: tuple[int, ...]) -> Array:
+    free = free_dofs(a.shape[0], fixed)
+    if a.ndim == 1:
+        return a[free]
+    return a[free][:, free]
 
 
 def tube_section(d_outer: ArrayLike, d_inner: ArrayLike) -> tuple[Array, Array]:

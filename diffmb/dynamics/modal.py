@@ -29,11 +29,13 @@ zero-order-hold discretisation of each damped mode for sampled piecewise-constan
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike
 
 __all__ = [
     "generalized_eigh",
@@ -62,7 +64,8 @@ def _as_rigid(J: ArrayLike, I: ArrayLike) -> tuple[Array, Array]:
     return J, I
 
 
-def generalized_eigh(K: Float[Array, "n n"], M: Float[Array, "n n"]):
+@jax.jit
+def generalized_eigh(K: Array, M: Array):
     """Solve ``K φ = λ M φ`` for symmetric K and symmetric positive-definite M.
 
     Returns ``(lam (n,), phi (n, n))``, eigenvalues ascending, columns mass-normalised
@@ -88,8 +91,8 @@ def _omega(lam: Array) -> Array:
 class ConstrainedModes(eqx.Module):
     """Component modes with the base held: ``omega`` (N,) rad/s, ``phi`` (n, N) mass-normalised."""
 
-    omega: Float[Array, " N"]
-    phi: Float[Array, "n N"]
+    omega: Array
+    phi: Array
 
     @property
     def hz(self) -> Array:
@@ -100,27 +103,29 @@ class UnconstrainedModes(eqx.Module):
     """System (free-base) elastic modes: ``omega`` (N,), ``D`` (n, N) normalised on
     ``M − Iᵀ J⁻¹ I``; ``J`` (r, r) and ``I`` (r, n) are kept for the recovery of θ."""
 
-    omega: Float[Array, " N"]
-    D: Float[Array, "n N"]
-    J: Float[Array, "r r"]
-    I: Float[Array, "r n"]
+    omega: Array
+    D: Array
+    J: Array
+    I: Array
 
     @property
     def hz(self) -> Array:
         return self.omega / (2.0 * jnp.pi)
 
     @property
-    def induced(self) -> Float[Array, "r N"]:
+    def induced(self) -> Array:
         """Induced rigid shapes ``Φ_u = −J⁻¹ I D`` (eq. 10)."""
         return -jnp.linalg.solve(self.J, self.I @ self.D)
 
 
-def constrained_modes(M: Float[Array, "n n"], K: Float[Array, "n n"]) -> ConstrainedModes:
+@eqx.filter_jit
+def constrained_modes(M: Array, K: Array) -> ConstrainedModes:
     """Eqs. 6–7: all constrained modes of the flexible body (base held)."""
     lam, phi = generalized_eigh(K, M)
     return ConstrainedModes(_omega(lam), phi)
 
 
+@eqx.filter_jit
 def unconstrained_modes(J: ArrayLike, I: ArrayLike, M: Array, K: Array) -> UnconstrainedModes:
     """Eqs. 10–11: all elastic modes of the free system (rigid coordinates condensed)."""
     J, I = _as_rigid(J, I)
@@ -136,6 +141,7 @@ def truncate(modes, n: int):
     return UnconstrainedModes(modes.omega[:n], modes.D[:, :n], modes.J, modes.I)
 
 
+@eqx.filter_jit
 def full_matrices(J: ArrayLike, I: ArrayLike, M: Array, K: Array) -> tuple[Array, Array]:
     """Mass and stiffness of eq. 3 in ``q = [θ; d]``: two (r+n, r+n) matrices."""
     J, I = _as_rigid(J, I)
@@ -145,6 +151,7 @@ def full_matrices(J: ArrayLike, I: ArrayLike, M: Array, K: Array) -> tuple[Array
     return Mf, Kf
 
 
+@eqx.filter_jit
 def reduced_constrained(J: ArrayLike, I: ArrayLike, modes: ConstrainedModes):
     """Eq. 8 in ``[θ; η_c]``: (Mr, Kr), symmetric, size r + N_c."""
     J, I = _as_rigid(J, I)
@@ -156,6 +163,7 @@ def reduced_constrained(J: ArrayLike, I: ArrayLike, modes: ConstrainedModes):
     return Mr, Kr
 
 
+@eqx.filter_jit
 def reduced_unconstrained(modes: UnconstrainedModes):
     """Eq. 13 in ``[θ_u; η_u]``: (Mr, Kr) with ``Mr = [[J, 0], [H_u, E]]`` (not symmetric)."""
     J = modes.J
@@ -173,7 +181,10 @@ def recover_constrained(modes: ConstrainedModes, theta: Array, eta: Array):
 
 
 def recover_unconstrained(modes: UnconstrainedModes, theta_u: Array, eta: Array):
-    """Eq. 12: ``θ = θ_u − J⁻¹ I D η_u``, ``d = D η_u``; ``theta_u`` (..., r), ``eta`` (..., N_u)."""
+    """Eq. 12: ``θ = θ_u − J⁻¹ I D η_u``, ``d = D η_u``.
+
+    ``theta_u`` (..., r), ``eta`` (..., N_u) → ``(θ (..., r), d (..., n))``.
+    """
     d = eta @ modes.D.T
     corr = jnp.linalg.solve(modes.J, modes.I @ d.reshape(-1, d.shape[-1]).T).T
     theta = theta_u - corr.reshape(*d.shape[:-1], -1)
@@ -188,6 +199,7 @@ def _step_modal(omega: Array, ts: Array, rigid: Array) -> Array:
     return jnp.where(rigid[None, :], 0.5 * t**2, flex)
 
 
+@functools.partial(jax.jit, static_argnames="n_rigid")
 def step_response(Mr: Array, Kr: Array, f: Array, ts: Array, n_rigid: int) -> Array:
     """Exact response q(t) (nt, n) of ``Mr q̈ + Kr q = f`` (f constant) from rest.
 
@@ -202,6 +214,7 @@ def step_response(Mr: Array, Kr: Array, f: Array, ts: Array, n_rigid: int) -> Ar
     return (g * (phi.T @ f)[None, :]) @ phi.T
 
 
+@eqx.filter_jit
 def constrained_step_response(J, I, modes: ConstrainedModes, T: Array, ts: Array):
     """Eq. 8 under constant torque ``T`` (r,) from rest: ``(θ (nt, r), d (nt, n))``."""
     J, I = _as_rigid(J, I)
@@ -212,6 +225,7 @@ def constrained_step_response(J, I, modes: ConstrainedModes, T: Array, ts: Array
     return recover_constrained(modes, q[:, :r], q[:, r:])
 
 
+@eqx.filter_jit
 def unconstrained_step_response(modes: UnconstrainedModes, T: Array, ts: Array):
     """Eq. 13 under constant torque ``T`` (r,) from rest, recovered by eq. 12: ``(θ, d)``."""
     ts = jnp.asarray(ts)
@@ -223,42 +237,63 @@ def unconstrained_step_response(modes: UnconstrainedModes, T: Array, ts: Array):
     return recover_unconstrained(modes, theta_u, eta)
 
 
+def _transition(omega: Array, zeta: Array, t: Array):
+    """Entries of exp(A t), A = [[0, 1], [−ω², −2ζω]] (underdamped), broadcast over t and modes."""
+    sig = zeta * omega
+    wd = omega * jnp.sqrt(1.0 - zeta**2)
+    e = jnp.exp(-sig * t)
+    c = jnp.cos(wd * t)
+    s = jnp.sin(wd * t)
+    return (e * (c + sig / wd * s), e * s / wd, -e * omega**2 / wd * s, e * (c - sig / wd * s))
+
+
+@functools.partial(jax.jit, static_argnames="method")
 def modal_zoh_response(
-    omega: Array, zeta: Array, force: Float[Array, "nt N"], dt: ArrayLike
+    omega: Array, zeta: Array, force: Array, dt: ArrayLike, method: str = "fft"
 ) -> tuple[Array, Array]:
     """Exact sampled response of ``η̈ + 2ζω η̇ + ω² η = g(t)`` from rest, g held constant on
     ``[t_k, t_k + dt)`` (zero-order hold). ``omega`` (N,) > 0, ``0 ≤ zeta < 1`` (scalar or (N,)).
 
     Returns ``(eta, eta_dot)``, each (nt, N), at ``t_k = k dt``, k = 0..nt−1 (η(0) = 0).
-    Uses the closed-form transition matrix of each mode, so the result is exact to rounding for
-    any ``ω dt`` and differentiable in ω, ζ and g.
+    Each mode's transition matrix Φ = exp(A dt) and input vector Γ = A⁻¹(Φ − I)[0, 1]ᵀ are in
+    closed form, so the result is exact (to rounding) for any ω dt and differentiable in ω, ζ, g.
+    ``method="fft"``: the discrete convolution ``x_k = Σ_{j<k} Φ^{k−1−j} Γ g_j`` with
+    ``Φ^m = exp(A m dt)`` evaluated in closed form, done by FFT (fast to compile and run);
+    ``method="scan"``: the recursion ``x_{k+1} = Φ x_k + Γ g_k`` with ``lax.scan``.
     """
     zeta = jnp.broadcast_to(jnp.asarray(zeta, dtype=jnp.float64), omega.shape)
-    sig = zeta * omega
-    wd = omega * jnp.sqrt(1.0 - zeta**2)
-    e = jnp.exp(-sig * dt)
-    c = jnp.cos(wd * dt)
-    s = jnp.sin(wd * dt)
-    p00 = e * (c + sig / wd * s)
-    p01 = e * s / wd
-    p10 = -e * omega**2 / wd * s
-    p11 = e * (c - sig / wd * s)
+    p00, p01, p10, p11 = _transition(omega, zeta, dt)
     g0 = -2.0 * zeta / omega * p01 - (p11 - 1.0) / omega**2  # Γ = A⁻¹ (Φ − I) [0, 1]ᵀ
     g1 = p01
+    nt = force.shape[0]
+    if method == "scan":
 
-    def step(x, gk):
-        q, v = x
-        qn = p00 * q + p01 * v + g0 * gk
-        vn = p10 * q + p11 * v + g1 * gk
-        return (qn, vn), (q, v)
+        def step(x, gk):
+            q, v = x
+            qn = p00 * q + p01 * v + g0 * gk
+            vn = p10 * q + p11 * v + g1 * gk
+            return (qn, vn), (q, v)
 
-    z = jnp.zeros_like(omega)
-    _, (eta, deta) = jax.lax.scan(step, (z, z), force)
-    return eta, deta
+        z = jnp.zeros_like(omega)
+        _, (eta, deta) = jax.lax.scan(step, (z, z), force)
+        return eta, deta
+    if method != "fft":
+        raise ValueError(f"method must be 'fft' or 'scan', got {method!r}")
+    tm = (jnp.arange(nt, dtype=jnp.float64) * dt)[:, None]  # lags m = 0..nt-1
+    q00, q01, q10, q11 = _transition(omega[None, :], zeta[None, :], tm)
+    hq = q00 * g0 + q01 * g1  # (nt, N): response at lag m+1 to a unit held sample
+    hv = q10 * g0 + q11 * g1
+    nfft = 2 * nt
+    G = jnp.fft.rfft(force, nfft, axis=0)
+    conv_q = jnp.fft.irfft(jnp.fft.rfft(hq, nfft, axis=0) * G, nfft, axis=0)[: nt - 1]
+    conv_v = jnp.fft.irfft(jnp.fft.rfft(hv, nfft, axis=0) * G, nfft, axis=0)[: nt - 1]
+    z = jnp.zeros((1, omega.shape[0]))
+    return jnp.concatenate([z, conv_q]), jnp.concatenate([z, conv_v])
 
 
+@eqx.filter_jit
 def unconstrained_zoh_response(
-    modes: UnconstrainedModes, zeta: ArrayLike, torque: Float[Array, "nt r"], dt: ArrayLike
+    modes: UnconstrainedModes, zeta: ArrayLike, torque: Array, dt: ArrayLike
 ):
     """Exact response of the free system (eq. 13 with modal damping ζ on the elastic modes) to a
     zero-order-held torque sampled every ``dt``: ``(θ (nt, r), d (nt, n))`` from rest.

@@ -114,3 +114,96 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf") -> Model:
         if model.joint_v[j] != mj.jnt_dofadr[j] or model.joint_q[j] != mj.jnt_qposadr[j]:
             raise ValueError(f"{source}: joint {j} layout differs from MuJoCo's")
     return model
+
+
+# ------------------------------------------------------------------------------------------
+# Force elements (actuators, joint limits): plain numpy read from the compiled MjModel.
+# ------------------------------------------------------------------------------------------
+
+
+def _as_mjmodel(src):
+    import mujoco
+
+    if isinstance(src, mujoco.MjModel):
+        return src, "<MjModel>"
+    path = str(src)
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such MJCF file")
+    _reject_entities(path)
+    try:
+        return mujoco.MjModel.from_xml_path(path), path
+    except ValueError as e:
+        raise ValueError(f"{path}: MuJoCo could not compile the model: {e}") from None
+
+
+def read_actuators(src) -> dict:
+    """MJCF actuators of a file (or compiled ``MjModel``) as numpy arrays, one row per actuator.
+
+    Supported: joint transmission on hinge/slide joints, no activation dynamics (``dyntype``
+    none), fixed gain, affine or no bias -- i.e. ``<motor>``, ``<position>`` (without
+    ``timeconst``), ``<velocity>`` and ``<general>`` written in that form. Anything else is an
+    error naming the actuator. Keys: names, dof (velocity index), gear, gain (gainprm[0]),
+    bias (biasprm[0:3]), ctrlrange (nu, 2), ctrllimited, forcerange, forcelimited.
+    """
+    import mujoco
+
+    mj, where = _as_mjmodel(src)
+    names, dof, gear, gain, bias = [], [], [], [], []
+    for a in range(mj.nu):
+        nm = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"actuator{a}"
+        bad = None
+        if int(mj.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_JOINT):
+            bad = "only joint transmissions are supported"
+        elif int(mj.actuator_dyntype[a]) != int(mujoco.mjtDyn.mjDYN_NONE):
+            bad = "activation dynamics (dyntype != none, e.g. position with timeconst) unsupported"
+        elif int(mj.actuator_gaintype[a]) != int(mujoco.mjtGain.mjGAIN_FIXED):
+            bad = "only fixed gains are supported"
+        elif int(mj.actuator_biastype[a]) not in (
+            int(mujoco.mjtBias.mjBIAS_NONE),
+            int(mujoco.mjtBias.mjBIAS_AFFINE),
+        ):
+            bad = "only none/affine bias is supported"
+        else:
+            j = int(mj.actuator_trnid[a, 0])
+            if _JT[int(mj.jnt_type[j])] not in ("hinge", "slide"):
+                bad = "joint transmission on a ball/free joint is unsupported"
+        for extra in ("actuator_damping", "actuator_armature"):
+            if bad is None and hasattr(mj, extra) and np.any(np.asarray(getattr(mj, extra))[a]):
+                bad = f"{extra.split('_')[1]} on actuators is unsupported"
+        if bad:
+            raise ValueError(f"{where}: actuator {nm!r}: {bad}")
+        names.append(nm)
+        dof.append(int(mj.jnt_dofadr[j]))
+        gear.append(float(mj.actuator_gear[a, 0]))
+        gain.append(float(mj.actuator_gainprm[a, 0]))
+        biastype_none = int(mj.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_NONE)
+        bias.append(np.zeros(3) if biastype_none else np.array(mj.actuator_biasprm[a, :3], float))
+    return dict(
+        names=tuple(names),
+        dof=tuple(dof),
+        gear=np.array(gear, float),
+        gain=np.array(gain, float),
+        bias=np.array(bias, float).reshape(-1, 3),
+        ctrlrange=np.array(mj.actuator_ctrlrange, float).reshape(-1, 2),
+        ctrllimited=np.array(mj.actuator_ctrllimited, bool).reshape(-1),
+        forcerange=np.array(mj.actuator_forcerange, float).reshape(-1, 2),
+        forcelimited=np.array(mj.actuator_forcelimited, bool).reshape(-1),
+    )
+
+
+def read_joint_limits(src) -> dict:
+    """Limited hinge/slide joints of an MJCF file: names, dof, qpos index and range (radians/m)."""
+    import mujoco
+
+    mj, _ = _as_mjmodel(src)
+    names, dof, qadr, rng = [], [], [], []
+    for j in range(mj.njnt):
+        if not bool(mj.jnt_limited[j]) or _JT[int(mj.jnt_type[j])] not in ("hinge", "slide"):
+            continue
+        names.append(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}")
+        dof.append(int(mj.jnt_dofadr[j]))
+        qadr.append(int(mj.jnt_qposadr[j]))
+        rng.append(np.array(mj.jnt_range[j], float))
+    return dict(
+        names=tuple(names), dof=tuple(dof), qadr=tuple(qadr), range=np.array(rng).reshape(-1, 2)
+    )

@@ -98,6 +98,7 @@ def _beam(arm: FlexibleArm):
     return M, K, s0, s1, ints
 
 
+@eqx.filter_jit
 def system_matrices(arm: FlexibleArm) -> tuple[Array, Array, Array, Array]:
     """``(J (), I (n,), M (n, n), K (n, n))`` of eq. 3 from the derivation above."""
     M, K, s0, s1, ints = _beam(arm)
@@ -113,6 +114,7 @@ def system_matrices(arm: FlexibleArm) -> tuple[Array, Array, Array, Array]:
     return J, I, M, K
 
 
+@eqx.filter_jit
 def paper_coupling(arm: FlexibleArm) -> Array:
     """The coupling I of eq. 4 as printed (``2 J_cy P_θ`` with P_θ picking θ_p = −w'_L)."""
     _, _, s0, s1, _ = _beam(arm)
@@ -121,3 +123,17 @@ def paper_coupling(arm: FlexibleArm) -> Array:
     Pw = jnp.zeros(n).at[iw].set(1.0)
     P_thetap = jnp.zeros(n).at[it].set(-1.0)  # θ_p = −w'_L
     return 2.0 * arm.J_cy * P_thetap - arm.m_c * (arm.r_a + arm.l_b) * Pw - (arm.r_a * s0 + s1)
+
+
+def sampled_response(arm: FlexibleArm, zeta, torque: Array, dt) -> dict[str, Array]:
+    """Exact response from rest to a zero-order-held hub torque ``torque`` (nt,) sampled every
+    ``dt``, with modal damping ratio ``zeta`` on every elastic system mode (all 2n kept, so this
+    is eq. 3 plus modal damping). Returns ``{"theta", "tip_deflection", "tip_slope"}``, (nt,)
+    each: hub angle θ, tip deflection w_L (along +z_a) and tip slope w'_L."""
+    from ..dynamics import modal
+
+    J, I, M, K = system_matrices(arm)
+    modes = modal.unconstrained_modes(J, I, M, K)
+    theta, d = modal.unconstrained_zoh_response(modes, zeta, torque[:, None], dt)
+    iw, it = tip_dofs(arm)
+    return {"theta": theta[:, 0], "tip_deflection": d[:, iw], "tip_slope": d[:, it]}

@@ -1,0 +1,333 @@
+"""Force elements that :func:`diffmb.simulate` adds to the rigid-body law.
+
+Every element is an :class:`AbstractForce`: an equinox Module called as
+
+    tau, f_ext = element(model, t, q, v, ctrl)
+
+with ``tau`` a generalized force (nv,) and ``f_ext`` either ``None`` or body wrenches (nbody, 6)
+``[force, torque]`` in the world frame at each body's centre of mass (MuJoCo's ``xfrc_applied``
+convention, rows in ``model.body_names`` order). ``simulate`` sums the outputs of all elements and
+calls ``forward_dynamics(model, q, v, tau, f_ext)``.
+
+Gravity belongs to the Model (``bias_force`` includes it): no element here adds it, and a user
+element must not either.
+
+Numbers are array leaves (``jax.grad`` reaches them: a damping coefficient, an actuator gain),
+indices and flags are static. Elements whose ``uses_ctrl`` is True consume the control vector
+returned by ``simulate``'s ``control``; if no element does, the control is a generalized force
+(nv,) added to tau directly.
+
+Writing your own element (a smooth Coulomb friction on every dof, a few lines)::
+
+    import equinox as eqx, jax.numpy as jnp
+    from diffmb.forces.elements import AbstractForce
+
+    class SmoothCoulomb(AbstractForce):
+        mu: jnp.ndarray            # (nv,) friction torque/force levels, differentiable
+        v_eps: float = 1e-2        # velocity scale of the tanh regularisation
+
+        def __call__(self, model, t, q, v, ctrl):
+            return -self.mu * jnp.tanh(v / self.v_eps), None
+
+    traj = diffmb.simulate(model, q0, v0, t1=1.0, dt=1e-3, forces=(SmoothCoulomb(mu),))
+
+An element that pushes on bodies returns ``f_ext`` instead (see :class:`BodyWrench`).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from ..model import Model
+from ..spatial import quaternion as quat
+
+__all__ = [
+    "AbstractForce",
+    "JointDamping",
+    "JointSpring",
+    "Actuators",
+    "GeneralizedForce",
+    "JointLimits",
+    "BodyWrench",
+    "mjcf_forces",
+    "total_force",
+]
+
+
+class AbstractForce(eqx.Module):
+    """A force element: ``(model, t, q, v, ctrl) -> (tau (nv,), f_ext (nbody, 6) | None)``."""
+
+    uses_ctrl: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def __call__(self, model: Model, t, q, v, ctrl):
+        raise NotImplementedError
+
+
+def _arr(x):
+    return None if x is None else jnp.asarray(x, dtype=jnp.float64)
+
+
+class JointDamping(AbstractForce):
+    """Viscous joint damping tau = -d ⊙ v; d defaults to ``model.damping`` (MJCF ``damping``)."""
+
+    damping: jnp.ndarray | None = None
+
+    def __init__(self, damping=None):
+        self.damping = _arr(damping)
+
+    def __call__(self, model, t, q, v, ctrl):
+        d = model.damping if self.damping is None else self.damping
+        return -d * v, None
+
+
+class JointSpring(AbstractForce):
+    """Joint springs, MuJoCo's passive stiffness (MJCF ``stiffness``/``springref``).
+
+    hinge/slide: tau = -k (q - q_s); ball: tau = -k log(q_s⁻¹ ⊗ q) (node-frame rotation vector,
+    MuJoCo's ``mju_subQuat``); free: both, translation in the world frame. ``stiffness`` (nv,)
+    and ``qpos_spring`` (nq,) default to ``model.stiffness`` / ``model.qpos_spring``.
+    """
+
+    stiffness: jnp.ndarray | None = None
+    qpos_spring: jnp.ndarray | None = None
+
+    def __init__(self, stiffness=None, qpos_spring=None):
+        self.stiffness = _arr(stiffness)
+        self.qpos_spring = _arr(qpos_spring)
+
+    def __call__(self, model, t, q, v, ctrl):
+        k = model.stiffness if self.stiffness is None else self.stiffness
+        qs = model.qpos_spring if self.qpos_spring is None else self.qpos_spring
+        parts = []
+        for jt, a in zip(model.joint_types, model.joint_q, strict=True):
+            if jt in ("hinge", "slide"):
+                parts.append(q[a : a + 1] - qs[a : a + 1])
+            elif jt == "ball":
+                parts.append(quat.log(quat.mul(quat.conj(qs[a : a + 4]), q[a : a + 4])))
+            else:  # free
+                parts.append(q[a : a + 3] - qs[a : a + 3])
+                parts.append(quat.log(quat.mul(quat.conj(qs[a + 3 : a + 7]), q[a + 3 : a + 7])))
+        return -k * jnp.concatenate(parts), None
+
+
+class Actuators(AbstractForce):
+    """MuJoCo-style actuators with joint transmission, no activation dynamics.
+
+    For actuator i on dof ``dof[i]`` (MuJoCo's pipeline, ``mj_fwdActuation``):
+
+        u  = clip(ctrl_i, ctrlrange_i)               if ctrllimited_i
+        l  = gear_i q,  l̇ = gear_i v                 (actuator length and velocity)
+        f  = gain_i u + bias_i0 + bias_i1 l + bias_i2 l̇
+        f  = clip(f, forcerange_i)                   if forcelimited_i
+        tau[dof_i] += gear_i f
+
+    motor: gain 1, bias 0; position(kp, kv): gain kp, bias (0, -kp, -kv); velocity(kv): gain kv,
+    bias (0, 0, -kv). Build from a file with :meth:`from_mjcf`. ``ctrl`` has shape (nu,).
+    """
+
+    uses_ctrl: ClassVar[bool] = True
+    gear: jnp.ndarray  # (nu,)
+    gain: jnp.ndarray  # (nu,)
+    bias: jnp.ndarray  # (nu, 3)
+    ctrlrange: jnp.ndarray  # (nu, 2)
+    forcerange: jnp.ndarray  # (nu, 2)
+    dof: tuple = eqx.field(static=True)
+    qadr: tuple = eqx.field(static=True)
+    ctrllimited: tuple = eqx.field(static=True)
+    forcelimited: tuple = eqx.field(static=True)
+    names: tuple = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dof,
+        qadr,
+        gear,
+        gain,
+        bias,
+        ctrlrange=None,
+        ctrllimited=None,
+        forcerange=None,
+        forcelimited=None,
+        names=None,
+    ):
+        nu = len(dof)
+        self.dof, self.qadr = tuple(int(d) for d in dof), tuple(int(a) for a in qadr)
+        self.gear = _arr(gear).reshape(nu)
+        self.gain = _arr(gain).reshape(nu)
+        self.bias = _arr(bias).reshape(nu, 3)
+        self.ctrlrange = _arr(np.zeros((nu, 2)) if ctrlrange is None else ctrlrange).reshape(nu, 2)
+        self.forcerange = _arr(np.zeros((nu, 2)) if forcerange is None else forcerange)
+        self.forcerange = self.forcerange.reshape(nu, 2)
+        self.ctrllimited = tuple(
+            bool(b) for b in ([False] * nu if ctrllimited is None else ctrllimited)
+        )
+        self.forcelimited = tuple(
+            bool(b) for b in ([False] * nu if forcelimited is None else forcelimited)
+        )
+        self.names = tuple(names) if names is not None else tuple(f"act{i}" for i in range(nu))
+
+    @property
+    def nu(self) -> int:
+        return len(self.dof)
+
+    @classmethod
+    def from_mjcf(cls, src, model: Model | None = None) -> Actuators:
+        """Read the actuators of an MJCF file or a compiled ``mujoco.MjModel``."""
+        from ..io.mjcf import _as_mjmodel, read_actuators
+
+        mj, _ = _as_mjmodel(src)
+        a = read_actuators(mj)
+        qadr = [int(mj.jnt_qposadr[list(mj.jnt_dofadr).index(d)]) for d in a["dof"]]
+        if model is not None and model.nv != mj.nv:
+            raise ValueError(f"{model.name}: actuators are for nv={mj.nv}, model has {model.nv}")
+        return cls(
+            a["dof"],
+            qadr,
+            a["gear"],
+            a["gain"],
+            a["bias"],
+            a["ctrlrange"],
+            list(a["ctrllimited"]),
+            a["forcerange"],
+            list(a["forcelimited"]),
+            a["names"],
+        )
+
+    def actuator_force(self, q, v, ctrl):
+        """Scalar actuator forces (nu,) before the gear maps them to joints."""
+        ctrl = jnp.asarray(ctrl, dtype=jnp.float64).reshape(self.nu)
+        lim = np.array(self.ctrllimited)
+        u = jnp.where(lim, jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
+        qa = jnp.stack([q[a] for a in self.qadr]) if self.nu else jnp.zeros(0)
+        va = jnp.stack([v[d] for d in self.dof]) if self.nu else jnp.zeros(0)
+        length, vel = self.gear * qa, self.gear * va
+        f = self.gain * u + self.bias[:, 0] + self.bias[:, 1] * length + self.bias[:, 2] * vel
+        flim = np.array(self.forcelimited)
+        return jnp.where(flim, jnp.clip(f, self.forcerange[:, 0], self.forcerange[:, 1]), f)
+
+    def __call__(self, model, t, q, v, ctrl):
+        f = self.actuator_force(q, v, ctrl)
+        tau = jnp.zeros(model.nv).at[jnp.asarray(self.dof, dtype=jnp.int32)].add(self.gear * f)
+        return tau, None
+
+
+class GeneralizedForce(AbstractForce):
+    """The control vector as a generalized force: tau[dofs] = scale ⊙ ctrl (all dofs if None)."""
+
+    uses_ctrl: ClassVar[bool] = True
+    scale: jnp.ndarray | None = None
+    dofs: tuple | None = eqx.field(static=True, default=None)
+
+    def __init__(self, dofs=None, scale=None):
+        self.dofs = None if dofs is None else tuple(int(d) for d in dofs)
+        self.scale = _arr(scale)
+
+    def __call__(self, model, t, q, v, ctrl):
+        u = jnp.asarray(ctrl, dtype=jnp.float64)
+        if self.scale is not None:
+            u = self.scale * u
+        if self.dofs is None:
+            return u.reshape(model.nv), None
+        return jnp.zeros(model.nv).at[jnp.asarray(self.dofs, dtype=jnp.int32)].add(u), None
+
+
+class JointLimits(AbstractForce):
+    """Soft joint limits on hinge/slide joints: a spring-damper acting only beyond the range.
+
+        d = q - upper > 0:  tau = -k d - b v        d = lower - q > 0:  tau = k d - b v
+
+    (zero inside [lower, upper]). This is a penalty model, not MuJoCo's constraint solver: it
+    matches MuJoCo only in spirit (choose k, b for the stiffness you want, e.g. from MuJoCo's
+    solref time constant: k = m_eff (2π/T)², b = 2 ζ m_eff 2π/T).
+    """
+
+    lower: jnp.ndarray
+    upper: jnp.ndarray
+    stiffness: jnp.ndarray
+    damping: jnp.ndarray
+    dof: tuple = eqx.field(static=True)
+    qadr: tuple = eqx.field(static=True)
+
+    def __init__(self, dof, qadr, lower, upper, stiffness, damping):
+        n = len(dof)
+        self.dof, self.qadr = tuple(int(d) for d in dof), tuple(int(a) for a in qadr)
+        self.lower = _arr(lower).reshape(n)
+        self.upper = _arr(upper).reshape(n)
+        self.stiffness = jnp.broadcast_to(_arr(stiffness), (n,))
+        self.damping = jnp.broadcast_to(_arr(damping), (n,))
+
+    @classmethod
+    def from_mjcf(cls, src, stiffness, damping) -> JointLimits:
+        """Limited hinge/slide joints of an MJCF file, with the given penalty k and b."""
+        from ..io.mjcf import read_joint_limits
+
+        lim = read_joint_limits(src)
+        r = lim["range"]
+        return cls(lim["dof"], lim["qadr"], r[:, 0], r[:, 1], stiffness, damping)
+
+    def __call__(self, model, t, q, v, ctrl):
+        if not self.dof:
+            return jnp.zeros(model.nv), None
+        qa = jnp.stack([q[a] for a in self.qadr])
+        va = jnp.stack([v[d] for d in self.dof])
+        over = jnp.maximum(qa - self.upper, 0.0)
+        under = jnp.maximum(self.lower - qa, 0.0)
+        active = (over > 0) | (under > 0)
+        f = (
+            -self.stiffness * over
+            + self.stiffness * under
+            - jnp.where(active, self.damping * va, 0.0)
+        )
+        return jnp.zeros(model.nv).at[jnp.asarray(self.dof, dtype=jnp.int32)].add(f), None
+
+
+class BodyWrench(AbstractForce):
+    """A constant world-frame wrench [force, torque] (6,) at the com of body ``body`` (a name)."""
+
+    wrench: jnp.ndarray
+    body: str = eqx.field(static=True)
+
+    def __init__(self, body: str, wrench):
+        self.body = body
+        self.wrench = _arr(wrench).reshape(6)
+
+    def __call__(self, model, t, q, v, ctrl):
+        b = model.body_index(self.body)
+        f = jnp.zeros((model.n_bodies, 6)).at[b].set(self.wrench)
+        return jnp.zeros(model.nv), f
+
+
+def mjcf_forces(src, *, limit_stiffness=None, limit_damping=0.0) -> tuple:
+    """The force elements that make an MJCF file simulate as a MuJoCo user expects.
+
+    Joint damping and springs (from the Model's arrays, which ``load_mjcf`` filled from the
+    file), the file's actuators if it has any, and -- only when ``limit_stiffness`` is given --
+    soft limits on its limited hinge/slide joints. Returns a tuple for ``simulate(forces=...)``.
+    """
+    from ..io.mjcf import _as_mjmodel
+
+    mj, _ = _as_mjmodel(src)
+    out = [JointDamping(), JointSpring()]
+    if mj.nu:
+        out.append(Actuators.from_mjcf(mj))
+    if limit_stiffness is not None:
+        out.append(JointLimits.from_mjcf(mj, limit_stiffness, limit_damping))
+    return tuple(out)
+
+
+def total_force(forces, model: Model, t, q, v, ctrl):
+    """Sum of the elements' outputs: tau (nv,), f_ext (nbody, 6) or None."""
+    tau = jnp.zeros(model.nv)
+    f_ext = None
+    for el in forces:
+        ti, fi = el(model, t, q, v, ctrl)
+        tau = tau + ti
+        if fi is not None:
+            f_ext = fi if f_ext is None else f_ext + fi
+    return tau, f_ext

@@ -1,0 +1,171 @@
+"""Benchmark of diffmb.simulate on the four-box chain (issue 4, item 5) and gradient memory.
+
+Cases (all measured in the same run, on this machine):
+  * chain_rk4_b1: env-steps/s of diffmb (RK4, dt = 0.002, 500 steps, batch 1, jit) vs MuJoCo C
+    (mj_step with the RK4 integrator through ``mujoco.rollout``, one thread).
+  * chain_rk4_b1024_vs_mjx: diffmb under jit(vmap) at batch 1024 vs MJX (float64, jit(vmap)).
+  * chain_rk4_b1024_vs_mujoco_c: the same diffmb number vs MuJoCo C on one core.
+  * chain_grad_over_forward: time of jax.grad of a loss on the 500-step trajectory over the time
+    of the forward simulation (batch 1); peer: the target 4.
+  * grad_memory_10k_vs_1k: XLA temp memory (compiled memory_analysis) of the gradient of a
+    10,000-step vs a 1,000-step trajectory (RecursiveCheckpointAdjoint, default checkpoints).
+``--quick`` shrinks the horizon to 100 steps (batch sizes unchanged).
+
+Run: ``python experiments/bench_sim.py [--quick] --out DIR`` (writes DIR/bench_sim.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import time
+
+import numpy as np
+
+CHAIN = pathlib.Path(__file__).resolve().parents[1] / "diffmb" / "assets" / "chain4.xml"
+
+
+def _best(f, reps=3):
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def _case(value, unit, peer, peer_value):
+    return {
+        "value": float(value),
+        "unit": unit,
+        "peer": peer,
+        "peer_value": float(peer_value),
+        "ratio": float(value) / float(peer_value) if peer_value else float("nan"),
+    }
+
+
+def run(out_dir, quick: bool = False) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import mujoco
+
+    import diffmb
+
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nsteps = 100 if quick else 500
+    dt, batch = 0.002, 1024
+    T = nsteps * dt
+    model = diffmb.load_mjcf(CHAIN)
+    q0, v0 = model.qpos0, jnp.zeros(model.nv)
+    rng = np.random.default_rng(0)
+    vb = jnp.asarray(rng.normal(size=(batch, model.nv)) * 0.1)
+    qb = jnp.broadcast_to(q0, (batch, model.nq))
+
+    def sim(q, v):
+        return diffmb.simulate(model, q, v, t1=T, dt=dt, saveat=[T], throw=False).q[-1]
+
+    f1 = jax.jit(sim)
+    fb = jax.jit(jax.vmap(sim))
+    f1(q0, v0).block_until_ready()
+    t_b1 = _best(lambda: f1(q0, v0).block_until_ready(), 5)
+    fb(qb, vb).block_until_ready()
+    t_bb = _best(lambda: fb(qb, vb).block_until_ready(), 2)
+    sps_b1, sps_bb = nsteps / t_b1, nsteps * batch / t_bb
+
+    # MuJoCo C, one thread, RK4
+    mj = mujoco.MjModel.from_xml_path(str(CHAIN))
+    mj.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    mj.opt.timestep = dt
+    d = mujoco.MjData(mj)
+    try:
+        from mujoco import rollout
+
+        spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        st = np.zeros((1, mujoco.mj_stateSize(mj, spec)))
+        mujoco.mj_getState(mj, d, st[0], spec)
+        rollout.rollout(mj, d, st, nstep=nsteps)
+        t_c = _best(lambda: rollout.rollout(mj, d, st, nstep=nsteps), 5)
+        how_c = "mujoco.rollout (C loop, 1 thread)"
+    except Exception:  # pragma: no cover - older mujoco
+
+        def loop():
+            mujoco.mj_resetData(mj, d)
+            for _ in range(nsteps):
+                mujoco.mj_step(mj, d)
+
+        t_c = _best(loop, 5)
+        how_c = "python loop of mj_step"
+    sps_c = nsteps / t_c
+
+    # MJX, float64, batch
+    sps_mjx = float("nan")
+    try:
+        from mujoco import mjx
+
+        mx = mjx.put_model(mj)
+
+        def mjx_run(qvel):
+            dd = mjx.make_data(mx).replace(qvel=qvel)
+            dd = jax.lax.fori_loop(0, nsteps, lambda i, s: mjx.step(mx, s), dd)
+            return dd.qpos
+
+        g = jax.jit(jax.vmap(mjx_run))
+        g(vb).block_until_ready()
+        t_mjx = _best(lambda: g(vb).block_until_ready(), 2)
+        sps_mjx = nsteps * batch / t_mjx
+    except Exception as e:  # MJX missing or failing: report, do not hide
+        print(f"MJX unavailable: {type(e).__name__}: {e}")
+
+    # gradient / forward (batch 1)
+    w = jnp.linspace(0.5, 1.5, model.nq)
+
+    def loss(v):
+        return jnp.sum(w * sim(q0, v))
+
+    gf = jax.jit(jax.grad(loss))
+    lf = jax.jit(loss)
+    gf(v0).block_until_ready()
+    lf(v0).block_until_ready()
+    t_g = _best(lambda: gf(v0).block_until_ready(), 5)
+    t_f = _best(lambda: lf(v0).block_until_ready(), 5)
+
+    # gradient memory, 10k vs 1k steps (compiled, not run)
+    def grad_mem(n):
+        def loss_n(v):
+            tr = diffmb.simulate(model, q0, v, t1=n * dt, dt=dt, saveat=[n * dt], throw=False)
+            return jnp.sum(w * tr.q[-1])
+
+        c = jax.jit(jax.grad(loss_n)).lower(v0).compile()
+        ma = c.memory_analysis()
+        return ma.temp_size_in_bytes + ma.output_size_in_bytes + ma.argument_size_in_bytes
+
+    m1k, m10k = grad_mem(1000), grad_mem(10000)
+
+    res = {
+        "chain_rk4_b1": _case(sps_b1, "env-steps/s", f"MuJoCo C ({how_c})", sps_c),
+        "chain_rk4_b1024_vs_mjx": _case(sps_bb, "env-steps/s", "MJX float64 jit(vmap)", sps_mjx),
+        "chain_rk4_b1024_vs_mujoco_c": _case(sps_bb, "env-steps/s", "MuJoCo C 1 thread", sps_c),
+        "chain_grad_over_forward": _case(t_g / t_f, "ratio", "target", 4.0),
+        "grad_memory_10k_vs_1k": _case(m10k, "bytes", "1000-step gradient", m1k),
+    }
+    meta = dict(
+        nsteps=nsteps,
+        batch=batch,
+        dt=dt,
+        t_forward_b1_s=t_b1,
+        t_grad_b1_s=t_g,
+        t_batch_s=t_bb,
+        devices=[str(x) for x in jax.devices()],
+    )
+    (out_dir / "bench_sim.json").write_text(json.dumps({**res, "_meta": meta}, indent=2))
+    return res
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default="out/bench")
+    a = ap.parse_args()
+    print(json.dumps(run(a.out, a.quick), indent=2))

@@ -1,0 +1,174 @@
+"""Force elements against MuJoCo's passive and actuator forces, and against closed forms.
+
+Oracles: ``mj_forward``'s ``qfrc_passive`` (damping + springs, ball springs by ``mju_subQuat``),
+``qfrc_actuator`` (motor/position/velocity/general with ctrl and force clamping) and ``qacc`` on
+tests/data/sim_actuated.xml; closed-form motions for soft limits, a user element and a body wrench.
+"""
+
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import diffmb
+from diffmb.forces.elements import (
+    AbstractForce,
+    Actuators,
+    BodyWrench,
+    GeneralizedForce,
+    JointDamping,
+    JointLimits,
+    JointSpring,
+    mjcf_forces,
+    total_force,
+)
+
+XML = Path(__file__).parent / "data" / "sim_actuated.xml"
+
+
+@pytest.fixture(scope="module")
+def setup():
+    mj = mujoco.MjModel.from_xml_path(str(XML))
+    return mj, mujoco.MjData(mj), diffmb.load_mjcf(XML)
+
+
+def _state(mj, rng):
+    q = mj.qpos0 + rng.normal(size=mj.nq) * 0.6
+    for a in (mj.jnt_qposadr[3], mj.jnt_qposadr[4] + 3):
+        q[a : a + 4] /= np.linalg.norm(q[a : a + 4])
+    return q, rng.normal(size=mj.nv)
+
+
+def test_passive_and_actuator_forces_match_mujoco(setup):
+    mj, d, model = setup
+    forces = mjcf_forces(XML)
+    act = forces[2]
+    assert isinstance(act, Actuators) and act.nu == 4
+    passive = jax.jit(
+        lambda q, v: total_force((JointDamping(), JointSpring()), model, 0.0, q, v, None)[0]
+    )
+    actf = jax.jit(lambda q, v, u: act(model, 0.0, q, v, u)[0])
+    acc = jax.jit(
+        lambda q, v, u: diffmb.forward_dynamics(
+            model, q, v, total_force(forces, model, 0.0, q, v, u)[0]
+        )
+    )
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        q, v = _state(mj, rng)
+        u = rng.normal(size=mj.nu) * 2.5  # beyond ctrlrange: clamping is exercised
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+        mujoco.mj_forward(mj, d)
+        np.testing.assert_allclose(np.asarray(passive(q, v)), d.qfrc_passive, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(actf(q, v, u)), d.qfrc_actuator, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(acc(q, v, u)), d.qacc, atol=1e-9, rtol=1e-9)
+
+
+def test_actuator_types_closed_form():
+    # motor: gear*clip(u); position: kp (u - q) - kv qdot; velocity: kv (u - qdot)
+    a = Actuators(
+        dof=(0, 0, 0),
+        qadr=(0, 0, 0),
+        gear=[2.0, 1.0, 1.0],
+        gain=[1.0, 5.0, 3.0],
+        bias=[[0, 0, 0], [0, -5.0, -0.5], [0, 0, -3.0]],
+        ctrlrange=[[-1, 1], [0, 0], [0, 0]],
+        ctrllimited=[True, False, False],
+    )
+    q, v, u = jnp.array([0.3]), jnp.array([-0.7]), jnp.array([4.0, 0.5, 0.2])
+    f = np.asarray(a.actuator_force(q, v, u))
+    np.testing.assert_allclose(f, [1.0, 5 * (0.5 - 0.3) - 0.5 * -0.7, 3 * (0.2 + 0.7)], atol=1e-15)
+    m = diffmb.ModelBuilder()
+    m.add_body("b", mass=1.0, inertia=[1, 1, 1], joints=[dict(type="hinge", name="h")])
+    model = m.build()
+    tau, fe = a(model, 0.0, q, v, u)
+    assert fe is None
+    np.testing.assert_allclose(np.asarray(tau), [2.0 * f[0] + f[1] + f[2]], atol=1e-14)
+    g = GeneralizedForce()(model, 0.0, q, v, jnp.array([1.5]))[0]
+    np.testing.assert_allclose(np.asarray(g), [1.5])
+
+
+def _slider(gravity=(0, 0, -9.81), axis=(0, 0, 1), mass=2.0):
+    b = diffmb.ModelBuilder()
+    b.gravity = np.asarray(gravity, float)
+    b.add_body("m", mass=mass, inertia=[0.1, 0.1, 0.1], joints=[dict(type="slide", axis=axis)])
+    return b.build()
+
+
+def test_joint_limits_force_and_settling():
+    lim = JointLimits(dof=(0,), qadr=(0,), lower=[-0.1], upper=[0.2], stiffness=400.0, damping=40.0)
+    model = _slider()
+    f = jax.jit(lambda q, v: lim(model, 0.0, q, v, None)[0][0])
+    assert float(f(jnp.array([0.0]), jnp.array([3.0]))) == 0.0  # inside: nothing
+    np.testing.assert_allclose(float(f(jnp.array([0.25]), jnp.array([1.0]))), -400 * 0.05 - 40.0)
+    np.testing.assert_allclose(float(f(jnp.array([-0.3]), jnp.array([-2.0]))), 400 * 0.2 + 80.0)
+    # a 2 kg mass dropped onto the lower limit settles at lower - m g / k (closed form)
+    tr = diffmb.simulate(
+        model, jnp.array([0.0]), jnp.array([0.0]), t1=6.0, dt=0.005, saveat=[6.0], forces=(lim,)
+    )
+    np.testing.assert_allclose(float(tr.q[-1, 0]), -0.1 - 2.0 * 9.81 / 400.0, atol=1e-8)
+    assert abs(float(tr.v[-1, 0])) < 1e-8
+
+
+class LinearDrag(AbstractForce):
+    """The documented user-element pattern: a few lines, parameters as array leaves."""
+
+    c: jnp.ndarray
+
+    def __call__(self, model, t, q, v, ctrl):
+        return -self.c * v, None
+
+
+def test_user_element_closed_form():
+    model = _slider(gravity=(0, 0, 0), axis=(1, 0, 0), mass=2.0)
+    m, x0, v0, T = 2.0, 0.1, 1.5, 1.2
+
+    def final(c):
+        tr = diffmb.simulate(
+            model,
+            jnp.array([x0]),
+            jnp.array([v0]),
+            t1=T,
+            dt=0.01,
+            saveat=[T],
+            forces=(LinearDrag(c),),
+        )
+        return tr.q[-1, 0]
+
+    c = 0.8
+    exact = lambda c: x0 + v0 * m / c * (1 - np.exp(-c * T / m))
+    np.testing.assert_allclose(float(final(jnp.asarray(c))), exact(c), atol=1e-11)
+
+
+def test_body_wrench_free_body():
+    # zero gravity: constant world force F and torque about a principal axis, closed form
+    b = diffmb.ModelBuilder()
+    b.gravity = np.zeros(3)
+    b.add_body("box", mass=3.0, inertia=[0.2, 0.3, 0.4], joints=[dict(type="free")])
+    model = b.build()
+    F, tz = np.array([0.6, -0.3, 1.2]), 0.08
+    el = BodyWrench("box", [*F, 0.0, 0.0, tz])
+    q0 = jnp.array([0.0, 0, 0, 1, 0, 0, 0])
+    tr = diffmb.simulate(model, q0, jnp.zeros(6), t1=1.5, dt=0.01, forces=(el,), saveat=[1.5])
+    np.testing.assert_allclose(np.asarray(tr.q[-1, :3]), 0.5 * F / 3.0 * 1.5**2, atol=1e-12)
+    ang = 0.5 * tz / 0.4 * 1.5**2  # rotation about the fixed z axis
+    np.testing.assert_allclose(
+        np.asarray(tr.q[-1, 3:]), [np.cos(ang / 2), 0, 0, np.sin(ang / 2)], atol=1e-10
+    )
+
+
+def test_elements_are_pytrees_with_trainable_leaves():
+    act = Actuators.from_mjcf(XML)
+    leaves = eqx.filter(act, eqx.is_inexact_array)
+    assert leaves.gain.shape == (4,) and leaves.gear.shape == (4,)
+    with pytest.raises(ValueError, match="activation dynamics"):
+        Actuators.from_mjcf(
+            mujoco.MjModel.from_xml_string(
+                '<mujoco><worldbody><body><joint name="j"/><geom size=".1"/></body></worldbody>'
+                '<actuator><position joint="j" kp="1" timeconst="0.1"/></actuator></mujoco>'
+            )
+        )

@@ -1,0 +1,100 @@
+"""least_squares tests. Oracles: closed-form OLS (numpy lstsq, s²(XᵀX)⁻¹) and
+scipy.optimize.curve_fit (estimates and covariance) on an exponential decay."""
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import curve_fit
+
+from diffmb.optim.lsq import UnidentifiableWarning, least_squares
+
+
+def _linreg_data():
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.0, 2.0, 40)
+    X = np.column_stack([np.ones_like(x), x, x**2])
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.05 * rng.standard_normal(x.size)
+    return x, X, y
+
+
+def test_linear_regression_matches_ols():
+    x, X, y = _linreg_data()
+
+    def res(p, a):
+        xx, yy = a
+        return p["c0"] + p["c1"] * xx + p["c2"] * xx**2 - yy
+
+    with warnings.catch_warnings():  # a well-posed problem does not warn
+        warnings.simplefilter("error", UnidentifiableWarning)
+        r = least_squares(res, {"c0": 0.0, "c1": 0.0, "c2": 0.0},
+                          (jnp.asarray(x), jnp.asarray(y)))
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ beta
+    s2 = resid @ resid / (x.size - 3)
+    cov = s2 * np.linalg.inv(X.T @ X)
+    np.testing.assert_allclose([r.params[k] for k in ("c0", "c1", "c2")], beta, rtol=1e-9)
+    np.testing.assert_allclose(r.cov, cov, rtol=1e-8)
+    np.testing.assert_allclose([r.std[k] for k in ("c0", "c1", "c2")], np.sqrt(np.diag(cov)),
+                               rtol=1e-8)
+    assert r.residual_norm == pytest.approx(np.linalg.norm(resid), rel=1e-10)
+    assert r.dof == 37 and r.success and r.unidentifiable == ()
+    assert r.n_steps >= 1
+
+
+def test_exponential_decay_positive_matches_curve_fit():
+    rng = np.random.default_rng(1)
+    t = np.linspace(0.0, 3.0, 60)
+    y = 2.5 * np.exp(-1.3 * t) + 0.02 * rng.standard_normal(t.size)
+
+    def res(p, a):
+        return p["a"] * jnp.exp(-p["k"] * a[0]) - a[1]
+
+    r = least_squares(res, {"a": 1.0, "k": 0.3}, (jnp.asarray(t), jnp.asarray(y)),
+                      positive={"a", "k"}, solver="gn")
+    popt, pcov = curve_fit(lambda tt, a, k: a * np.exp(-k * tt), t, y, p0=[1.0, 0.3])
+    np.testing.assert_allclose([r.params["a"], r.params["k"]], popt, rtol=1e-7)
+    np.testing.assert_allclose(r.cov, pcov, rtol=1e-5)
+    assert abs(r.params["k"] - 1.3) < 4 * r.std["k"]
+
+
+def test_bounds_keep_iterates_inside_and_find_interior_optimum():
+    rng = np.random.default_rng(2)
+    t = np.linspace(0.0, 3.0, 50)
+    y = 2.5 * np.exp(-1.3 * t) + 0.01 * rng.standard_normal(t.size)
+
+    def res(p, a):
+        return p["a"] * jnp.exp(-p["k"] * a[0]) - a[1]
+
+    args = (jnp.asarray(t), jnp.asarray(y))
+    popt, _ = curve_fit(lambda tt, a, k: a * np.exp(-k * tt), t, y, p0=[1.0, 0.5])
+    bnd = least_squares(res, {"a": 1.0, "k": 0.5}, args, lower={"k": 0.1, "a": 0.0},
+                        upper={"k": 5.0})
+    np.testing.assert_allclose([bnd.params["a"], bnd.params["k"]], popt, rtol=1e-7)
+    assert 0.1 < bnd.params["k"] < 5.0
+
+
+def test_unidentifiable_parameters_are_named():
+    x = np.linspace(0.0, 1.0, 20)
+    y = 3.0 * x
+
+    def res(p, a):  # only the product a*b matters; c has no effect at all
+        return p["a"] * p["b"] * a[0] + 0.0 * p["c"] - a[1]
+
+    with pytest.warns(UnidentifiableWarning, match=r"a, b, c"):
+        r = least_squares(res, {"a": 1.0, "b": 2.0, "c": 0.5},
+                          (jnp.asarray(x), jnp.asarray(y + 1e-3 * np.sin(7 * x))))
+    assert set(r.unidentifiable) == {"a", "b", "c"}
+    assert np.isinf(r.std["a"]) and np.isinf(r.std["c"])
+    assert r.params["a"] * r.params["b"] == pytest.approx(3.0, rel=1e-3)
+
+
+def test_input_validation():
+    f = lambda p, a: p["x"] - 1.0
+    with pytest.raises(ValueError, match="'x'.*lower"):
+        least_squares(f, {"x": -1.0}, positive={"x"})
+    with pytest.raises(ValueError, match="solver"):
+        least_squares(f, {"x": 0.5}, solver="bfgs")
+    with pytest.raises(ValueError, match="unknown parameter 'y'"):
+        least_squares(f, {"x": 0.5}, positive={"y"})

@@ -1,0 +1,356 @@
+"""diffmb.simulate against MuJoCo, invariants, measured orders, finite differences.
+
+Oracles: MuJoCo's RK4 integrator at a 20x finer step (chain of DESIGN/issue 4, and an MJCF
+model with damping, springs and actuators); energy and world angular momentum of a torque-free
+body and the Dzhanibekov flip; measured convergence orders (RK4 ≈ 4, Tsit5 ≈ 5); central
+differences for gradients; scipy's cubic Hermite spline for the knot tables; an explicit loop
+for vmap.
+"""
+
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from scipy.interpolate import CubicHermiteSpline
+
+import diffmb
+from diffmb import controls
+from diffmb.dynamics.configuration import integrate
+from diffmb.forces.elements import Actuators, JointDamping, JointSpring, mjcf_forces
+from diffmb.simulate import DT_MIN, MAX_STEPS, NONFINITE, SimulationError
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+CHAIN = ROOT / "diffmb" / "assets" / "chain4.xml"
+
+
+def _mujoco_rk4(path, q0, v0, ctrl, T, dt, saves):
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    mj.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    mj.opt.timestep = dt
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = q0, v0
+    if ctrl is not None:
+        d.ctrl[:] = ctrl
+    out_q, out_v = [], []
+    k = 0
+    steps = {int(round(s / dt)) for s in saves}
+    for i in range(1, int(round(T / dt)) + 1):
+        mujoco.mj_step(mj, d)
+        if i in steps:
+            out_q.append(d.qpos.copy())
+            out_v.append(d.qvel.copy())
+            k += 1
+    return np.array(out_q), np.array(out_v)
+
+
+def _quat_close(a, b, nq_slices):
+    """Max error with each quaternion's sign aligned (q and -q are the same rotation)."""
+    a, b = np.array(a, float), np.array(b, float)
+    for s in nq_slices:
+        sgn = np.sign(np.sum(a[..., s] * b[..., s], axis=-1, keepdims=True))
+        b[..., s] *= sgn
+    return np.abs(a - b).max()
+
+
+def test_issue_call_on_chain_matches_mujoco():
+    model = diffmb.load_mjcf(CHAIN)
+    q0, v0 = model.qpos0, jnp.zeros(model.nv)
+    traj = diffmb.simulate(
+        model, q0, v0, t1=2.0, dt=0.002, solver="rk4", saveat=[0.5, 1.0, 1.5, 2.0]
+    )
+    assert traj.ts.shape == (4,) and traj.q.shape == (4, 16) and traj.v.shape == (4, 12)
+    assert int(traj.status) == 0 and int(traj.num_steps) == 1000
+    np.testing.assert_allclose(np.asarray(traj.ts), [0.5, 1.0, 1.5, 2.0])
+    ref_q, ref_v = _mujoco_rk4(CHAIN, np.asarray(q0), np.zeros(12), None, 2.0, 1e-4, traj.ts)
+    slices = [slice(4 * i, 4 * i + 4) for i in range(4)]
+    assert _quat_close(traj.q, ref_q, slices) < 1e-7
+    assert np.abs(np.asarray(traj.v) - ref_v).max() < 1e-6
+    # the chain moves: not a trivially small check
+    assert np.abs(np.asarray(traj.q[-1]) - np.asarray(q0)).max() > 0.1
+    with pytest.raises(ValueError, match="not on a step"):
+        diffmb.simulate(model, q0, v0, t1=2.0, dt=0.002, saveat=[0.5011])
+
+
+def test_actuated_mjcf_matches_mujoco():
+    path = DATA / "sim_actuated.xml"
+    model = diffmb.load_mjcf(path)
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    rng = np.random.default_rng(7)
+    q0 = mj.qpos0.copy()
+    q0[:3] = [0.3, -0.4, 0.02]
+    v0 = rng.normal(size=mj.nv) * 0.5
+    ctrl = np.array([1.7, 0.3, 0.2, 1.0])  # motor beyond its ctrlrange: clamped like MuJoCo
+    saves = [0.25, 0.5, 1.0]
+    traj = diffmb.simulate(
+        model,
+        q0,
+        v0,
+        t1=1.0,
+        solver="dopri8",
+        rtol=1e-12,
+        atol=1e-12,
+        saveat=saves,
+        forces=mjcf_forces(path),
+        control=lambda t, q, v, p: jnp.asarray(ctrl),
+    )
+    ref_q, ref_v = _mujoco_rk4(path, q0, v0, ctrl, 1.0, 1e-4, saves)
+    qa = [slice(3, 7), slice(10, 14)]
+    assert _quat_close(traj.q, ref_q, qa) < 1e-10
+    assert np.abs(np.asarray(traj.v) - ref_v).max() < 1e-9
+
+
+def _free_body(inertia=(1.0, 2.0, 3.0)):
+    b = diffmb.ModelBuilder(name="free_body")
+    b.gravity = np.zeros(3)
+    b.add_body("body", mass=1.5, inertia=list(inertia), joints=[dict(type="free", name="free")])
+    return b.build()
+
+
+def _dzhanibekov(T, n_save):
+    I = np.array([1.0, 2.0, 3.0])
+    model = _free_body(I)
+    w0 = np.array([1e-2, 1.0, 0.0])  # near the intermediate axis
+    q0 = jnp.array([0.0, 0, 0, 1, 0, 0, 0])
+    v0 = jnp.asarray(np.concatenate([[0.1, 0, 0], w0]))
+    ts = np.linspace(0, T, n_save)
+    tr = diffmb.simulate(model, q0, v0, t1=T, solver="dopri8", rtol=1e-12, atol=1e-12, saveat=ts)
+    assert int(tr.status) == 0
+    w = np.asarray(tr.v[:, 3:])
+    R = np.asarray(jax.vmap(diffmb.spatial.quaternion.to_rotmat)(tr.q[:, 3:]))
+    L = np.einsum("nij,nj->ni", R, I * w)
+    E = 0.5 * np.sum(I * w * w, axis=1)
+    rel = lambda x, x0: np.abs(x - x0).max() / max(1.0, np.abs(x0).max())
+    assert rel(E, E[0]) < 1e-10, rel(E, E[0])
+    assert rel(L, L[0]) < 1e-10, rel(L, L[0])
+    # the intermediate axis flips (Dzhanibekov): ω_y reverses, then comes back
+    wy = w[:, 1]
+    assert wy.min() < -0.95 and wy.max() > 0.95
+    # translation is uniform motion
+    np.testing.assert_allclose(np.asarray(tr.q[:, 0]), 0.1 * ts, atol=1e-10)
+    return wy
+
+
+def test_dzhanibekov_short():
+    wy = _dzhanibekov(25.0, 51)
+    assert np.sum(np.diff(np.sign(wy)) != 0) >= 1
+
+
+@pytest.mark.slow
+def test_dzhanibekov_100s():
+    wy = _dzhanibekov(100.0, 401)
+    assert np.sum(np.diff(np.sign(wy)) != 0) >= 4  # several flips
+
+
+@pytest.fixture(scope="module")
+def arm():
+    path = DATA / "grad_arm.xml"
+    model = diffmb.load_mjcf(path)
+    q0 = model.qpos0.at[0].set(0.4).at[1].set(-0.3)
+    q0 = q0.at[2:6].set(
+        jnp.array([0.9, 0.1, -0.3, 0.2]) / jnp.linalg.norm(jnp.array([0.9, 0.1, -0.3, 0.2]))
+    )
+    v0 = jnp.array([0.2, -0.5, 1.0, 0.3, -0.7])
+    return model, q0, v0, Actuators.from_mjcf(path)
+
+
+def _orders(model, q0, v0, solver, dts, ref_dt, T):
+    max_steps = int(round(T / ref_dt)) + 1
+    f = lambda dt: diffmb.simulate(
+        model,
+        q0,
+        v0,
+        t1=T,
+        dt=dt,
+        solver=solver,
+        adaptive=False,
+        saveat=[T],
+        max_steps=max_steps,
+        forces=(JointDamping(), JointSpring()),
+    )
+    ref = f(ref_dt)
+    errs = [
+        max(_quat_close(f(dt).q[-1], ref.q[-1], [slice(2, 6)]), 0.0)
+        + float(jnp.abs(f(dt).v[-1] - ref.v[-1]).max())
+        for dt in dts
+    ]
+    return np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+
+
+def test_convergence_orders(arm):
+    model, q0, v0, _ = arm
+    p_rk4 = _orders(model, q0, v0, "rk4", [0.01, 0.005, 0.0025, 0.00125], 0.00015625, 1.2)
+    assert abs(p_rk4[-1] - 4.0) < 0.2 and np.all(np.abs(p_rk4 - 4.0) < 0.5), p_rk4
+    p_tsit = _orders(model, q0, v0, "tsit5", [0.02, 0.01, 0.005], 0.000625, 1.2)
+    # Tsit5 is 5th order with a small principal error term: on this model the measured order
+    # is ~6 over this step range (5th-order term not yet dominant). Check "at least 5".
+    assert np.all(p_tsit > 4.7) and np.all(p_tsit < 7.0), p_tsit
+
+
+def test_gradients_match_central_differences(arm):
+    model, q0, v0, act = arm
+    nb, nv = model.n_bodies, model.nv
+
+    def loss(theta):
+        mass, damping, gain0, eps, cp = theta
+        m = eqx.tree_at(lambda m: (m.body_mass, m.damping), model, (mass, damping))
+        a = eqx.tree_at(lambda a: a.gain, act, act.gain.at[0].set(gain0))
+        q_init = integrate(m, q0, eps, 1.0)  # q0 moved along the tangent space
+        ctrl = lambda t, q, v, p: jnp.stack([0.3 + 0.0 * t, p[0] * jnp.sin(p[1] * t)])
+        tr = diffmb.simulate(
+            m,
+            q_init,
+            v0,
+            t1=0.6,
+            dt=0.01,
+            saveat=[0.2, 0.4, 0.6],
+            forces=(JointDamping(), JointSpring(), a),
+            control=ctrl,
+            params=cp,
+        )
+        w = jnp.linspace(0.5, 1.5, tr.q.size).reshape(tr.q.shape)
+        return jnp.sum(w * tr.q) + 0.3 * jnp.sum(jnp.sin(tr.v))
+
+    theta = (
+        model.body_mass,
+        model.damping,
+        act.gain[0],
+        jnp.zeros(nv),
+        jnp.array([1.2, 4.0]),
+    )
+    g = jax.jit(jax.grad(loss))(theta)
+    f = jax.jit(loss)
+    flat, unravel = jax.flatten_util.ravel_pytree(theta)
+    gflat = jax.flatten_util.ravel_pytree(g)[0]
+    h = 1e-5
+    fd = np.array(
+        [(f(unravel(flat + h * e)) - f(unravel(flat - h * e))) / (2 * h) for e in np.eye(flat.size)]
+    )
+    assert flat.size == nb + nv + 1 + nv + 2
+    err = np.abs(np.asarray(gflat) - fd).max() / np.abs(fd).max()
+    assert err < 1e-5, (err, np.asarray(gflat), fd)
+
+
+def _slider():
+    b = diffmb.ModelBuilder(name="slider")
+    b.add_body("m", mass=2.0, inertia=[0.1, 0.1, 0.1], joints=[dict(type="slide", axis=(0, 0, 1))])
+    return b.build()
+
+
+def test_status_nan_jit_vmap_and_loop():
+    model = _slider()
+    ctrl = lambda t, q, v, p: jnp.where(t > p, jnp.nan, 0.0) * jnp.ones(1)
+
+    def run(q0, p):
+        return diffmb.simulate(
+            model,
+            q0,
+            jnp.zeros(1),
+            t1=1.0,
+            dt=0.01,
+            saveat=[0.25, 0.5, 1.0],
+            control=ctrl,
+            params=p,
+            throw=False,
+        )
+
+    q0s = jnp.array([[0.0], [0.3], [-1.0]])
+    ps = jnp.array([0.5, 5.0, 5.0])
+    batched = jax.jit(jax.vmap(run))(q0s, ps)
+    single = jax.jit(run)
+    st = np.asarray(batched.status)
+    assert st.tolist() == [NONFINITE, 0, 0]
+    tf = np.asarray(batched.t_fail)
+    assert 0.5 < tf[0] <= 0.52 and np.isinf(tf[1:]).all()
+    assert np.isfinite(np.asarray(batched.q[0, :2])).all()  # states before the failure kept
+    for i in range(3):  # vmap equals the loop
+        s = single(q0s[i], ps[i])
+        np.testing.assert_array_equal(np.asarray(s.q), np.asarray(batched.q[i]))
+        assert int(s.status) == st[i]
+    # free fall (oracle: closed form) in the successful members
+    np.testing.assert_allclose(
+        np.asarray(batched.q[1:, -1, 0]), np.array([0.3, -1.0]) - 0.5 * 9.81, atol=1e-12
+    )
+    # outside a trace the default is a clear error
+    with pytest.raises(SimulationError, match="non-finite.*t = 0.51"):
+        diffmb.simulate(
+            model,
+            jnp.zeros(1),
+            jnp.zeros(1),
+            t1=1.0,
+            dt=0.01,
+            control=ctrl,
+            params=0.5,
+        )
+
+
+def test_status_adaptive_failures():
+    model = _slider()
+    ctrl = lambda t, q, v, p: jnp.where(t > p, jnp.nan, 0.0) * jnp.ones(1)
+    tr = diffmb.simulate(
+        model,
+        jnp.zeros(1),
+        jnp.zeros(1),
+        t1=1.0,
+        solver="tsit5",
+        control=ctrl,
+        params=0.5,
+        throw=False,
+        max_steps=200,
+    )
+    assert int(tr.status) in (NONFINITE, DT_MIN, MAX_STEPS)
+    assert 0.45 < float(tr.t_fail) <= 0.5 + 1e-6
+    tr = diffmb.simulate(
+        model,
+        jnp.zeros(1),
+        jnp.zeros(1),
+        t1=1.0,
+        solver="tsit5",
+        control=ctrl,
+        params=5.0,
+        throw=False,
+        max_steps=200,
+        rtol=1e-13,
+        atol=1e-13,
+        dt=1e-4,
+    )
+    # the same compiled solve: tight tolerance alone exhausts the steps
+    assert int(tr.status) in (0, MAX_STEPS)
+
+
+def test_quaternion_exact_vs_unprojected():
+    model = _free_body((1.0, 2.0, 3.0))
+    q0 = jnp.array([0.0, 0, 0, 1, 0, 0, 0])
+    v0 = jnp.array([0.0, 0, 0, 3.0, 1.0, 2.0])
+    kw = dict(t1=10.0, dt=0.05, saveat=[10.0])
+    ex = diffmb.simulate(model, q0, v0, **kw)
+    un = diffmb.simulate(model, q0, v0, quaternion="unprojected", **kw)
+    n_ex = float(jnp.linalg.norm(ex.q[-1, 3:]))
+    n_un = float(jnp.linalg.norm(un.q[-1, 3:]))
+    assert abs(n_ex - 1) < 1e-14
+    assert abs(n_un - 1) > 1e-9  # the plain integration drifts off the sphere
+
+
+def test_knot_tables_and_errors():
+    ts = np.array([0.0, 0.3, 0.5, 1.2, 2.0])
+    ys = np.array([[0.0, 1.0], [1.0, -1.0], [0.5, 2.0], [-0.2, 0.0], [0.7, 0.4]])
+    t = np.linspace(0, 2.0, 57)
+    lin = controls.piecewise_linear(ts, jnp.asarray(ys))
+    cub = controls.cubic(ts)  # values from params
+    got_l = np.array([np.asarray(lin(tt, None, None, None)) for tt in t])
+    got_c = np.asarray(jax.vmap(lambda tt: cub(tt, None, None, jnp.asarray(ys)))(jnp.asarray(t)))
+    ref_l = np.stack([np.interp(t, ts, ys[:, k]) for k in range(2)], 1)
+    ref_c = CubicHermiteSpline(ts, ys, np.gradient(ys, ts, axis=0))(t)
+    np.testing.assert_allclose(got_l, ref_l, atol=1e-14)
+    np.testing.assert_allclose(got_c, ref_c, atol=1e-13)
+    with pytest.raises(ValueError):
+        controls.KnotTable(jnp.array([0.0, 0.0, 1.0]), jnp.zeros(3))
+    model = _slider()
+    with pytest.raises(ValueError, match="unknown solver"):
+        diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), t1=1.0, solver="euler")
+    with pytest.raises(ValueError, match="fixed steps only"):
+        diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), t1=1.0, dt=0.1, adaptive=True)
