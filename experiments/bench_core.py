@@ -1,0 +1,141 @@
+"""Core benchmark: amortised per-state time of the dynamics functions under jit + vmap against
+Pinocchio's per-call time from Python, measured in the same run.
+
+    python experiments/bench_core.py [--quick] [--out DIR]      (or: diffmb bench --only core)
+
+Cases: a generated 22-joint branching tree (same URDF loaded by both), and two humanoids of
+example-robot-data (g1 29 dof, Talos reduced 32 dof). Reports per-state microseconds at batch 1
+and at a large batch (4096; 512 with --quick), the ratio to Pinocchio, and compile times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import diffmb
+
+
+def erd(rel):
+    import sysconfig
+
+    return os.path.join(sysconfig.get_paths()["purelib"], "cmeel.prefix", "share",
+                        "example-robot-data", "robots", rel)
+
+
+def tree_urdf(n=22, seed=0) -> str:
+    """A random branching tree of n revolute joints as URDF text (bounded mass/length ratios)."""
+    rng = np.random.default_rng(seed)
+    parts = ['<robot name="tree22"><link name="base"/>']
+    links = ["base"]
+    for i in range(n):
+        parent = links[rng.integers(max(0, len(links) - 4), len(links))]
+        m = rng.uniform(0.5, 2.0)
+        ax = rng.normal(size=3)
+        ax /= np.linalg.norm(ax)
+        xyz = " ".join(f"{x:.6f}" for x in rng.uniform(-0.3, 0.3, 3))
+        parts.append(
+            f'<link name="l{i}"><inertial><origin xyz="{xyz}"/><mass value="{m:.6f}"/>'
+            f'<inertia ixx="{m*0.02:.6f}" iyy="{m*0.03:.6f}" izz="{m*0.025:.6f}" ixy="0.001" ixz="0" iyz="0"/>'
+            f"</inertial></link>"
+            f'<joint name="j{i}" type="revolute"><parent link="{parent}"/><child link="l{i}"/>'
+            f'<origin xyz="{xyz}" rpy="{rng.uniform(-1,1):.4f} {rng.uniform(-1,1):.4f} 0"/>'
+            f'<axis xyz="{ax[0]:.6f} {ax[1]:.6f} {ax[2]:.6f}"/>'
+            f'<limit lower="-3" upper="3" effort="100" velocity="10"/></joint>'
+        )
+        links.append(f"l{i}")
+    parts.append("</robot>")
+    return "".join(parts)
+
+
+def _time(f, *args, reps):
+    jax.block_until_ready(f(*args))
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            out = f(*args)
+        jax.block_until_ready(out)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def _pin_time(fn, reps=2000):
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def bench_model(label, path, batch, methods, results):
+    import pinocchio as pin
+
+    model = diffmb.load_urdf(path)
+    pm = pin.buildModelFromUrdf(path)
+    pd = pm.createData()
+    qp, vp = pin.randomConfiguration(pm), np.random.default_rng(1).normal(size=pm.nv)
+    pin_t = {
+        "mass_matrix": _pin_time(lambda: pin.crba(pm, pd, qp)),
+        "bias_force": _pin_time(lambda: pin.nle(pm, pd, qp, vp)),
+        "forward": _pin_time(lambda: pin.aba(pm, pd, qp, vp, vp)),
+    }
+    rng = np.random.default_rng(0)
+    q = jnp.asarray(rng.uniform(-1, 1, model.nq))
+    v = jnp.asarray(rng.normal(size=model.nv))
+    funcs = {
+        "mass_matrix": (lambda q, v: diffmb.mass_matrix(model, q), "mass_matrix"),
+        "bias_force": (lambda q, v: diffmb.bias_force(model, q, v), "bias_force"),
+    }
+    for m in methods:
+        funcs[f"forward_{m}"] = (
+            (lambda m: lambda q, v: diffmb.forward_dynamics(model, q, v, v, method=m))(m),
+            "forward",
+        )
+    for name, (f, peer) in funcs.items():
+        t0 = time.perf_counter()
+        jax.jit(f).lower(q, v).compile()
+        compile_s = time.perf_counter() - t0
+        results[f"{label}/{name}/compile"] = dict(
+            value=compile_s, unit="s", peer="target 20 s", peer_value=20.0, ratio=compile_s / 20.0)
+        fv = jax.jit(jax.vmap(f))
+        for B in (1, batch):
+            qb, vb = jnp.tile(q, (B, 1)), jnp.tile(v, (B, 1))
+            per = _time(fv, qb, vb, reps=max(3, 2000 // B)) / B
+            results[f"{label}/{name}/batch{B}"] = dict(
+                value=per * 1e6, unit="us/state", peer=f"pinocchio {peer} per call",
+                peer_value=pin_t[peer] * 1e6, ratio=per / pin_t[peer])
+            print(f"{label:10s} {name:18s} B={B:5d} {per*1e6:9.2f} us/state  "
+                  f"pinocchio {pin_t[peer]*1e6:7.2f} us  ratio {per/pin_t[peer]:.3g}  "
+                  f"(compile {compile_s:.1f} s)", flush=True)
+
+
+def run(out_dir: Path, quick: bool = False) -> dict:
+    batch = 512 if quick else 4096
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as td:
+        p = Path(td) / "tree22.urdf"
+        p.write_text(tree_urdf())
+        bench_model("tree22", str(p), batch, ["aba", "crba", "lagrange", "kane"], results)
+    heavy = ["aba", "crba"] if quick else ["aba", "crba", "lagrange", "kane"]
+    bench_model("g1_29dof", erd("g1_description/urdf/g1_29dof_rev_1_0.urdf"), batch, heavy, results)
+    bench_model("talos", erd("talos_data/robots/talos_reduced.urdf"), batch, heavy, results)
+    return results
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else Path("out/bench")
+    out.mkdir(parents=True, exist_ok=True)
+    res = run(out, quick)
+    (out / "bench_core.json").write_text(json.dumps(res, indent=2))
