@@ -354,7 +354,7 @@ def state_from_mjdata(mj, d):
 
 
 def E_matrix(q):
-    """``E(q)`` (3, 4) with ``omega_body = 2 E(q) qdot`` and ``E(q) q = 0``; (..., 4) -> (..., 3, 4)."""
+    """``E(q)`` with ``omega_body = 2 E(q) qdot``, ``E(q) q = 0``: (..., 4) -> (..., 3, 4)."""
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     rows = [[-x, w, z, -y], [-y, -z, w, x], [-z, y, -x, w]]
     return jnp.stack([jnp.stack(r, axis=-1) for r in rows], axis=-2)

@@ -180,7 +180,7 @@ def _save_indices(t0, t1, dt, saveat):
         if abs(t0 + k * dt - t) > 1e-9 * max(1.0, abs(t)) or not 0 <= k <= n_total:
             raise ValueError(f"save time {t} is not a node t0 + k dt in [{t0}, {t1}] (dt = {dt})")
         idx.append(k)
-    if any(b < a for a, b in zip(idx, idx[1:])):
+    if any(b < a for a, b in zip(idx, idx[1:], strict=False)):
         raise ValueError("saveat must be non-decreasing")
     return idx, n_total
 

@@ -33,7 +33,7 @@ import numpy as np
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-__all__ = ["LSQResult", "least_squares", "UnidentifiableWarning"]
+__all__ = ["LSQResult", "least_squares", "covariance", "UnidentifiableWarning"]
 
 
 class UnidentifiableWarning(UserWarning):
@@ -105,6 +105,53 @@ def _check_inside(name, value, positive, lower, upper):
         raise ValueError(f"initial value of {name!r} = {value} must be > lower bound {lo}")
     if hi is not None and not value < hi:
         raise ValueError(f"initial value of {name!r} = {value} must be < upper bound {hi}")
+
+
+def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
+               report=None, stacklevel: int = 2) -> dict:
+    """Covariance, standard errors and identifiability from the Jacobian at an optimum.
+
+    names (n,), p (n,) estimates, J (m, n) = ∂r/∂p in original coordinates, r (m,) residuals.
+    Returns a dict with ``rss``, ``s2 = rss/(m − n)``, ``dof``, ``cov`` (n, n), ``std``
+    ({name: float}, inf for unidentifiable), ``sv`` (singular values of ``J diag(|p|)``) and
+    ``bad`` (names flagged, see the module docstring). ``report``: optional subset of names to
+    name in the warning (others, e.g. nuisance states, are still treated as unidentifiable but
+    not named); a warning is issued only if ``warn`` and a reported name is flagged.
+    """
+    names = tuple(names)
+    p_np = np.asarray(p, dtype=float)
+    J = np.asarray(J, dtype=float)
+    r = np.asarray(r, dtype=float)
+    m, n_p = J.shape
+    rss = float(r @ r)
+    dof = m - n_p
+    s2 = rss / dof if dof > 0 else float("nan")
+    scale = np.where(p_np != 0.0, np.abs(p_np), 1.0)
+    Js = J * scale[None, :]
+    _, sv, vt = np.linalg.svd(Js, full_matrices=False)
+    smax = sv[0] if sv.size else 0.0
+    bad = set()
+    for k, s in enumerate(sv):
+        if not s > rank_rtol * smax or smax == 0.0:
+            v = np.abs(vt[k])
+            bad.update(names[i] for i in np.nonzero(v > 0.1 * v.max())[0])
+    bad_t = tuple(n for n in names if n in bad)
+    shown = bad_t if report is None else tuple(n for n in bad_t if n in set(report))
+    if warn and shown:
+        warnings.warn(
+            "least_squares: the data cannot identify parameter(s) "
+            f"{', '.join(shown)} (rank-deficient Fisher information JᵀJ; "
+            f"scaled singular values {np.array2string(sv, precision=3)})",
+            UnidentifiableWarning,
+            stacklevel=stacklevel,
+        )
+    # covariance in scaled coordinates, pseudo-inverse with the same cut-off
+    inv_s = np.where(sv > rank_rtol * smax, 1.0 / np.where(sv > 0, sv, 1.0) ** 2, 0.0)
+    cov_s = (vt.T * inv_s[None, :]) @ vt
+    cov = s2 * cov_s * np.outer(scale, scale)
+    std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    std_d = {n: (float("inf") if n in bad else float(std[i])) for i, n in enumerate(names)}
+    return {"rss": rss, "s2": s2, "dof": dof, "cov": cov, "std": std_d, "sv": sv, "bad": bad_t}
 
 
 def least_squares(
@@ -182,38 +229,12 @@ def least_squares(
         return fn_p(pv, a), jax.jacfwd(fn_p)(pv, a)
 
     r, J = res_and_jac(p_vec, args)
-    r = np.asarray(r)
-    J = np.asarray(J)
-    m, n_p = J.shape
-    rss = float(r @ r)
-    dof = m - n_p
-    s2 = rss / dof if dof > 0 else float("nan")
-
+    stats = covariance(names, np.asarray(p_vec), np.asarray(J), np.asarray(r), rank_rtol,
+                       stacklevel=3)
     p_np = np.asarray(p_vec)
-    scale = np.where(p_np != 0.0, np.abs(p_np), 1.0)
-    Js = J * scale[None, :]
-    _, sv, vt = np.linalg.svd(Js, full_matrices=False)
-    smax = sv[0] if sv.size else 0.0
-    bad = set()
-    for k, s in enumerate(sv):
-        if not s > rank_rtol * smax or smax == 0.0:
-            v = np.abs(vt[k])
-            bad.update(names[i] for i in np.nonzero(v > 0.1 * v.max())[0])
-    bad_t = tuple(n for n in names if n in bad)
-    if bad_t:
-        warnings.warn(
-            "least_squares: the data cannot identify parameter(s) "
-            f"{', '.join(bad_t)} (rank-deficient Fisher information JᵀJ; "
-            f"scaled singular values {np.array2string(sv, precision=3)})",
-            UnidentifiableWarning,
-            stacklevel=2,
-        )
-    # covariance in scaled coordinates, pseudo-inverse with the same cut-off
-    inv_s = np.where(sv > rank_rtol * smax, 1.0 / np.where(sv > 0, sv, 1.0) ** 2, 0.0)
-    cov_s = (vt.T * inv_s[None, :]) @ vt
-    cov = s2 * cov_s * np.outer(scale, scale)
-    std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    std_d = {n: (float("inf") if n in bad else float(std[i])) for i, n in enumerate(names)}
+    J = np.asarray(J)
+    rss, s2, dof, cov, sv, bad_t = (stats[k] for k in ("rss", "s2", "dof", "cov", "sv", "bad"))
+    std_d = stats["std"]
     return LSQResult(
         params={n: float(p_np[i]) for i, n in enumerate(names)},
         std=std_d,

@@ -161,7 +161,7 @@ def linearise(params, x_trim, rhs=uav.rhs_kane):
         # at omega_trim = 0 the rotation-vector rate linearises to omega itself
         return jnp.concatenate([xd[:3], x[10:13], xd[7:13]])
 
-    return jax.jacfwd(g)(jnp.zeros(12))
+    return jax.jit(jax.jacfwd(g))(jnp.zeros(12))
 
 
 def modes(A):
@@ -291,27 +291,23 @@ def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_step
 # ----------------------------------------------------------------------------------------------
 
 
-def _printed_rhs(params, gravity_sign=1.0):
+def printed_rhs(t, x, args):
     """The seed's eqs. 13-19 literally: J = J_b + J_c + J_d (no parallel axis), A = 1/2 J Omega^2,
-    U = m g e3.r (NED: gravity then points up; gravity_sign=-1 repairs only that)."""
-    m = params.m_b + jnp.sum(params.rotor_mass)
-    a = params.rotor_axis
-    Jr = [params.rotor_jax[k] * jnp.outer(a[k], a[k]) + params.rotor_jt[k] * (jnp.eye(3) - jnp.outer(a[k], a[k]))
+    U = m g e3.r (NED: gravity then points up). ``args = (params, gravity_sign)``; gravity_sign =
+    -1 repairs only the sign of gravity."""
+    pp, gs = args
+    m = pp.m_b + jnp.sum(pp.rotor_mass)
+    a = pp.rotor_axis
+    Jr = [pp.rotor_jax[k] * jnp.outer(a[k], a[k]) + pp.rotor_jt[k] * (jnp.eye(3) - jnp.outer(a[k], a[k]))
           for k in range(2)]
-    Jsum = params.J_b + Jr[0] + Jr[1]
-    g = 9.81 * gravity_sign
-    L = lambda p, pd, Om: ql.printed_lagrangian(m, Jsum, params.rotor_jax, g, p, pd, Om)
-
-    def rhs(t, x, pp):
-        p, v = x[:7], x[7:]
-        pu = jnp.concatenate([p[:3], p[3:] / jnp.linalg.norm(p[3:])])
-        f, mm = uav.force_law(pp, x, t)
-        pts = jnp.concatenate([jnp.zeros((1, 3)), pp.rotor_pos])
-        tau = ql.generalized_forces(pu[3:], f, pts, jnp.sum(mm, axis=0))
-        body = uav.rotor_body(pp)
-        return ql.state_derivative(p, v, ql.eom(body, pu, v, tau, uav.rotor_speeds(pp), L=L))
-
-    return rhs
+    Jsum = pp.J_b + Jr[0] + Jr[1]
+    L = lambda p, pd, Om: ql.printed_lagrangian(m, Jsum, pp.rotor_jax, 9.81 * gs, p, pd, Om)
+    p, v = x[:7], x[7:]
+    pu = jnp.concatenate([p[:3], p[3:] / jnp.linalg.norm(p[3:])])
+    f, mm = uav.force_law(pp, x, t)
+    pts = jnp.concatenate([jnp.zeros((1, 3)), pp.rotor_pos])
+    tau = ql.generalized_forces(pu[3:], f, pts, jnp.sum(mm, axis=0))
+    return ql.state_derivative(p, v, ql.eom(uav.rotor_body(pp), pu, v, tau, uav.rotor_speeds(pp), L=L))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -345,10 +341,13 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     res: dict = {"dt_s": DT, "t1_s": t1, "quick": quick}
 
     # --- the flight in every formulation ------------------------------------------------------
+    stage = {}
+    tic = time.perf_counter()
     forms = formulations(P)
-    sims, cost = {}, {}
+    sims, cost, simfn = {}, {}, {}
     for name, rhs in forms.items():
-        sim = jax.jit(lambda p, rhs=rhs: uav.rk4(rhs, x0, p, t1, DT, 1))
+        simfn[name] = jax.jit(lambda p, x, rhs=rhs: uav.rk4(rhs, x, p, t1, DT, 1))
+        sim = lambda p, f=simfn[name]: f(p, x0)
         t0 = time.perf_counter()
         ts, X = sim(P)
         X.block_until_ready()
@@ -356,11 +355,14 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
         cost[name] = {"us_per_step": 1e6 * _time_per_step(sim, P) / (t1 / DT),
                       "first_call_s": compile_s}
         sims[name] = np.asarray(X)
+    stage["formulations"] = time.perf_counter() - tic
+    tic = time.perf_counter()
     ts = np.asarray(ts)
     t0 = time.perf_counter()
     Xm = mujoco_reference(P, x0, t1_ref, DT, 1)
     cost["mujoco_reference"] = {"us_per_step": 1e6 * (time.perf_counter() - t0) / (t1_ref / DT),
                                 "first_call_s": float("nan")}
+    stage["mujoco_reference"] = time.perf_counter() - tic
     nref = Xm.shape[0]
     L, K, T = sims["lagrange"], sims["kane"], sims["tree"]
     res["lagrange_vs_kane_max_abs"] = float(np.abs(L - K).max())
@@ -409,21 +411,26 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     figs.append("formulation_differences.png")
 
     # --- the seed's printed form -----------------------------------------------------------------
+    tic = time.perf_counter()
     printed = {}
+    psim = jax.jit(lambda a, x: uav.rk4(printed_rhs, x, a, t1, DT, 1))
     for label, gs in (("printed_literal", 1.0), ("printed_gravity_fixed", -1.0)):
-        Xp = np.asarray(jax.jit(lambda p, gs=gs: uav.rk4(_printed_rhs(P, gs), x0, p, t1, DT, 1))(P)[1])
+        Xp = np.asarray(psim((P, jnp.asarray(gs)), x0)[1])
         op = np.asarray(uav.flight_outputs(jnp.asarray(Xp)))
         printed[label] = {"altitude_at_t1_m": float(op[-1, 0]),
                           "max_abs_state_diff_vs_derived": float(np.abs(Xp - L).max())}
-    # same-direction rotors: the gyroscopic coupling no longer cancels
+    # same-direction rotors: the gyroscopic coupling no longer cancels (2 s of the 20 s run)
     P_same = eqx.tree_at(lambda p: p.rotor_dir, P, jnp.array([1.0, 1.0]))
     x_roll = x0.at[10].set(0.5)  # a roll rate, so omega x h is non-zero
-    Xd = np.asarray(jax.jit(lambda p: uav.rk4(uav.rhs_lagrange, x_roll, p, 2.0, DT, 1))(P_same)[1])
-    Xp = np.asarray(jax.jit(lambda p: uav.rk4(_printed_rhs(P_same, -1.0), x_roll, p, 2.0, DT, 1))(P_same)[1])
+    n2 = int(round(2.0 / DT)) + 1
+    Xd = np.asarray(simfn["lagrange"](P_same, x_roll)[1])[:n2]
+    Xp = np.asarray(psim((P_same, jnp.asarray(-1.0)), x_roll)[1])[:n2]
     printed["same_direction_rotors_2s"] = {
         "max_abs_state_diff_vs_derived": float(np.abs(Xp - Xd).max()),
         "yaw_rate_derived": float(Xd[-1, 12]), "yaw_rate_printed": float(Xp[-1, 12])}
     res["printed_form"] = printed
+    stage["printed_form"] = time.perf_counter() - tic
+    tic = time.perf_counter()
 
     # --- trim and modes --------------------------------------------------------------------------
     p_trim, x_trim, tr = trim(P)
@@ -438,6 +445,8 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     V0 = 12.0
     res["phugoid_lanchester_freq_hz"] = float(np.sqrt(2) * 9.81 / V0 / (2 * np.pi))
     del m
+    stage["trim_modes"] = time.perf_counter() - tic
+    tic = time.perf_counter()
 
     # --- identification --------------------------------------------------------------------------
     csv_path = out_dir / "uav_flight_synthetic.csv"
@@ -451,6 +460,8 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     res["identification_residual_rms"] = float(fit.residual_norm / np.sqrt(fit.jac.shape[0]))
     _plot_fit(t, ch, fit, P, out_dir / "identification_fit.png", plt, quick)
     figs.append("identification_fit.png")
+    stage["identification"] = time.perf_counter() - tic
+    res["stage_seconds"] = stage
 
     (out_dir / "results.json").write_text(json.dumps(_clean(res), indent=2))
     (out_dir / "report.md").write_text(_report(res, figs))

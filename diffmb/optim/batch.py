@@ -1,0 +1,162 @@
+"""Many simulations at once: ``vmap`` over a batch, the batch sharded over all local devices.
+
+    trajs = diffmb.optim.batch_simulate(model, q0s, v0s, t1=1.0, dt=1e-3)   # q0s (B, nq)
+    trajs.q                                                                  # (B, ns, nq)
+
+Sharding (one host)
+-------------------
+The batch axis is split over a 1-D device mesh ``jax.sharding.Mesh(devices, ("batch",))`` with
+``NamedSharding(mesh, PartitionSpec("batch"))``: the inputs are placed with
+``jax.device_put`` and the ``vmap``-ed, ``jit``-ed simulation runs where its shard lives (XLA's
+SPMD partitioner; no communication is needed since the cases are independent). The batch is
+padded to a multiple of the device count by repeating its last case; the padding is dropped
+from the outputs. On a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (set before
+``import jax``) makes N host devices, which is how the tests check that sharded == unsharded.
+
+Several hosts (``jax.distributed``)
+-----------------------------------
+Start one process per host (or per GPU) and call, before anything else touches JAX::
+
+    import jax
+    jax.distributed.initialize(coordinator_address="host0:1234",
+                               num_processes=P, process_id=i)   # auto-detected on SLURM/TPU
+    import diffmb
+    trajs = diffmb.optim.batch_simulate(model, q0s, v0s, ..., devices=jax.devices())
+
+``jax.devices()`` then lists the devices of *all* processes and the mesh spans them; every
+process runs the same program on the same global inputs (each keeps only its shards:
+``jax.device_put`` of a host-local numpy array places the addressable parts). Read results with
+``jax.experimental.multihost_utils.process_allgather(trajs.q)`` or use each process's
+``addressable_shards``. See ``docs/scale-out.md`` for a two-process example on one machine.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ..model import Model
+from ..simulate import SimulationError, Trajectory, simulate
+
+__all__ = ["batch_map", "batch_simulate", "batch_mesh"]
+
+
+def batch_mesh(devices=None) -> Mesh:
+    """A 1-D mesh named ``"batch"`` over ``devices`` (default: all devices, ``jax.devices()``)."""
+    devs = list(jax.devices() if devices is None else devices)
+    return Mesh(np.array(devs), ("batch",))
+
+
+def _batch_size(tree) -> int:
+    sizes = {int(np.shape(x)[0]) for x in jax.tree.leaves(tree) if eqx.is_array_like(x)
+             and np.ndim(x) > 0}
+    if len(sizes) != 1:
+        raise ValueError(f"batched inputs must share one leading batch size, got {sorted(sizes)}")
+    return sizes.pop()
+
+
+def _pad(tree, B, Bp):
+    if Bp == B:
+        return tree
+
+    def pad(x):
+        x = jnp.asarray(x)
+        reps = jnp.broadcast_to(x[-1:], (Bp - B,) + x.shape[1:])
+        return jnp.concatenate([x, reps], axis=0)
+
+    return jax.tree.map(pad, tree)
+
+
+_RUNNERS: dict = {}
+
+
+def _runner(fn):
+    """One jitted vmap per function object: a second call with new values does not retrace."""
+    if fn not in _RUNNERS:
+        _RUNNERS[fn] = eqx.filter_jit(lambda st, bt: jax.vmap(lambda b: fn(st, b))(bt))
+    return _RUNNERS[fn]
+
+
+def _one_sim(st, b):
+    q0, v0, p = b
+    return simulate(st[0], q0, v0, params=p, **st[1])
+
+
+def _one_sim_batched_model(st, b):
+    q0, v0, p, ma = b
+    return simulate(eqx.combine(ma, st[0]), q0, v0, params=p, **st[1])
+
+
+def batch_map(fn, batched, static=None, *, shard: bool = True, devices=None):
+    """``vmap(fn)`` over the leading axis of ``batched`` (a pytree), sharded over devices.
+
+    ``fn(static, batched_item) -> pytree``; ``static`` (any pytree, e.g. a Model) is broadcast.
+    Returns the stacked outputs (leading axis B). ``shard=False``: plain ``jit(vmap)``.
+    """
+    B = _batch_size(batched)
+    run = _runner(fn)
+    if not shard:
+        return run(static, batched)
+    mesh = batch_mesh(devices)
+    nd = mesh.devices.size
+    Bp = -(-B // nd) * nd
+    x = _pad(batched, B, Bp)
+    sh = NamedSharding(mesh, PartitionSpec("batch"))
+    x = jax.tree.map(lambda a: jax.device_put(jnp.asarray(a), sh), x)
+    out = run(static, x)
+    if Bp != B:
+        out = jax.tree.map(lambda a: a[:B], out)
+    return out
+
+
+def batch_simulate(
+    model: Model,
+    q0s,
+    v0s,
+    *,
+    params=None,
+    batched_model: bool = False,
+    shard: bool = True,
+    devices=None,
+    throw: bool = True,
+    **simulate_kwargs,
+) -> Trajectory:
+    """Simulate B cases at once; every field of the returned Trajectory has the batch in front.
+
+    q0s (B, nq), v0s (B, nv). ``params``: a pytree whose leaves have a leading batch axis,
+    passed per case to ``simulate(..., params=...)`` (e.g. knot values of a control).
+    ``batched_model=True``: the model's array leaves carry the batch axis (e.g. built with
+    ``jax.vmap`` over :func:`diffmb.optim.set_params`), one model per case. Other keyword
+    arguments go to :func:`diffmb.simulate` (``t1``, ``dt``, ``solver``, ``saveat``, ``forces``,
+    ``control``, ...). ``shard`` / ``devices``: see the module docstring. Failures: the
+    returned ``status``/``t_fail`` hold them; ``throw=True`` raises
+    :class:`~diffmb.simulate.SimulationError` naming the first failed case.
+    """
+    q0s = jnp.asarray(q0s, dtype=jnp.float64)
+    v0s = jnp.asarray(v0s, dtype=jnp.float64)
+    if q0s.ndim != 2 or q0s.shape[1] != model.nq or v0s.shape != (q0s.shape[0], model.nv):
+        raise ValueError(
+            f"{model.name}: q0s {q0s.shape} / v0s {v0s.shape}, expected (B, {model.nq}) / "
+            f"(B, {model.nv})"
+        )
+    kw = dict(simulate_kwargs)
+    kw["throw"] = False
+    if "saveat" in kw and kw["saveat"] is not None:
+        kw["saveat"] = tuple(float(s) for s in np.asarray(kw["saveat"]).reshape(-1))
+    if batched_model:
+        m_arr, m_static = eqx.partition(model, eqx.is_array)
+        batched = (q0s, v0s, params, m_arr)
+        static = (m_static, kw)
+        one = _one_sim_batched_model
+    else:
+        batched = (q0s, v0s, params)
+        static = (model, kw)
+        one = _one_sim
+
+    traj = batch_map(one, batched, static, shard=shard, devices=devices)
+    if throw and np.any(np.asarray(traj.status) != 0):
+        raise SimulationError(f"{model.name}: {traj.message()}")
+    return traj

@@ -1,0 +1,348 @@
+"""Physical parameters chosen by name, read from and written into a Model (and force elements).
+
+Names
+-----
+=================================  ========  =============================================
+``body.<body>.mass``               ()        ``model.body_mass[i]`` [kg]
+``body.<body>.com``                (3,)      centre of mass in the body frame [m]
+``body.<body>.inertia``            (6,)      inertia about the com, body axes, unique entries
+                                             ``[Ixx, Iyy, Izz, Ixy, Ixz, Iyz]`` [kg m²]
+``body.<body>.inertia_diag``       (3,)      its diagonal ``[Ixx, Iyy, Izz]`` (off-diagonal kept)
+``joint.<joint>.damping``          (nv_j,)   viscous damping of the joint's dofs (``()`` for a
+                                             1-dof joint) [N m s/rad or N s/m]
+``joint.<joint>.stiffness``        (nv_j,)   joint spring [N m/rad or N/m]
+``joint.<joint>.armature``         (nv_j,)   reflected rotor inertia [kg m² or kg]
+``force.<elem>.<field>``           any       an array field of the force element ``forces[elem]``
+                                             (equinox Module), e.g. ``force.aero.CLa``
+=================================  ========  =============================================
+
+Body and joint names are ``model.body_names`` / ``model.joint_names`` (verbatim from the file).
+Unknown bodies, joints, fields or elements raise ``KeyError`` naming the offender and listing
+what exists. Reading and writing are pure functions of the pytrees (``equinox.tree_at``), so
+``set`` works under ``jit``/``grad``/``vmap``: the gradient of a simulation with respect to a
+named parameter is ``jax.grad(lambda x: loss(ps.set(model, forces, {name: x})[0]))``.
+
+Note that ``model.damping``/``stiffness`` are what :class:`~diffmb.forces.elements.JointDamping`
+and ``JointSpring`` use when built without explicit coefficients; ``joint.*.damping`` has an
+effect on a simulation only if such an element is in ``forces``.
+
+Transforms
+----------
+An optimiser works on an unconstrained ``z``; :class:`Transform` maps it to the parameter:
+
+* :func:`identity`: ``p = z``;
+* :func:`positive`: ``p = exp(z)`` (masses, damping);
+* :func:`bounded` ``(lo, hi)``: ``p = lo + (hi − lo) σ(z)`` (logistic σ); one-sided bounds
+  ``p = lo + exp(z)`` / ``p = hi − exp(z)``.
+
+:func:`default_transform` is ``positive`` for mass, inertia_diag, damping and armature, the
+identity otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..model import Model
+
+__all__ = [
+    "Param",
+    "ParamSet",
+    "get_params",
+    "set_params",
+    "Transform",
+    "identity",
+    "positive",
+    "bounded",
+    "default_transform",
+]
+
+_BODY_FIELDS = ("mass", "com", "inertia", "inertia_diag")
+_JOINT_FIELDS = ("damping", "stiffness", "armature")
+_IU = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))  # inertia unique entries
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One named parameter: its shape and pure get/set functions on (model, forces)."""
+
+    name: str
+    shape: tuple
+    get: Callable  # (model, forces_dict) -> array of `shape`
+    set: Callable  # (model, forces_dict, value) -> (model, forces_dict)
+
+    @property
+    def size(self) -> int:
+        return int(math.prod(self.shape))
+
+
+def _body_param(model: Model, name: str, body: str, field: str) -> Param:
+    if body not in model.body_names:
+        raise KeyError(
+            f"parameter {name!r}: no body named {body!r}; bodies: {list(model.body_names)}"
+        )
+    i = model.body_names.index(body)
+    if field == "mass":
+        return Param(
+            name,
+            (),
+            lambda m, f: m.body_mass[i],
+            lambda m, f, x: (eqx.tree_at(lambda t: t.body_mass, m, m.body_mass.at[i].set(x)), f),
+        )
+    if field == "com":
+        return Param(
+            name,
+            (3,),
+            lambda m, f: m.body_com[i],
+            lambda m, f, x: (eqx.tree_at(lambda t: t.body_com, m, m.body_com.at[i].set(x)), f),
+        )
+    if field == "inertia":
+        rows = jnp.array([a for a, _ in _IU])
+        cols = jnp.array([b for _, b in _IU])
+
+        def set_inertia(m, f, x):
+            x = jnp.asarray(x)
+            Ic = jnp.zeros((3, 3), x.dtype).at[rows, cols].set(x).at[cols, rows].set(x)
+            return eqx.tree_at(lambda t: t.body_inertia, m, m.body_inertia.at[i].set(Ic)), f
+
+        return Param(name, (6,), lambda m, f: m.body_inertia[i][rows, cols], set_inertia)
+    if field == "inertia_diag":
+        d = jnp.arange(3)
+
+        def set_diag(m, f, x):
+            Ic = m.body_inertia[i].at[d, d].set(x)
+            return eqx.tree_at(lambda t: t.body_inertia, m, m.body_inertia.at[i].set(Ic)), f
+
+        return Param(name, (3,), lambda m, f: jnp.diagonal(m.body_inertia[i]), set_diag)
+    raise KeyError(f"parameter {name!r}: unknown body field {field!r}; choose {_BODY_FIELDS}")
+
+
+def _joint_param(model: Model, name: str, joint: str, field: str) -> Param:
+    if joint not in model.joint_names:
+        raise KeyError(
+            f"parameter {name!r}: no joint named {joint!r}; joints: {list(model.joint_names)}"
+        )
+    if field not in _JOINT_FIELDS:
+        raise KeyError(f"parameter {name!r}: unknown joint field {field!r}; choose {_JOINT_FIELDS}")
+    sl = model.joint_dofs(joint)
+    n = sl.stop - sl.start
+    shape = () if n == 1 else (n,)
+
+    def get(m, f):
+        a = getattr(m, field)[sl]
+        return a[0] if n == 1 else a
+
+    def set_(m, f, x):
+        a = getattr(m, field)
+        x = jnp.reshape(jnp.asarray(x), (n,))
+        return eqx.tree_at(lambda t: getattr(t, field), m, a.at[sl].set(x)), f
+
+    return Param(name, shape, get, set_)
+
+
+def _array_fields(elem) -> list[str]:
+    out = []
+    for fl in dataclasses.fields(elem):
+        v = getattr(elem, fl.name, None)
+        if eqx.is_array(v) or isinstance(v, float):
+            out.append(fl.name)
+    return out
+
+
+def _force_param(forces: Mapping | None, name: str, elem: str, field: str) -> Param:
+    if not forces or elem not in forces:
+        have = list(forces) if forces else []
+        raise KeyError(
+            f"parameter {name!r}: no force element named {elem!r}; pass forces as a dict "
+            f"{{name: element}} (elements given: {have})"
+        )
+    el = forces[elem]
+    fields = _array_fields(el)
+    if field not in fields:
+        raise KeyError(
+            f"parameter {name!r}: element {elem!r} ({type(el).__name__}) has no array field "
+            f"{field!r}; array fields: {fields}"
+        )
+    shape = tuple(np.shape(getattr(el, field)))
+
+    def get(m, f):
+        return jnp.asarray(getattr(f[elem], field))
+
+    def set_(m, f, x):
+        f = dict(f)
+        old = getattr(f[elem], field)
+        x = jnp.reshape(jnp.asarray(x), shape)
+        if not eqx.is_array(old):  # a Python float field: replace it by an array leaf
+            f[elem] = eqx.tree_at(lambda e: getattr(e, field), f[elem], x,
+                                  is_leaf=lambda v: v is old)
+        else:
+            f[elem] = eqx.tree_at(lambda e: getattr(e, field), f[elem], x)
+        return m, f
+
+    return Param(name, shape, get, set_)
+
+
+def parse(model: Model, name: str, forces: Mapping | None = None) -> Param:
+    """Resolve one parameter name (see the module docstring) to a :class:`Param`."""
+    parts = name.split(".")
+    if len(parts) < 3 or parts[0] not in ("body", "joint", "force"):
+        raise KeyError(
+            f"parameter {name!r}: expected 'body.<name>.<field>', 'joint.<name>.<field>' or "
+            "'force.<element>.<field>'"
+        )
+    kind, field = parts[0], parts[-1]
+    target = ".".join(parts[1:-1])  # names may contain dots
+    if kind == "body":
+        if field not in _BODY_FIELDS:
+            raise KeyError(f"parameter {name!r}: unknown body field {field!r}; choose {_BODY_FIELDS}")
+        return _body_param(model, name, target, field)
+    if kind == "joint":
+        return _joint_param(model, name, target, field)
+    return _force_param(forces, name, target, field)
+
+
+class ParamSet:
+    """An ordered set of named parameters with flat-vector views.
+
+    ``ps = ParamSet(model, ["body.link2.mass", "joint.j1.damping"], forces={"aero": aero})``
+
+    * ``ps.get(model, forces) -> {name: array}``; ``ps.set(model, forces, values) -> (model,
+      forces)`` (pure, traceable; ``forces`` is a dict or None);
+    * ``ps.flatten(values) -> (n,)`` and ``ps.unflatten(vec) -> {name: array}``;
+    * ``ps.scalar_names``: one name per entry of the flat vector (``name`` for a scalar,
+      ``name[k]`` for entry k of a vector parameter).
+    """
+
+    def __init__(self, model: Model, names: Sequence[str], forces: Mapping | None = None):
+        if isinstance(names, str):
+            names = [names]
+        names = list(names)
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"parameters named twice: {dup}")
+        self.params = [parse(model, n, forces) for n in names]
+        self.names = tuple(names)
+        self.scalar_names = tuple(
+            n if p.shape == () else f"{n}[{k}]"
+            for n, p in zip(self.names, self.params, strict=True)
+            for k in range(p.size)
+        )
+        self.size = sum(p.size for p in self.params)
+
+    def get(self, model: Model, forces: Mapping | None = None) -> dict:
+        return {p.name: p.get(model, forces) for p in self.params}
+
+    def set(self, model: Model, forces: Mapping | None, values: Mapping) -> tuple:
+        for k in values:
+            if k not in self.names:
+                raise KeyError(f"unknown parameter {k!r}; this set has {list(self.names)}")
+        for p in self.params:
+            if p.name in values:
+                model, forces = p.set(model, forces, values[p.name])
+        return model, forces
+
+    def flatten(self, values: Mapping) -> jnp.ndarray:
+        return jnp.concatenate(
+            [jnp.reshape(jnp.asarray(values[p.name], dtype=jnp.float64), (-1,)) for p in self.params]
+        )
+
+    def unflatten(self, vec) -> dict:
+        out, i = {}, 0
+        for p in self.params:
+            out[p.name] = jnp.reshape(vec[i : i + p.size], p.shape)
+            i += p.size
+        return out
+
+    def owner(self, scalar_name: str) -> str:
+        """The parameter name a scalar entry belongs to."""
+        return scalar_name.split("[")[0] if scalar_name not in self.names else scalar_name
+
+
+def get_params(model: Model, names: Sequence[str], forces: Mapping | None = None) -> dict:
+    """``{name: np.ndarray}`` of the named parameters (see the module docstring)."""
+    ps = ParamSet(model, names, forces)
+    return {k: np.asarray(v) for k, v in ps.get(model, forces).items()}
+
+
+def set_params(model: Model, values: Mapping, forces: Mapping | None = None):
+    """Write named parameters; returns the new Model, or ``(model, forces)`` if forces given."""
+    ps = ParamSet(model, list(values), forces)
+    m, f = ps.set(model, forces, values)
+    return m if forces is None else (m, f)
+
+
+# ----------------------------------------------------------------------------------------------
+# Transforms
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Transform:
+    """``p = forward(z)`` (traceable), ``z = inverse(p)`` (numpy), ``lo < p < hi`` open."""
+
+    kind: str
+    lo: float | None = None
+    hi: float | None = None
+
+    def forward(self, z):
+        if self.kind == "identity":
+            return z
+        if self.kind == "positive":
+            return jnp.exp(z)
+        if self.kind == "lower":
+            return self.lo + jnp.exp(z)
+        if self.kind == "upper":
+            return self.hi - jnp.exp(z)
+        return self.lo + (self.hi - self.lo) * jax.nn.sigmoid(z)
+
+    def inverse(self, p):
+        p = np.asarray(p, dtype=float)
+        if self.kind == "identity":
+            return p
+        lo = 0.0 if self.kind == "positive" else self.lo
+        if self.kind in ("positive", "lower", "bounded") and np.any(~(p > lo)):
+            raise ValueError(f"value {p} is not above the lower bound {lo}")
+        if self.kind in ("upper", "bounded") and np.any(~(p < self.hi)):
+            raise ValueError(f"value {p} is not below the upper bound {self.hi}")
+        if self.kind == "positive":
+            return np.log(p)
+        if self.kind == "lower":
+            return np.log(p - self.lo)
+        if self.kind == "upper":
+            return np.log(self.hi - p)
+        return np.log((p - self.lo) / (self.hi - p))
+
+
+def identity() -> Transform:
+    return Transform("identity")
+
+
+def positive() -> Transform:
+    return Transform("positive")
+
+
+def bounded(lo: float | None = None, hi: float | None = None) -> Transform:
+    """Open interval (lo, hi); either end may be None (then a one-sided exp transform)."""
+    if lo is None and hi is None:
+        return identity()
+    if lo is None:
+        return Transform("upper", hi=float(hi))
+    if hi is None:
+        return Transform("lower", lo=float(lo))
+    if not float(hi) > float(lo):
+        raise ValueError(f"upper bound {hi} must exceed lower bound {lo}")
+    return Transform("bounded", float(lo), float(hi))
+
+
+def default_transform(name: str) -> Transform:
+    field = name.split(".")[-1]
+    if field in ("mass", "inertia_diag", "damping", "armature"):
+        return positive()
+    return identity()

@@ -1,0 +1,618 @@
+"""Output-error identification: fit named physical parameters so that simulations match data.
+
+    res = diffmb.optim.fit(model, data, ["body.upper_arm_link.mass", "joint.elbow_joint.damping"],
+                           forces={"damping": JointDamping()},
+                           simulate_kwargs={"dt": 0.005}, weights={"q": 1 / 1e-3})
+    res.estimates, res.std, res.cov, res.cost, res.history
+
+Problem
+-------
+Unknowns are the chosen parameters θ (see :mod:`diffmb.optim.params` for the names) and the
+initial state x₀ = (q₀, v₀) of every *shooting segment*. Each segment is simulated with
+:func:`diffmb.simulate` from its own initial state over its own stretch of the record, and
+
+    r = [ w_q ⊙ (q_sim(t_k) ⊖ q_meas(t_k)),  w_v ⊙ (v_sim(t_k) − v_meas(t_k)),     (samples)
+          w_c (x_end,s ⊖ x₀,s+1) ]                                                (continuity)
+
+is minimised in least squares (⊖ is :func:`diffmb.dynamics.configuration.difference`, the
+plain difference for hinge/slide joints and the rotation vector for quaternions).
+
+* ``shooting="single"``: one segment per trajectory; its initial state is estimated too (the
+  measured first sample is noisy), initialised from the data.
+* ``shooting="multiple"`` with ``segments=S``: each trajectory is cut into S segments whose
+  initial states are extra unknowns, initialised from the measured samples (v by finite
+  differences of q if v is not measured); continuity at the S − 1 junctions enters as residuals
+  with weight ``continuity_weight`` (default 1e3 × the largest data weight). Long or chaotic
+  records then stay near the data during the fit instead of diverging (Bock & Plitt 1984;
+  Voss, Timmer & Kurths 2004, "Nonlinear dynamical system identification from uncertain and
+  indirect measurements").
+
+Segments are simulated in local time from 0 with the input shifted by the segment's start, so
+all segments of equal length share one compiled simulation (``vmap``); force elements must not
+depend on absolute time.
+
+Inputs
+------
+If the data hold torques (``tau`` (n, nv), CSV channels ``tau_<joint>``) they drive the
+simulation as a generalized force interpolated piecewise-linearly (``input_interp="linear"``)
+or held (``"zoh"``) between samples. Otherwise ``simulate_kwargs`` may carry ``control`` and
+``params`` for :func:`diffmb.simulate` (shared by all trajectories, called with absolute time).
+
+Solvers and statistics
+----------------------
+``solver="lm"`` (default), ``"gn"`` or ``"adam"`` (see :mod:`diffmb.optim._loop`), in
+transformed coordinates (positivity by default for masses, damping, armature; ``bounds``
+``{name: (lo, hi)}`` with a logistic map). At the optimum the Jacobian in the original
+coordinates gives s² = ‖r‖²/(m − n) and cov = s² (JᵀJ)⁻¹ over all unknowns; the parameters'
+block is their covariance with the nuisance initial states marginalised out. Parameters on
+which the column-scaled Jacobian is rank deficient (singular value < ``rank_rtol`` σ_max) are
+named in an :class:`~diffmb.optim.lsq.UnidentifiableWarning` and get std = inf. Weights only
+set the relative scale of channels; s² is estimated from the residuals, so the standard errors
+do not depend on the weights' absolute scale.
+
+Checkpoint
+----------
+``checkpoint=path``: the fit state is written atomically after every iteration; calling
+:func:`fit` again with the same arguments and path resumes from the last saved iteration (and
+returns at once if the saved fit had converged).
+
+CSV
+---
+:func:`read_joint_csv` reads DESIGN.md's format with channels ``q_<joint>`` [rad or m],
+``v_<joint>`` [rad/s or m/s] and ``tau_<joint>`` [N m or N] (for a joint with several dofs,
+``q_<joint>_<k>`` etc. with k from 0 over its q or v entries). Each group must be complete (all
+joints) or absent; a column that is none of these is an error naming file, line and column.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import pathlib
+import warnings
+from collections.abc import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..controls import KnotTable
+from ..dynamics.configuration import difference, integrate
+from ..model import Model
+from .lsq import covariance
+from .params import ParamSet, Transform, bounded, default_transform
+from . import _loop
+
+__all__ = [
+    "fit",
+    "FitResult",
+    "Record",
+    "read_joint_csv",
+    "write_joint_csv",
+    "joint_channels",
+    "load_data",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Record:
+    """One measured trajectory: t (n,), q (n, nq) | None, v (n, nv) | None, tau (n, nv) | None.
+
+    ``q0``/``v0``: optional initial state used when q/v are not measured.
+    """
+
+    t: np.ndarray
+    q: np.ndarray | None = None
+    v: np.ndarray | None = None
+    tau: np.ndarray | None = None
+    q0: np.ndarray | None = None
+    v0: np.ndarray | None = None
+    source: str = "<data>"
+
+
+def joint_channels(model: Model, prefix: str) -> list[str]:
+    """Channel names ``<prefix>_<joint>`` in q (prefix "q") or v order (others)."""
+    out = []
+    for j, name in enumerate(model.joint_names):
+        jt = model.joint_types[j]
+        n = ({"hinge": 1, "slide": 1, "ball": 4, "free": 7} if prefix == "q"
+             else {"hinge": 1, "slide": 1, "ball": 3, "free": 6})[jt]
+        out += [f"{prefix}_{name}"] if n == 1 else [f"{prefix}_{name}_{k}" for k in range(n)]
+    return out
+
+
+def _header_line(path: pathlib.Path):
+    import csv
+
+    for lineno, row in enumerate(csv.reader(path.read_text().splitlines()), start=1):
+        if not row or (len(row) == 1 and row[0].strip() == "") or row[0].lstrip().startswith("#"):
+            continue
+        return lineno, [c.strip() for c in row]
+    return None, []
+
+
+def read_joint_csv(path, model: Model) -> Record:
+    """Read a joint-space record (channels ``q_*``, ``v_*``, ``tau_*``, see module docstring)."""
+    from ..io.csvdata import read_csv
+
+    path = pathlib.Path(path)
+    t, ch = read_csv(path)  # format errors name file, line and column
+    groups = {p: joint_channels(model, p) for p in ("q", "v", "tau")}
+    known = {c for cs in groups.values() for c in cs}
+    hl, header = _header_line(path)
+    for j, name in enumerate(header[1:], start=2):
+        if name not in known:
+            raise ValueError(
+                f"{path}, line {hl}, column {j}: unknown channel {name!r}; expected "
+                f"q_<joint>, v_<joint>, tau_<joint> for joints {list(model.joint_names)}"
+            )
+    arrays = {}
+    for p, cs in groups.items():
+        present = [c for c in cs if c in ch]
+        if present and len(present) != len(cs):
+            missing = [c for c in cs if c not in ch]
+            raise ValueError(f"{path}: channel group '{p}_*' is incomplete: missing {missing}")
+        arrays[p] = np.column_stack([ch[c] for c in cs]) if present else None
+    if arrays["q"] is None and arrays["v"] is None:
+        raise ValueError(f"{path}: no measured channel (q_<joint> or v_<joint>) in the file")
+    return Record(t=t, q=arrays["q"], v=arrays["v"], tau=arrays["tau"], source=str(path))
+
+
+def write_joint_csv(path, model: Model, t, q=None, v=None, tau=None, fmt="%.10g", comment=None):
+    """Write a record in the format :func:`read_joint_csv` reads."""
+    cols, names = [np.asarray(t, float)], ["t"]
+    for p, a in (("q", q), ("v", v), ("tau", tau)):
+        if a is not None:
+            a = np.asarray(a, float)
+            cs = joint_channels(model, p)
+            names += cs
+            cols += [a[:, k] for k in range(len(cs))]
+    head = ",".join(names)
+    if comment:
+        head = "\n".join("# " + line for line in comment.splitlines()) + "\n" + head
+    np.savetxt(path, np.column_stack(cols), delimiter=",", header=head, comments="", fmt=fmt)
+
+
+def load_data(model: Model, data) -> list[Record]:
+    """Normalise ``data`` (Record, dict with t/q/v/tau, CSV path, or a list of them)."""
+    if isinstance(data, (str, pathlib.Path, Record, Mapping)):
+        data = [data]
+    out = []
+    for i, d in enumerate(data):
+        if isinstance(d, (str, pathlib.Path)):
+            rec = read_joint_csv(d, model)
+        elif isinstance(d, Record):
+            rec = d
+        elif isinstance(d, Mapping):
+            unknown = set(d) - {"t", "q", "v", "tau", "q0", "v0"}
+            if unknown:
+                raise KeyError(f"data[{i}]: unknown keys {sorted(unknown)} (t, q, v, tau, q0, v0)")
+            rec = Record(**{k: (None if d.get(k) is None else np.asarray(d[k], float))
+                            for k in ("t", "q", "v", "tau", "q0", "v0")}, source=f"data[{i}]")
+        else:
+            raise TypeError(f"data[{i}]: expected a dict, Record or CSV path, got {type(d)}")
+        t = np.asarray(rec.t, float)
+        n = t.shape[0]
+        if t.ndim != 1 or n < 2 or np.any(np.diff(t) <= 0):
+            raise ValueError(f"{rec.source}: t must be 1-D, >= 2 samples, strictly increasing")
+        for k, w in (("q", model.nq), ("v", model.nv), ("tau", model.nv)):
+            a = getattr(rec, k)
+            if a is not None and np.shape(a) != (n, w):
+                raise ValueError(f"{rec.source}: {k} has shape {np.shape(a)}, expected ({n}, {w})")
+            if a is not None and not np.all(np.isfinite(a)):
+                raise ValueError(f"{rec.source}: {k} has non-finite values")
+        if rec.q is None and rec.q0 is None:
+            raise ValueError(f"{rec.source}: q is not measured: give q0 (the initial position)")
+        out.append(rec)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Fit
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class FitResult:
+    """Outcome of :func:`fit`.
+
+    ``estimates``/``std``: {parameter name: float or array}; ``cov``: covariance of the scalar
+    entries ``names`` (``ParamSet.scalar_names``, parameters in the order given); ``cost`` =
+    ½‖r‖² (weighted); ``history``: one dict per iteration (iteration, cost, ...); ``model`` and
+    ``forces``: with the estimates written in; ``initial_states``: [(q0, v0)] per segment;
+    ``rms``: unweighted rms residual per measured channel group; ``unidentifiable``: names
+    flagged by the rank test; ``s2``, ``dof``, ``singular_values``: see
+    :func:`diffmb.optim.lsq.covariance`.
+    """
+
+    estimates: dict
+    std: dict
+    cov: np.ndarray
+    names: tuple
+    cost: float
+    history: list
+    model: Model
+    forces: object
+    success: bool
+    message: str
+    n_iter: int
+    resumed_from: int | None
+    unidentifiable: tuple
+    s2: float
+    dof: int
+    singular_values: np.ndarray
+    initial_states: list
+    rms: dict
+
+    @property
+    def correlation(self) -> np.ndarray:
+        d = np.sqrt(np.diag(self.cov))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.cov / np.outer(d, d)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Seg:
+    rec: int
+    a: int
+    b: int
+    last: bool
+
+
+def _segments(recs, shooting, segments):
+    segs = []
+    for i, r in enumerate(recs):
+        n = r.t.shape[0]
+        S = 1 if shooting == "single" else int(segments)
+        S = max(1, min(S, n - 1))
+        bnd = np.unique(np.round(np.linspace(0, n - 1, S + 1)).astype(int))
+        for s in range(len(bnd) - 1):
+            segs.append(_Seg(i, int(bnd[s]), int(bnd[s + 1]), s == len(bnd) - 2))
+    return segs
+
+
+def _init_state(model, rec: Record, a: int):
+    if rec.q is not None:
+        q_ref = np.asarray(rec.q[a])
+    else:
+        q_ref = np.asarray(rec.q0)
+    if rec.v is not None:
+        v0 = np.asarray(rec.v[a])
+    elif rec.q is not None:
+        n = rec.t.shape[0]
+        i0, i1 = (a, a + 1) if a == 0 else ((a - 1, a + 1) if a + 1 < n else (a - 1, a))
+        d = np.asarray(difference(model, jnp.asarray(rec.q[i0]), jnp.asarray(rec.q[i1])))
+        v0 = d / (rec.t[i1] - rec.t[i0])
+    else:
+        v0 = np.zeros(model.nv) if rec.v0 is None else np.asarray(rec.v0)
+    return q_ref, v0
+
+
+def _as_weight(w, n, what):
+    a = np.broadcast_to(np.asarray(1.0 if w is None else w, float), (n,)).copy()
+    if np.any(~np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"weights[{what!r}] must be finite and >= 0")
+    return a
+
+
+def fit(
+    model: Model,
+    data,
+    params: Sequence[str],
+    *,
+    forces=(),
+    simulate_kwargs: Mapping | None = None,
+    solver: str = "lm",
+    shooting: str = "single",
+    segments: int = 4,
+    weights: Mapping | None = None,
+    bounds: Mapping | None = None,
+    transforms: Mapping | None = None,
+    init: Mapping | None = None,
+    continuity_weight: float | None = None,
+    input_interp: str = "linear",
+    max_steps: int = 100,
+    ftol: float = 1e-10,
+    xtol: float = 1e-10,
+    learning_rate: float = 1e-2,
+    rank_rtol: float = 1e-8,
+    progress: bool = True,
+    checkpoint=None,
+    callback=None,
+) -> FitResult:
+    """Identify ``params`` (names, see :mod:`diffmb.optim.params`) from measured ``data``.
+
+    Args:
+        model: the Model (its values are the starting point unless ``init`` overrides them).
+        data: a dict ``{"t": (n,), "q": (n, nq), "v": (n, nv), "tau": (n, nv)}`` (q and/or v
+            measured; tau an optional input), a :class:`Record`, a CSV path (see
+            :func:`read_joint_csv`), or a list of these (several trajectories, fitted jointly).
+        params: parameter names.
+        forces: force elements for :func:`diffmb.simulate`: a sequence, or a dict
+            ``{name: element}`` (needed for ``force.<name>.<field>`` parameters).
+        simulate_kwargs: passed to :func:`diffmb.simulate` (``dt``, ``solver``, ``method``,
+            ``control``, ``params``, ...); not ``saveat``/``t0``/``t1`` (set by the data).
+        solver: ``"lm"``, ``"gn"`` or ``"adam"``.
+        shooting: ``"single"`` or ``"multiple"`` (``segments`` per trajectory).
+        weights: ``{"q": w, "v": w}``, scalars or per-dof (nv,) arrays, e.g. 1/σ.
+        bounds: ``{name: (lo, hi)}`` (either may be None) on every entry of the parameter.
+        transforms: ``{name: Transform}`` overriding :func:`~.params.default_transform`.
+        init: ``{name: value}`` starting values (default: the model's values).
+        continuity_weight: weight of the multiple-shooting continuity residuals.
+        input_interp: ``"linear"`` or ``"zoh"`` for measured torques.
+        max_steps, ftol, xtol, learning_rate: iteration controls (see :mod:`._loop`).
+        rank_rtol: identifiability threshold (relative singular value).
+        progress: show a tqdm bar. checkpoint: path of the resumable state file.
+        callback: ``callback(info)`` after each iteration (info: iteration, cost, z).
+
+    Returns:
+        :class:`FitResult`.
+    """
+    if shooting not in ("single", "multiple"):
+        raise ValueError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
+    if input_interp not in ("linear", "zoh"):
+        raise ValueError(f"input_interp must be 'linear' or 'zoh', got {input_interp!r}")
+    sk = dict(simulate_kwargs or {})
+    for bad in ("saveat", "t0", "t1"):
+        if bad in sk:
+            raise ValueError(f"simulate_kwargs[{bad!r}] is set by the data; remove it")
+    user_control = sk.pop("control", None)
+    sim_params = sk.pop("params", None)
+    sk["throw"] = False
+    named_forces = isinstance(forces, Mapping)
+    fdict = dict(forces) if named_forces else {f"_{i}": f for i, f in enumerate(forces)}
+
+    recs = load_data(model, data)
+    if any(r.tau is not None for r in recs) and user_control is not None:
+        raise ValueError("the data hold torques (tau) and simulate_kwargs has a control: use one")
+    ps = ParamSet(model, params, fdict)
+    n_p = ps.size
+    # --- transforms ---
+    bounds = dict(bounds or {})
+    transforms = dict(transforms or {})
+    for k in list(bounds) + list(transforms) + list(init or {}):
+        if k not in ps.names:
+            raise KeyError(f"bounds/transforms/init given for {k!r}, not among params {ps.names}")
+    tr: list[Transform] = []
+    for p in ps.params:
+        if p.name in transforms:
+            t_ = transforms[p.name]
+        elif p.name in bounds:
+            t_ = bounded(*bounds[p.name])
+        else:
+            t_ = default_transform(p.name)
+        tr += [t_] * p.size
+    p0 = ps.get(model, fdict)
+    for k, v in (init or {}).items():
+        p0[k] = jnp.asarray(v, dtype=jnp.float64)
+    p0_vec = np.asarray(ps.flatten(p0))
+    z0_p = np.empty(n_p)
+    for i, (t_, nm) in enumerate(zip(tr, ps.scalar_names, strict=True)):
+        try:
+            z0_p[i] = t_.inverse(p0_vec[i])
+        except ValueError as e:
+            raise ValueError(f"initial value of {nm!r}: {e} (pass init= or bounds=)") from None
+
+    def fwd_p(zp):
+        return jnp.stack([t_.forward(zp[i]) for i, t_ in enumerate(tr)])
+
+    # --- segments and groups ---
+    segs = _segments(recs, shooting, segments)
+    nv, nq = model.nv, model.nq
+    ns = len(segs)
+    wq = _as_weight((weights or {}).get("q"), nv, "q")
+    wv = _as_weight((weights or {}).get("v"), nv, "v")
+    for k in (weights or {}):
+        if k not in ("q", "v"):
+            raise KeyError(f"weights: unknown channel group {k!r} (use 'q' and 'v')")
+    wc = float(continuity_weight) if continuity_weight is not None else 1e3 * max(
+        wq.max() if any(r.q is not None for r in recs) else 0.0,
+        wv.max() if any(r.v is not None for r in recs) else 0.0,
+    )
+    s0 = []
+    for s in segs:
+        q_ref, v0 = _init_state(model, recs[s.rec], s.a)
+        s0.append((q_ref, v0))
+
+    groups: dict = {}
+    for si, s in enumerate(segs):
+        r = recs[s.rec]
+        rel = r.t[s.a : s.b + 1] - r.t[s.a]
+        key = (
+            s.b - s.a,
+            hashlib.sha1(np.round(rel, 12).tobytes()).hexdigest(),
+            r.q is not None,
+            r.v is not None,
+            None if r.tau is None else r.tau.shape,
+        )
+        groups.setdefault(key, []).append(si)
+
+    gdata = []  # per group: static info + stacked arrays
+    for key, idx in groups.items():
+        s_first = segs[idx[0]]
+        r0 = recs[s_first.rec]
+        rel = r0.t[s_first.a : s_first.b + 1] - r0.t[s_first.a]
+        L = s_first.b - s_first.a + 1
+        has_q, has_v, has_tau = key[2], key[3], key[4] is not None
+        mask = np.ones((len(idx), L))
+        for gi, si in enumerate(idx):
+            if not segs[si].last:
+                mask[gi, -1] = 0.0  # that sample is the next segment's first
+        arr = {
+            "q_ref": jnp.asarray(np.stack([s0[si][0] for si in idx])),
+            "offset": jnp.asarray(np.array([recs[segs[si].rec].t[segs[si].a] for si in idx])),
+            "mask": jnp.asarray(mask),
+        }
+        if has_q:
+            arr["q"] = jnp.asarray(np.stack([recs[segs[si].rec].q[segs[si].a : segs[si].b + 1]
+                                             for si in idx]))
+        if has_v:
+            arr["v"] = jnp.asarray(np.stack([recs[segs[si].rec].v[segs[si].a : segs[si].b + 1]
+                                             for si in idx]))
+        if has_tau:
+            arr["tau_t"] = jnp.asarray(np.stack([recs[segs[si].rec].t for si in idx]))
+            arr["tau"] = jnp.asarray(np.stack([recs[segs[si].rec].tau for si in idx]))
+        gdata.append({"idx": idx, "rel": rel, "T": float(rel[-1]), "has_q": has_q,
+                      "has_v": has_v, "has_tau": has_tau, "mask": mask, "arr": arr})
+
+    pairs = [(si, si + 1) for si in range(ns - 1) if segs[si].rec == segs[si + 1].rec]
+
+    from ..simulate import simulate
+
+    class _Shifted:
+        def __init__(self, base, offset):
+            self.base, self.offset = base, offset
+
+        def __call__(self, t, q, v, prm):
+            return self.base(t + self.offset, q, v, prm)
+
+    def seg_fn(m, f, g, s, a):
+        dq, v0 = s[:nv], s[nv:]
+        q0 = integrate(m, a["q_ref"], dq, 1.0)
+        if g["has_tau"]:
+            base = KnotTable(a["tau_t"], a["tau"], input_interp)
+        else:
+            base = user_control
+        ctrl = None if base is None else _Shifted(base, a["offset"])
+        traj = simulate(m, q0, v0, t1=g["T"], dt=sk.get("dt"), saveat=g["rel"],
+                        forces=tuple(f.values()), control=ctrl, params=sim_params,
+                        **{k: v for k, v in sk.items() if k != "dt"})
+        parts = []
+        if g["has_q"]:
+            dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], traj.q)
+            parts.append((dqs * wq * a["mask"][:, None]).reshape(-1))
+        if g["has_v"]:
+            parts.append(((traj.v - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
+        return jnp.concatenate(parts), traj.q[-1], traj.v[-1], q0
+
+    def residual(z):
+        p = fwd_p(z[:n_p])
+        m, f = ps.set(model, fdict, ps.unflatten(p))
+        S = z[n_p:].reshape(ns, 2 * nv)
+        rs, qend, vend, q0s = [], [None] * ns, [None] * ns, [None] * ns
+        for g in gdata:
+            idx = np.array(g["idx"])
+            out = jax.vmap(lambda s, a, g=g: seg_fn(m, f, g, s, a))(S[idx], g["arr"])
+            rs.append(out[0].reshape(-1))
+            for gi, si in enumerate(g["idx"]):
+                qend[si], vend[si], q0s[si] = out[1][gi], out[2][gi], out[3][gi]
+        for a_, b_ in pairs:
+            rs.append(wc * difference(m, q0s[b_], qend[a_]))
+            rs.append(wc * (vend[a_] - S[b_, nv:]))
+        return jnp.concatenate(rs)
+
+    res_jac_jit = jax.jit(lambda z: (residual(z), jax.jacfwd(residual)(z)))
+    cache = {}
+
+    def res_jac(z):
+        key = np.asarray(z, float).tobytes()
+        if key not in cache:
+            cache.clear()
+            r, J = res_jac_jit(jnp.asarray(z))
+            cache[key] = (np.asarray(r), np.asarray(J))
+        return cache[key]
+
+    z0 = np.concatenate([z0_p] + [np.concatenate([np.zeros(nv), v0]) for _, v0 in s0])
+    # rows kept for statistics (masked duplicate samples are zero rows)
+    keep = []
+    for g in gdata:
+        nparts = int(g["has_q"]) + int(g["has_v"])
+        for mk in g["mask"]:
+            keep.append(np.concatenate([np.repeat(mk > 0, nv)] * nparts))
+    keep.append(np.ones(len(pairs) * 2 * nv, bool))
+    keep = np.concatenate(keep)
+
+    fp = {
+        "params": list(ps.scalar_names),
+        "n_unknowns": int(z0.size),
+        "n_residuals": int(keep.size),
+        "shooting": shooting,
+        "data": hashlib.sha1(b"".join(
+            np.ascontiguousarray(a).tobytes() for r in recs
+            for a in (r.t, r.q, r.v, r.tau) if a is not None)).hexdigest(),
+    }
+    out = _loop.run(
+        res_jac,
+        lambda z: res_jac(z)[0],
+        z0,
+        solver=solver,
+        max_steps=max_steps,
+        ftol=ftol,
+        xtol=xtol,
+        learning_rate=learning_rate,
+        progress=progress,
+        desc="fit",
+        checkpoint=checkpoint,
+        callback=callback,
+        fingerprint=fp,
+    )
+    z = out["z"]
+    r, Jz = res_jac(z)
+    # Jacobian in original coordinates: p = fwd(z) elementwise, so J_p = J_z / (dp/dz)
+    zp = jnp.asarray(z[:n_p])
+    dpdz = np.asarray(jax.vmap(lambda i: jax.grad(lambda x: fwd_p(zp.at[i].set(x))[i])(zp[i]))(
+        jnp.arange(n_p)))
+    p_hat = np.asarray(fwd_p(zp))
+    J = Jz.copy()
+    J[:, :n_p] = Jz[:, :n_p] / dpdz[None, :]
+    state_names = [f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(segs)
+                   for w in ("dq", "v") for k in range(nv)]
+    all_names = tuple(ps.scalar_names) + tuple(state_names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        stats = covariance(all_names, np.concatenate([p_hat, z[n_p:]]), J[keep], r[keep],
+                           rank_rtol, report=ps.scalar_names, stacklevel=3)
+    cov = stats["cov"][:n_p, :n_p]
+    std_flat = np.array([stats["std"][n] for n in ps.scalar_names])
+    est = ps.unflatten(jnp.asarray(p_hat))
+    stdd = ps.unflatten(jnp.asarray(std_flat))
+    to_py = lambda a: float(a) if np.ndim(a) == 0 else np.asarray(a)
+    m_hat, f_hat = ps.set(model, fdict, est)
+    rms = {}
+    rr = r[keep]
+    off = 0
+    acc = {"q": [], "v": []}
+    for g in gdata:
+        for mk in g["mask"]:
+            n_k = int((mk > 0).sum()) * nv
+            for nm, w, has in (("q", wq, g["has_q"]), ("v", wv, g["has_v"])):
+                if has:
+                    blk = rr[off : off + n_k].reshape(-1, nv)
+                    off += n_k
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        acc[nm].append(blk / np.where(w > 0, w, np.nan))
+    for nm, lst in acc.items():
+        if lst:
+            a = np.concatenate(lst)
+            rms[nm] = float(np.sqrt(np.nanmean(a**2)))
+    init_states = []
+    for i, (q_ref, _) in enumerate(s0):
+        s = z[n_p + 2 * nv * i : n_p + 2 * nv * (i + 1)]
+        init_states.append((np.asarray(integrate(m_hat, jnp.asarray(q_ref), jnp.asarray(s[:nv]),
+                                                 1.0)), s[nv:].copy()))
+    return FitResult(
+        estimates={k: to_py(v) for k, v in est.items()},
+        std={k: to_py(v) for k, v in stdd.items()},
+        cov=cov,
+        names=tuple(ps.scalar_names),
+        cost=float(out["cost"]),
+        history=out["history"],
+        model=m_hat,
+        forces=f_hat if named_forces else tuple(f_hat.values()),
+        success=out["success"],
+        message=out["message"],
+        n_iter=out["n_iter"],
+        resumed_from=out["resumed_from"],
+        unidentifiable=tuple(n for n in stats["bad"] if n in set(ps.scalar_names)),
+        s2=stats["s2"],
+        dof=stats["dof"],
+        singular_values=stats["sv"],
+        initial_states=init_states,
+        rms=rms,
+    )

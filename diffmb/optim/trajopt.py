@@ -1,0 +1,278 @@
+"""Trajectory optimisation: open-loop controls that reach a target with little effort.
+
+    res = diffmb.optim.trajopt(model, q0, v0, t1=2.0, dt=0.01, target_q=q_goal,
+                               n_knots=11, kind="cubic", u_bounds=(-20.0, 20.0))
+    res.control            # a KnotTable: simulate(model, q0, v0, ..., control=res.control)
+    res.knots, res.effort, res.terminal_error, res.traj
+
+Problem
+-------
+The control u(t) ∈ R^nu (a generalized force on ``dofs``, all by default) is a table of
+``n_knots`` values at equally spaced times on [0, t1], interpolated piecewise-linearly
+(``kind="linear"``) or by C¹ cubic Hermite splines (``"cubic"``, see
+:class:`diffmb.controls.KnotTable`). The cost is
+
+    J = ½ w_u ∫₀^t1 |u(t)|² dt + ½ w_T ( |q(t1) ⊖ q_target|² + |v(t1) − v_target|² )
+
+written as a sum of squares: the effort integral by 4-point Gauss–Legendre quadrature on each
+knot interval (exact for both interpolations: |u|² is a polynomial of degree ≤ 6 on an
+interval and the 4-point rule is exact to degree 7), the target terms as residuals. It is minimised by
+Levenberg–Marquardt (default) or Adam (see :mod:`diffmb.optim._loop`, which also gives the
+progress bar and the atomic ``checkpoint``).
+
+Bounds ``u_bounds=(lo, hi)`` (scalars or (nu,)) are imposed on the knot values through
+u = lo + (hi − lo) σ(z): for piecewise-linear tables this bounds u(t) everywhere; cubic
+Hermite splines can overshoot between knots (by at most a fraction of the knot differences).
+
+Shooting
+--------
+``shooting="single"``: one simulation from (q0, v0). ``"multiple"`` with ``segments=S``: the
+horizon is cut into S equal segments whose initial states (after the first) are extra unknowns,
+initialised on the straight line from (q0, v0) to the target, and continuity at the junctions
+enters as residuals with weight ``continuity_weight``; the segments are simulated in parallel
+(``vmap``) and the optimiser can move the states where the dynamics alone would diverge.
+Segment lengths must be whole numbers of steps ``dt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..controls import KnotTable
+from ..dynamics.configuration import difference, integrate
+from ..model import Model
+from . import _loop
+
+__all__ = ["trajopt", "TrajoptResult"]
+
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(4)
+
+
+@dataclasses.dataclass
+class TrajoptResult:
+    """``knot_ts`` (k,), ``knots`` (k, nu): the optimal table; ``control``: it as a callable
+    for :func:`diffmb.simulate` (generalized force on ``dofs``); ``cost`` (J above),
+    ``effort`` = ∫|u|² dt, ``terminal_error`` = |q(t1) ⊖ q_target| (and ``terminal_v_error``),
+    ``traj``: single-shooting re-simulation with the optimal control (saved every ``dt``);
+    ``history``, ``success``, ``message``, ``n_iter``."""
+
+    knot_ts: np.ndarray
+    knots: np.ndarray
+    control: object
+    cost: float
+    effort: float
+    terminal_error: float
+    terminal_v_error: float
+    traj: object
+    history: list
+    success: bool
+    message: str
+    n_iter: int
+    dofs: tuple
+
+
+class _Control:
+    """u on ``dofs`` scattered into a generalized force (nv,), time shifted by ``offset``."""
+
+    def __init__(self, table, dofs, nv, offset=0.0, scatter=True):
+        self.table, self.dofs, self.nv, self.offset, self.scatter = table, dofs, nv, offset, scatter
+
+    def __call__(self, t, q=None, v=None, params=None):
+        u = self.table(t + self.offset)
+        if not self.scatter:
+            return u
+        return jnp.zeros(self.nv, u.dtype).at[jnp.asarray(self.dofs)].set(u)
+
+
+def trajopt(
+    model: Model,
+    q0,
+    v0,
+    *,
+    t1: float,
+    dt: float,
+    target_q=None,
+    target_v=None,
+    n_knots: int = 11,
+    kind: str = "linear",
+    dofs: Sequence[int] | None = None,
+    u_bounds=None,
+    u_init=None,
+    effort_weight: float = 1.0,
+    target_weight: float = 1e4,
+    forces=(),
+    shooting: str = "single",
+    segments: int = 4,
+    continuity_weight: float = 1e3,
+    solver: str = "lm",
+    max_steps: int = 200,
+    ftol: float = 1e-10,
+    xtol: float = 1e-10,
+    learning_rate: float = 1e-2,
+    simulate_kwargs: Mapping | None = None,
+    progress: bool = True,
+    checkpoint=None,
+    callback=None,
+) -> TrajoptResult:
+    """Optimise an open-loop control from (q0, v0) at 0 towards a target at ``t1``.
+
+    Args:
+        model, q0 (nq,), v0 (nv,): the system and its initial state.
+        t1, dt: horizon and integration step (rk4 by default; ``simulate_kwargs`` for more).
+        target_q (nq,), target_v (nv,): the target (either may be None: not penalised).
+        n_knots, kind: control table size and interpolation (``"linear"`` or ``"cubic"``).
+        dofs: actuated dofs (indices into v); default all.
+        u_bounds: ``(lo, hi)`` on the knot values; u_init: (n_knots, nu) starting knots.
+        effort_weight, target_weight: w_u and w_T of the cost.
+        forces: force elements (damping, springs, ...) for :func:`diffmb.simulate`.
+        shooting, segments, continuity_weight: see the module docstring.
+        solver: ``"lm"`` or ``"adam"`` (or ``"gn"``); max_steps, ftol, xtol, learning_rate.
+        progress, checkpoint, callback: as in :func:`diffmb.optim.fit`.
+    """
+    if kind not in ("linear", "cubic"):
+        raise ValueError(f"kind must be 'linear' or 'cubic', got {kind!r}")
+    if shooting not in ("single", "multiple"):
+        raise ValueError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
+    if target_q is None and target_v is None:
+        raise ValueError("trajopt needs target_q and/or target_v")
+    sk = dict(simulate_kwargs or {})
+    for bad in ("saveat", "t0", "t1", "control", "params", "dt", "forces"):
+        if bad in sk:
+            raise ValueError(f"simulate_kwargs[{bad!r}] is set by trajopt; remove it")
+    sk["throw"] = False
+    forces = tuple(forces)
+    nv = model.nv
+    dofs = tuple(range(nv)) if dofs is None else tuple(int(d) for d in dofs)
+    nu = len(dofs)
+    q0 = jnp.asarray(q0, jnp.float64)
+    v0 = jnp.asarray(v0, jnp.float64)
+    tq = None if target_q is None else jnp.asarray(target_q, jnp.float64)
+    tv = None if target_v is None else jnp.asarray(target_v, jnp.float64)
+    t1 = float(t1)
+    knot_ts = np.linspace(0.0, t1, int(n_knots))
+    S = 1 if shooting == "single" else int(segments)
+    n_steps = int(round(t1 / dt))
+    if abs(n_steps * dt - t1) > 1e-9 * t1 or n_steps % S:
+        raise ValueError(
+            f"t1 = {t1} must be a whole number of steps dt = {dt} divisible by {S} segments"
+        )
+    Tseg = t1 / S
+    offsets = jnp.asarray(np.arange(S) * Tseg)
+
+    # --- control parameterisation ---
+    if u_bounds is not None:
+        lo = np.broadcast_to(np.asarray(u_bounds[0], float), (nu,))
+        hi = np.broadcast_to(np.asarray(u_bounds[1], float), (nu,))
+        if np.any(hi <= lo):
+            raise ValueError("u_bounds: need hi > lo")
+        to_u = lambda z: jnp.asarray(lo) + jnp.asarray(hi - lo) * jax.nn.sigmoid(z)
+        U0 = np.zeros((len(knot_ts), nu)) + 0.5 * (lo + hi) if u_init is None else np.asarray(
+            u_init, float)
+        if np.any(U0 <= lo) or np.any(U0 >= hi):
+            raise ValueError("u_init must lie strictly inside u_bounds")
+        Z0 = np.log((U0 - lo) / (hi - U0))
+    else:
+        to_u = lambda z: z
+        Z0 = np.zeros((len(knot_ts), nu)) if u_init is None else np.asarray(u_init, float)
+    if Z0.shape != (len(knot_ts), nu):
+        raise ValueError(f"u_init must have shape ({len(knot_ts)}, {nu})")
+    nz = Z0.size
+
+    # effort quadrature nodes/weights on every knot interval
+    h = np.diff(knot_ts)
+    tq_nodes = (knot_ts[:-1, None] + 0.5 * h[:, None] * (_GL_X[None, :] + 1.0)).reshape(-1)
+    tq_w = (0.5 * h[:, None] * _GL_W[None, :]).reshape(-1)
+    sq_w = jnp.asarray(np.sqrt(effort_weight * tq_w))
+
+    # --- segment states (after the first): dq around a reference, v ---
+    if S > 1:
+        fr = np.arange(1, S) / S
+        if tq is not None:
+            dtot = np.asarray(difference(model, q0, tq))
+            qrefs = np.stack([np.asarray(integrate(model, q0, jnp.asarray(dtot * f), 1.0))
+                              for f in fr])
+            vline = dtot / t1
+        else:
+            qrefs = np.stack([np.asarray(q0)] * (S - 1))
+            vline = np.zeros(nv)
+        vrefs = np.tile(vline, (S - 1, 1))  # constant speed along the straight line
+        Xs0 = np.concatenate([np.zeros(((S - 1), nv)), vrefs], axis=1).reshape(-1)
+        qrefs = jnp.asarray(qrefs)
+    else:
+        Xs0 = np.zeros(0)
+        qrefs = None
+
+    from ..simulate import simulate
+
+    uses_ctrl = any(getattr(f, "uses_ctrl", False) for f in forces)
+    saveat_seg = [Tseg]
+
+    def seg_end(U, q_start, v_start, off):
+        table = KnotTable(jnp.asarray(knot_ts), U, kind)
+        ctrl = _Control(table, dofs, nv, off, scatter=not uses_ctrl)
+        traj = simulate(model, q_start, v_start, t1=Tseg, dt=dt, saveat=saveat_seg,
+                        forces=forces, control=ctrl, **sk)
+        return traj.q[-1], traj.v[-1]
+
+    def residual(z):
+        U = to_u(z[:nz].reshape(Z0.shape))
+        table = KnotTable(jnp.asarray(knot_ts), U, kind)
+        ueval = jax.vmap(table)(jnp.asarray(tq_nodes))
+        rs = [(ueval * sq_w[:, None]).reshape(-1)]
+        if S > 1:
+            X = z[nz:].reshape(S - 1, 2 * nv)
+            qs = jax.vmap(lambda qr, dq: integrate(model, qr, dq, 1.0))(qrefs, X[:, :nv])
+            q_st = jnp.concatenate([q0[None], qs])
+            v_st = jnp.concatenate([v0[None], X[:, nv:]])
+        else:
+            q_st, v_st = q0[None], v0[None]
+        qe, ve = jax.vmap(lambda a, b, o: seg_end(U, a, b, o))(q_st, v_st, offsets)
+        wT = jnp.sqrt(target_weight)
+        if tq is not None:
+            rs.append(wT * difference(model, tq, qe[-1]))
+        if tv is not None:
+            rs.append(wT * (ve[-1] - tv))
+        if S > 1:
+            cq = jax.vmap(lambda a, b: difference(model, a, b))(q_st[1:], qe[:-1])
+            rs.append(continuity_weight * cq.reshape(-1))
+            rs.append(continuity_weight * (ve[:-1] - v_st[1:]).reshape(-1))
+        return jnp.concatenate(rs)
+
+    res_jac_jit = jax.jit(lambda z: (residual(z), jax.jacfwd(residual)(z)))
+    cache = {}
+
+    def res_jac(z):
+        key = np.asarray(z, float).tobytes()
+        if key not in cache:
+            cache.clear()
+            r, J = res_jac_jit(jnp.asarray(z))
+            cache[key] = (np.asarray(r), np.asarray(J))
+        return cache[key]
+
+    z0 = np.concatenate([Z0.reshape(-1), Xs0])
+    fp = {"n_unknowns": int(z0.size), "n_knots": int(n_knots), "kind": kind,
+          "shooting": shooting, "t1": t1}
+    out = _loop.run(res_jac, lambda z: res_jac(z)[0], z0, solver=solver, max_steps=max_steps,
+                    ftol=ftol, xtol=xtol, learning_rate=learning_rate, progress=progress,
+                    desc="trajopt", checkpoint=checkpoint, callback=callback, fingerprint=fp)
+    U = np.asarray(to_u(jnp.asarray(out["z"][:nz].reshape(Z0.shape))))
+    table = KnotTable(jnp.asarray(knot_ts), jnp.asarray(U), kind)
+    control = _Control(table, dofs, nv, 0.0, scatter=not uses_ctrl)
+    traj = simulate(model, q0, v0, t1=t1, dt=dt, forces=forces, control=control, **sk)
+    ueval = np.asarray(jax.vmap(table)(jnp.asarray(tq_nodes)))
+    effort = float(np.sum(tq_w[:, None] * ueval**2))
+    qe, ve = traj.q[-1], traj.v[-1]
+    e_q = float(jnp.linalg.norm(difference(model, tq, qe))) if tq is not None else float("nan")
+    e_v = float(jnp.linalg.norm(ve - tv)) if tv is not None else float("nan")
+    cost = 0.5 * effort_weight * effort + 0.5 * target_weight * (
+        (e_q**2 if tq is not None else 0.0) + (e_v**2 if tv is not None else 0.0))
+    return TrajoptResult(
+        knot_ts=knot_ts, knots=U, control=control, cost=float(cost), effort=effort,
+        terminal_error=e_q, terminal_v_error=e_v, traj=traj, history=out["history"],
+        success=out["success"], message=out["message"], n_iter=out["n_iter"], dofs=dofs,
+    )
