@@ -34,5 +34,5 @@ def run_all(out_dir: Path, quick: bool = False, only: str | None = None) -> dict
         if n not in available():
             raise ValueError(f"unknown benchmark {n!r}; available: {available()}")
         res = _load(n).run(Path(out_dir), quick=quick)
-        results.update({f"{n}/{k}": v for k, v in res.items()})
+        results.update({f"{n}/{k}": v for k, v in res.items() if not k.startswith("_")})
     return results

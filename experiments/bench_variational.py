@@ -55,8 +55,7 @@ def mujoco_rk4_energy_error(dt, horizon):
     err = 0.0
     for _ in range(int(round(horizon / dt))):
         mujoco.mj_step(m, d)
-        mujoco.mj_energyPos(m, d)
-        mujoco.mj_energyVel(m, d)
+        mujoco.mj_forward(m, d)  # after mj_step, kinematics are still those of the old state
         e = d.energy.sum()
         if not np.isfinite(e):
             return np.inf

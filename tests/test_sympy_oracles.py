@@ -147,8 +147,8 @@ def _inertia_dyadic(frame, I):
 
 def sympy_system(spec):
     """The chain in sympy: bodies, gravity loads and joint loads (torque pairs on hinges, force
-    pairs at coincident points on slides), q symbols, and every loaded point's velocity in N as a
-    function of q and q̇."""
+    pairs at coincident points on slides) and q symbols; point velocities by the one- and
+    two-point theorems (functions of q and q̇)."""
     n = len(spec)
     q = me.dynamicsymbols(f"q1:{n + 1}")
     tau = sp.symbols(f"tau1:{n + 1}")
@@ -156,24 +156,28 @@ def sympy_system(spec):
     O = me.Point("O")
     O.set_vel(N, 0)
     parent_frame, parent_origin = N, O
-    bodies, gravity, joint_loads, points = [], [], [], []
+    bodies, gravity, joint_loads = [], [], []
     for i, b in enumerate(spec):
         # the body's frame at q = 0: parent frame rotated by quat, origin at parent origin + pos
         F0 = me.ReferenceFrame(f"F{i}")
         F0.orient_explicit(parent_frame, sp.Matrix(_quat_R(b["quat"])).applyfunc(_S))
         O0 = parent_origin.locatenew(f"O0_{i}", _vec(parent_frame, b["pos"]))
         axis0 = _vec(F0, b["axis"])
+        O0.v2pt_theory(parent_origin, N, parent_frame)
         if b["joint"] == "hinge":
             B = F0.orientnew(f"B{i}", "Axis", (q[i], axis0))
             J = O0.locatenew(f"J{i}", _vec(F0, b["jpos"]))  # the anchor: fixed in F0 and in B
+            J.v2pt_theory(O0, N, parent_frame)
             Ob = J.locatenew(f"Ob{i}", -_vec(B, b["jpos"]))
+            Ob.v2pt_theory(J, N, B)
             joint_loads += [(B, tau[i] * axis0), (parent_frame, -tau[i] * axis0)]
         else:  # slide: the body translates along the axis by q, no rotation
             B = F0
             Ob = O0.locatenew(f"Ob{i}", q[i] * axis0)
+            Ob.set_vel(parent_frame, sp.diff(q[i], me.dynamicsymbols._t) * axis0)
+            Ob.v1pt_theory(O0, N, parent_frame)
         C = Ob.locatenew(f"C{i}", _vec(B, b["com"]))
-        C.set_vel(N, C.pos_from(O).dt(N))
-        points.append(C)
+        C.v2pt_theory(Ob, N, B)
         m = _S(b["mass"])
         bodies.append(me.RigidBody(f"body{i}", C, B, m, (_inertia_dyadic(B, b["inertia"]), C)))
         gravity.append((C, -m * _S(G) * N.z))
@@ -184,13 +188,11 @@ def sympy_system(spec):
             if parent_frame is not N:
                 P = me.Point(f"P{i}")
                 r = C.pos_from(parent_origin)
-                P.set_vel(N, parent_origin.pos_from(O).dt(N)
-                          + (parent_frame.ang_vel_in(N) ^ r))
-                points.append(P)
+                P.set_vel(N, parent_origin.vel(N) + (parent_frame.ang_vel_in(N) ^ r))
                 joint_loads.append((P, -tau[i] * axis0))
         parent_frame, parent_origin = B, Ob
     return dict(N=N, O=O, q=q, tau=tau, bodies=bodies, gravity=gravity,
-                joint_loads=joint_loads, points=points)
+                joint_loads=joint_loads)
 
 
 def _lambdify(q, qd, tau, M, F, qd_syms):
@@ -225,8 +227,7 @@ def kane_oracle(spec):
     n = len(q)
     u = me.dynamicsymbols(f"u1:{n + 1}")
     qd = [sp.diff(qi, me.dynamicsymbols._t) for qi in q]
-    for P in s["points"]:  # velocities in terms of the generalized speeds
-        P.set_vel(N, me.msubs(P.vel(N), dict(zip(qd, u))))
+    # the velocities are functions of q̇; KanesMethod maps q̇ -> u through kd_eqs
     KM = me.KanesMethod(N, q_ind=q, u_ind=u, kd_eqs=[a - b for a, b in zip(qd, u)])
     KM.kanes_equations(s["bodies"], s["gravity"] + s["joint_loads"])
     return _lambdify(q, qd, tau, KM.mass_matrix, KM.forcing, u)

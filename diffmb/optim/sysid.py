@@ -365,6 +365,7 @@ def fit(
     user_control = sk.pop("control", None)
     sim_params = sk.pop("params", None)
     sk["throw"] = False
+    sk.setdefault("adjoint", "direct")  # Jacobians are taken in forward mode (jacfwd)
     named_forces = isinstance(forces, Mapping)
     fdict = dict(forces) if named_forces else {f"_{i}": f for i, f in enumerate(forces)}
 

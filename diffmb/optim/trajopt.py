@@ -145,6 +145,7 @@ def trajopt(
         if bad in sk:
             raise ValueError(f"simulate_kwargs[{bad!r}] is set by trajopt; remove it")
     sk["throw"] = False
+    sk.setdefault("adjoint", "direct")  # Jacobians are taken in forward mode (jacfwd)
     forces = tuple(forces)
     nv = model.nv
     dofs = tuple(range(nv)) if dofs is None else tuple(int(d) for d in dofs)

@@ -462,8 +462,9 @@ plane maps the system onto itself, so the exact motion is planar: body 1's COM m
 circle of radius 1.5 m about O. The planar motion is, however, unstable to out-of-plane
 perturbations (the ball joints do not resist rotation about z', and the planar chain itself is
 chaotic), and floating-point arithmetic is not mirror-symmetric: the initial data are already
-out of plane at the 1e-16 level (cos(pi/4) and sin(pi/4) round differently), and every step adds
-rounding errors of that size. These are amplified exponentially. Here body 1's distance from the
+out of plane at the 1e-16 level (the compiled COMs of bodies 2-4 are 1.1e-16 m off the plane;
+cos(pi/4) and sin(pi/4) round to different doubles), and every step adds rounding errors of
+that size. These are amplified exponentially. Here body 1's distance from the
 plane exceeds 1e-6 m at t = {_fmt(r['out_of_plane_exceeds_1e-6_at_s'])} s (tree/MuJoCo:
 {_fmt(tr['out_of_plane_exceeds_1e-6_at_s'])} s, DAE: {_fmt(dae['out_of_plane_exceeds_1e-6_at_s'])}
 s), after which the path leaves the plane for good, as the paper observes after ~10 s. The
