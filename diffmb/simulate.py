@@ -263,8 +263,8 @@ def _is_concrete(x) -> bool:
 def simulate(
     model: Model,
     q0,
-    v0,
-    t1: float,
+    v0=None,
+    t1: float = None,
     dt: float | None = None,
     *,
     t0: float = 0.0,
@@ -301,6 +301,24 @@ def simulate(
                                saveat=[0.5, 1.0, 1.5, 2.0])
         traj.ts, traj.q, traj.v, traj.status
     """
+    from .dynamics.maximal import MaximalSystem
+
+    if isinstance(model, MaximalSystem) or solver == "variational":
+        if not isinstance(model, MaximalSystem) or solver != "variational":
+            raise ValueError(
+                'solver="variational" integrates a MaximalSystem (diffmb.dynamics.maximal) and a'
+                " MaximalSystem needs solver='variational'"
+            )
+        from .dynamics.variational import simulate_variational
+
+        # q is u (7 numbers per body: com position, quaternion); v is u̇ (com velocities and
+        # quaternion rates); the returned trajectory also carries the node momenta and H.
+        return simulate_variational(model, q0, v0, t1=t1, dt=dt, t0=t0, saveat=saveat,
+                                    rtol=min(rtol, 1e-12), atol=min(atol, 1e-12), throw=throw)
+    if t1 is None:
+        raise ValueError("simulate: the final time t1 is required")
+    if v0 is None:
+        v0 = jnp.zeros(model.nv)
     t0, t1 = float(t0), float(t1)
     if not t1 > t0:
         raise ValueError(f"simulate: need t1 > t0, got t0={t0}, t1={t1}")

@@ -195,13 +195,11 @@ def sympy_system(spec):
                 joint_loads=joint_loads)
 
 
-def _lambdify(q, qd, tau, M, F, qd_syms):
-    """M(q), F(q, q̇, τ) as numpy functions of plain arrays."""
-    qs, qds = sp.symbols(f"x1:{len(q) + 1}"), sp.symbols(f"xd1:{len(q) + 1}")
-    sub = dict(zip(qd_syms, qds)) | dict(zip(q, qs))
-    M, F = me.msubs(M, sub), me.msubs(F, sub)
-    fM = sp.lambdify([qs, qds, tau], M, "numpy", cse=True)
-    fF = sp.lambdify([qs, qds, tau], F, "numpy", cse=True)
+def _lambdify(q, qd, tau, M, F):
+    """M(q), F(q, q̇, τ) as numpy functions of plain arrays (q, q̇ are dynamicsymbols and their
+    derivatives or the generalized speeds; lambdify replaces them by dummies)."""
+    fM = sp.lambdify([q, qd, tau], M, "numpy", cse=True)
+    fF = sp.lambdify([q, qd, tau], F, "numpy", cse=True)
     return lambda x, xd, t: (np.asarray(fM(x, xd, t), float),
                              np.asarray(fF(x, xd, t), float).ravel())
 
@@ -217,7 +215,7 @@ def lagrange_oracle(spec):
     LM = me.LagrangesMethod(me.Lagrangian(N, *s["bodies"]), q, forcelist=s["joint_loads"],
                             frame=N)
     LM.form_lagranges_equations()
-    return _lambdify(q, qd, tau, LM.mass_matrix, LM.forcing, qd)
+    return _lambdify(q, qd, tau, LM.mass_matrix, LM.forcing)
 
 
 def kane_oracle(spec):
@@ -230,7 +228,7 @@ def kane_oracle(spec):
     # the velocities are functions of q̇; KanesMethod maps q̇ -> u through kd_eqs
     KM = me.KanesMethod(N, q_ind=q, u_ind=u, kd_eqs=[a - b for a, b in zip(qd, u)])
     KM.kanes_equations(s["bodies"], s["gravity"] + s["joint_loads"])
-    return _lambdify(q, qd, tau, KM.mass_matrix, KM.forcing, u)
+    return _lambdify(q, u, tau, KM.mass_matrix, KM.forcing)
 
 
 # ------------------------------------------------------------------------------------------

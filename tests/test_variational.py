@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.special import ellipk
 
-import diffmb  # noqa: F401
+import diffmb
 from diffmb.dynamics import maximal as mx
 from diffmb.dynamics import variational as vi
 from diffmb.spatial import quaternion as quat
@@ -197,3 +197,15 @@ def test_failure_is_reported_not_silent(spinning_top):
     assert 1 <= k <= N
     assert np.all(np.isnan(np.asarray(tr.q[k:])))
     assert np.all(np.isfinite(np.asarray(tr.q[:k])))
+
+
+def test_simulate_routes_maximal_systems_to_the_variational_integrator():
+    from pathlib import Path
+
+    mj = mujoco.MjModel.from_xml_path(str(Path(diffmb.__file__).parent / "assets" / "chain4.xml"))
+    sysm, u0 = mx.from_mjmodel(mj)
+    traj = diffmb.simulate(sysm, u0, t1=0.02, dt=0.002, solver="variational")
+    assert traj.q.shape[-1] == 28 and int(traj.status) == 0
+    assert abs(traj.energy[-1] - traj.energy[0]) < 1e-6 * abs(traj.energy[0])
+    with pytest.raises(ValueError, match="variational"):
+        diffmb.simulate(sysm, u0, t1=0.02, dt=0.002, solver="rk4")

@@ -74,6 +74,7 @@ class Topology:
             k = {0: 1, 1: 1, 2: 4, 3: 3}[code[i]]
             qidx[i, :k] = model.node_q[o] + np.arange(k)
         self.slot, self.qidx = slot, qidx
+        self.nv_node = nvs
         self.slot_mask = (slot < model.nv).astype(float)
         self.dof_node = np.zeros(model.nv, int)
         self.dof_slot = np.zeros(model.nv, int)
@@ -261,7 +262,12 @@ class Kin:
     def __init__(self, model: Model, q, v=None):
         topo = topology(model)
         self.topo = topo
-        self.Rw, self.pw = world_poses(model, topo, q)
+        Rw, pw = world_poses(model, topo, q)
+        # Spatial quantities are taken about a fixed point at the first root's current origin,
+        # not the world origin: joint-space results are the same, and round-off no longer grows
+        # with the distance travelled (p × f terms about a far origin cancel badly).
+        self.origin = pw[0]
+        self.Rw, self.pw = Rw, pw - pw[0]
         self.S = motion_subspaces(model, topo, self.Rw, self.pw)
         m, c, Ic = body_world_inertias(model, topo, self.Rw, self.pw)
         self.com = c

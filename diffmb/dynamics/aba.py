@@ -10,7 +10,19 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..model import Model
-from ._world import Kin, _inv3, crf, ext_wrenches, mm, mmt, mtm, mtv, mv, node_dofs, scatter_dofs
+from ._world import (
+    Kin,
+    _inv3,
+    crf,
+    ext_wrenches,
+    mm,
+    mmt,
+    mtm,
+    mtv,
+    mv,
+    node_dofs,
+    scatter_dofs,
+)
 
 
 def aba(model: Model, q, v, tau, f_ext=None):
@@ -30,18 +42,30 @@ def aba(model: Model, q, v, tau, f_ext=None):
     IA = [k.I[s_] for s_ in sl]
     pA = [pA[s_] for s_ in sl]
     U, Dinv, u = [None] * L, [None] * L, [None] * L
+    # levels whose joints all have one dof (hinges, slides) take a scalar path: no padding,
+    # no 3 x 3 pivots — most robot levels are like this
+    single = [bool((topo.nv_node[s_] == 1).all()) for s_ in sl]
     for d in reversed(range(L)):
         s_ = sl[d]
-        Ul = mm(IA[d], S[s_])
-        Dl = mtm(S[s_], Ul) + jnp.eye(3) * arm[s_][:, None, :] + pad[s_]
-        Di = _inv3(Dl)
-        ul = (taun[s_] - mtv(S[s_], pA[d])) * mask[s_]
+        if single[d]:
+            s1 = S[s_][:, :, 0]  # (n_d, 6)
+            Ul = mv(IA[d], s1)
+            Di = 1.0 / (jnp.sum(s1 * Ul, axis=-1) + arm[s_][:, 0])
+            ul = taun[s_][:, 0] - jnp.sum(s1 * pA[d], axis=-1)
+            UD = Ul * Di[:, None]
+            Ia = IA[d] - UD[:, :, None] * Ul[:, None, :]
+            pa = pA[d] + mv(Ia, k.c[s_]) + UD * ul[:, None]
+        else:
+            Ul = mm(IA[d], S[s_])
+            Dl = mtm(S[s_], Ul) + jnp.eye(3) * arm[s_][:, None, :] + pad[s_]
+            Di = _inv3(Dl)
+            ul = (taun[s_] - mtv(S[s_], pA[d])) * mask[s_]
+            UD = mm(Ul, Di)
+            Ia = IA[d] - mmt(UD, Ul)
+            pa = pA[d] + mv(Ia, k.c[s_]) + mv(UD, ul)
         U[d], Dinv[d], u[d] = Ul, Di, ul
         if d == 0:
             break
-        UD = mm(Ul, Di)
-        Ia = IA[d] - mmt(UD, Ul)
-        pa = pA[d] + mv(Ia, k.c[s_]) + mv(UD, ul)
         P = jnp.asarray(topo.level_sum[d])  # (n_parent_level, n_level) one-hot sums
         IA[d - 1] = IA[d - 1] + jnp.tensordot(P, Ia, axes=(1, 0))
         pA[d - 1] = pA[d - 1] + P @ pa
@@ -52,7 +76,12 @@ def aba(model: Model, q, v, tau, f_ext=None):
         s_ = sl[d]
         ap = ag if d == 0 else acc_prev[topo.level_parent[d]]
         a_ = ap + k.c[s_]
-        ql = mv(Dinv[d], u[d] - mtv(U[d], a_)) * mask[s_]
+        if single[d]:
+            q1 = Dinv[d] * (u[d] - jnp.sum(U[d] * a_, axis=-1))
+            acc_prev = a_ + S[s_][:, :, 0] * q1[:, None]
+            ql = jnp.concatenate([q1[:, None], jnp.zeros((q1.shape[0], 2))], axis=1)
+        else:
+            ql = mv(Dinv[d], u[d] - mtv(U[d], a_)) * mask[s_]
+            acc_prev = a_ + mv(S[s_], ql)
         qdd.append(ql)
-        acc_prev = a_ + mv(S[s_], ql)
     return scatter_dofs(model, topo, jnp.concatenate(qdd))

@@ -22,7 +22,9 @@ plain difference for hinge/slide joints and the rotation vector for quaternions)
 * ``shooting="multiple"`` with ``segments=S``: each trajectory is cut into S segments whose
   initial states are extra unknowns, initialised from the measured samples (v by finite
   differences of q if v is not measured); continuity at the S − 1 junctions enters as residuals
-  with weight ``continuity_weight`` (default 1e3 × the largest data weight). Long or chaotic
+  with weight ``continuity_weight`` (default: the largest data weight, so that a gap of one
+  noise standard deviation costs as much as a one-σ residual; much larger weights make the
+  problem stiff and Levenberg–Marquardt slow). Long or chaotic
   records then stay near the data during the fit instead of diverging (Bock & Plitt 1984;
   Voss, Timmer & Kurths 2004, "Nonlinear dynamical system identification from uncertain and
   indirect measurements").
@@ -73,6 +75,7 @@ import pathlib
 import warnings
 from collections.abc import Mapping, Sequence
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -301,6 +304,79 @@ def _as_weight(w, n, what):
     return a
 
 
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """Static (hashable) description of a fit problem: one compilation per distinct spec."""
+
+    names: tuple
+    transforms: tuple
+    groups: tuple  # (idx, rel_ts, T, has_q, has_v, has_tau) per group
+    pairs: tuple
+    n_p: int
+    ns: int
+    wc: float
+    input_interp: str
+    sim: tuple
+    force_keys: tuple
+
+
+class _Shifted(eqx.Module):
+    """A control evaluated at t + offset (segments are simulated in local time)."""
+
+    base: object
+    offset: jnp.ndarray
+
+    def __call__(self, t, q, v, prm):
+        return self.base(t + self.offset, q, v, prm)
+
+
+def _residual(z, args, spec: _Spec):
+    from ..simulate import simulate
+
+    model, fvals, garrs, wq, wv, user_control, sim_params = args
+    fdict = dict(zip(spec.force_keys, fvals, strict=True))
+    ps = ParamSet(model, spec.names, fdict)
+    n_p, ns, nv = spec.n_p, spec.ns, model.nv
+    sk = dict(spec.sim)
+    dt = sk.pop("dt", None)
+    p = jnp.stack([t_.forward(z[i]) for i, t_ in enumerate(spec.transforms)])
+    m, f = ps.set(model, fdict, ps.unflatten(p))
+    S = z[n_p:].reshape(ns, 2 * nv)
+
+    def seg_fn(g, s, a):
+        _, rel, T, has_q, has_v, has_tau = g
+        dq, v0 = s[:nv], s[nv:]
+        q0 = integrate(m, a["q_ref"], dq, 1.0)
+        base = KnotTable(a["tau_t"], a["tau"], spec.input_interp) if has_tau else user_control
+        ctrl = None if base is None else _Shifted(base, a["offset"])
+        traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=list(rel), forces=tuple(f.values()),
+                        control=ctrl, params=sim_params, **sk)
+        parts = []
+        if has_q:
+            dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], traj.q)
+            parts.append((dqs * wq * a["mask"][:, None]).reshape(-1))
+        if has_v:
+            parts.append(((traj.v - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
+        return jnp.concatenate(parts), traj.q[-1], traj.v[-1], q0
+
+    rs, qend, vend, q0s = [], [None] * ns, [None] * ns, [None] * ns
+    for g, arr in zip(spec.groups, garrs, strict=True):
+        idx = np.array(g[0])
+        out = jax.vmap(lambda s_, a_, g=g: seg_fn(g, s_, a_))(S[idx], arr)
+        rs.append(out[0].reshape(-1))
+        for gi, si in enumerate(g[0]):
+            qend[si], vend[si], q0s[si] = out[1][gi], out[2][gi], out[3][gi]
+    for a_, b_ in spec.pairs:
+        rs.append(spec.wc * difference(m, q0s[b_], qend[a_]))
+        rs.append(spec.wc * (vend[a_] - S[b_, nv:]))
+    return jnp.concatenate(rs)
+
+
+@eqx.filter_jit
+def _res_jac(z, args, spec):
+    return _residual(z, args, spec), jax.jacfwd(_residual)(z, args, spec)
+
+
 def fit(
     model: Model,
     data,
@@ -412,7 +488,7 @@ def fit(
     for k in (weights or {}):
         if k not in ("q", "v"):
             raise KeyError(f"weights: unknown channel group {k!r} (use 'q' and 'v')")
-    wc = float(continuity_weight) if continuity_weight is not None else 1e3 * max(
+    wc = float(continuity_weight) if continuity_weight is not None else max(
         wq.max() if any(r.q is not None for r in recs) else 0.0,
         wv.max() if any(r.v is not None for r in recs) else 0.0,
     )
@@ -464,58 +540,31 @@ def fit(
 
     pairs = [(si, si + 1) for si in range(ns - 1) if segs[si].rec == segs[si + 1].rec]
 
-    from ..simulate import simulate
-
-    class _Shifted:
-        def __init__(self, base, offset):
-            self.base, self.offset = base, offset
-
-        def __call__(self, t, q, v, prm):
-            return self.base(t + self.offset, q, v, prm)
-
-    def seg_fn(m, f, g, s, a):
-        dq, v0 = s[:nv], s[nv:]
-        q0 = integrate(m, a["q_ref"], dq, 1.0)
-        if g["has_tau"]:
-            base = KnotTable(a["tau_t"], a["tau"], input_interp)
-        else:
-            base = user_control
-        ctrl = None if base is None else _Shifted(base, a["offset"])
-        traj = simulate(m, q0, v0, t1=g["T"], dt=sk.get("dt"), saveat=g["rel"],
-                        forces=tuple(f.values()), control=ctrl, params=sim_params,
-                        **{k: v for k, v in sk.items() if k != "dt"})
-        parts = []
-        if g["has_q"]:
-            dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], traj.q)
-            parts.append((dqs * wq * a["mask"][:, None]).reshape(-1))
-        if g["has_v"]:
-            parts.append(((traj.v - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
-        return jnp.concatenate(parts), traj.q[-1], traj.v[-1], q0
-
-    def residual(z):
-        p = fwd_p(z[:n_p])
-        m, f = ps.set(model, fdict, ps.unflatten(p))
-        S = z[n_p:].reshape(ns, 2 * nv)
-        rs, qend, vend, q0s = [], [None] * ns, [None] * ns, [None] * ns
-        for g in gdata:
-            idx = np.array(g["idx"])
-            out = jax.vmap(lambda s, a, g=g: seg_fn(m, f, g, s, a))(S[idx], g["arr"])
-            rs.append(out[0].reshape(-1))
-            for gi, si in enumerate(g["idx"]):
-                qend[si], vend[si], q0s[si] = out[1][gi], out[2][gi], out[3][gi]
-        for a_, b_ in pairs:
-            rs.append(wc * difference(m, q0s[b_], qend[a_]))
-            rs.append(wc * (vend[a_] - S[b_, nv:]))
-        return jnp.concatenate(rs)
-
-    res_jac_jit = jax.jit(lambda z: (residual(z), jax.jacfwd(residual)(z)))
+    spec = _Spec(
+        names=ps.names,
+        transforms=tuple(tr),
+        groups=tuple(
+            (tuple(g["idx"]), tuple(float(x) for x in g["rel"]), g["T"], g["has_q"],
+             g["has_v"], g["has_tau"]) for g in gdata
+        ),
+        pairs=tuple(pairs),
+        n_p=n_p,
+        ns=ns,
+        wc=wc,
+        input_interp=input_interp,
+        sim=tuple(sorted(sk.items())),
+        force_keys=tuple(fdict),
+    )
+    args = (model, tuple(fdict.values()), tuple(g["arr"] for g in gdata), jnp.asarray(wq),
+            jnp.asarray(wv), user_control, sim_params)
+    res_jac_jit = lambda z: _res_jac(jnp.asarray(z), args, spec)
     cache = {}
 
     def res_jac(z):
         key = np.asarray(z, float).tobytes()
         if key not in cache:
             cache.clear()
-            r, J = res_jac_jit(jnp.asarray(z))
+            r, J = res_jac_jit(z)
             cache[key] = (np.asarray(r), np.asarray(J))
         return cache[key]
 

@@ -335,7 +335,7 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     t1 = 20.0
     t1_ref = 10.0 if quick else 20.0
-    t1_id = 8.0 if quick else 15.0
+    t1_id = 15.0
     P = uav.default_params()
     x0 = uav.initial_state()
     res: dict = {"dt_s": DT, "t1_s": t1, "quick": quick}
@@ -548,7 +548,7 @@ def _report(res, figs) -> str:
     a = L.append
     a("# Study: diamond joined-wing UAV (seed 000) — Lagrange with eliminated multipliers, Kane, tree, MuJoCo\n")
     a(f"Quick mode: {res['quick']} (quick shortens the MuJoCo reference to 10 s and the "
-      "identification flight to 8 s sampled at 25 Hz; everything else is identical).\n")
+      "identification flight samples at 25 Hz instead of 50 Hz; everything else is identical).\n")
     a("## Vehicle and initial state\n")
     a("NED world, body x forward / y right / z down. r is the airframe's centre of mass "
       "(the seed's reference point); the aircraft's composite centre of mass is "
