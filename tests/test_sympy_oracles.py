@@ -16,6 +16,8 @@ body frame and ``fullinertia`` the inertia about the com in body-frame axes.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -70,10 +72,10 @@ def _rand_inertia(rng, scale):
 # Planar double pendulum: two hinges about world/body y, gravity −z, rods hanging along −z,
 # coms slightly off the rod line (still in the x–z plane), inertias diagonal (Iyy is what matters).
 _PLANAR = [
-    dict(name="link1", pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), joint="hinge",
+    dict(name="b1", pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), joint="hinge",
          jpos=(0.0, 0.0, 0.0), axis=(0.0, 1.0, 0.0), mass=1.3, com=(0.05, 0.0, -0.45),
          inertia=np.diag([0.09, 0.11, 0.03])),
-    dict(name="link2", pos=(0.0, 0.0, -0.9), quat=(1.0, 0.0, 0.0, 0.0), joint="hinge",
+    dict(name="b2", pos=(0.0, 0.0, -0.9), quat=(1.0, 0.0, 0.0, 0.0), joint="hinge",
          jpos=(0.0, 0.0, 0.0), axis=(0.0, 1.0, 0.0), mass=0.8, com=(-0.03, 0.0, -0.35),
          inertia=np.diag([0.05, 0.06, 0.012])),
 ]
@@ -136,7 +138,7 @@ def _S(x):
 
 
 def _vec(frame, x):
-    return sum((_S(c) * e for c, e in zip(x, (frame.x, frame.y, frame.z))),
+    return sum((_S(c) * e for c, e in zip(x, (frame.x, frame.y, frame.z), strict=True)),
                me.Vector(0))
 
 
@@ -145,52 +147,73 @@ def _inertia_dyadic(frame, I):
                       _S(I[2, 0]))
 
 
+def _joint_basis(axis):
+    """Ra: orthonormal, columns (t, axis × t, axis) in body-frame components, so that a hinge
+    rotation about ``axis`` is Ra Rz(q) Raᵀ. Describing each hinge body in the frame whose z is
+    the axis keeps sympy's expressions ~20× smaller than ``orientnew("Axis")`` about a generic
+    axis."""
+    a = _unit(axis)
+    t = np.cross(a, [1.0, 0.0, 0.0] if abs(a[0]) < 0.9 else [0.0, 1.0, 0.0])
+    t /= np.linalg.norm(t)
+    return np.column_stack([t, np.cross(a, t), a])
+
+
+def _mat(A):
+    return sp.Matrix(np.asarray(A, float)).applyfunc(_S)
+
+
 def sympy_system(spec):
     """The chain in sympy: bodies, gravity loads and joint loads (torque pairs on hinges, force
     pairs at coincident points on slides) and q symbols; point velocities by the one- and
-    two-point theorems (functions of q and q̇)."""
+    two-point theorems (functions of q and q̇).
+
+    Each body lives in a sympy frame K (the hinge frame for a hinge body, its parent's frame for a
+    slide body); ``T`` (numeric) maps the body's MJCF frame components into K components."""
     n = len(spec)
     q = me.dynamicsymbols(f"q1:{n + 1}")
+    qd = [sp.diff(qi, me.dynamicsymbols._t) for qi in q]
     tau = sp.symbols(f"tau1:{n + 1}")
     N = me.ReferenceFrame("N")
     O = me.Point("O")
     O.set_vel(N, 0)
-    parent_frame, parent_origin = N, O
+    Kp, Tp, Op = N, np.eye(3), O  # parent frame, parent body axes in Kp, parent body origin
     bodies, gravity, joint_loads = [], [], []
     for i, b in enumerate(spec):
-        # the body's frame at q = 0: parent frame rotated by quat, origin at parent origin + pos
-        F0 = me.ReferenceFrame(f"F{i}")
-        F0.orient_explicit(parent_frame, sp.Matrix(_quat_R(b["quat"])).applyfunc(_S))
-        O0 = parent_origin.locatenew(f"O0_{i}", _vec(parent_frame, b["pos"]))
-        axis0 = _vec(F0, b["axis"])
-        O0.v2pt_theory(parent_origin, N, parent_frame)
+        R = Tp @ _quat_R(b["quat"])  # the body's axes at q = 0, in Kp components
+        O0 = Op.locatenew(f"O0_{i}", _vec(Kp, Tp @ np.asarray(b["pos"], float)))
+        O0.v2pt_theory(Op, N, Kp)
         if b["joint"] == "hinge":
-            B = F0.orientnew(f"B{i}", "Axis", (q[i], axis0))
-            J = O0.locatenew(f"J{i}", _vec(F0, b["jpos"]))  # the anchor: fixed in F0 and in B
-            J.v2pt_theory(O0, N, parent_frame)
-            Ob = J.locatenew(f"Ob{i}", -_vec(B, b["jpos"]))
-            Ob.v2pt_theory(J, N, B)
-            joint_loads += [(B, tau[i] * axis0), (parent_frame, -tau[i] * axis0)]
-        else:  # slide: the body translates along the axis by q, no rotation
-            B = F0
-            Ob = O0.locatenew(f"Ob{i}", q[i] * axis0)
-            Ob.set_vel(parent_frame, sp.diff(q[i], me.dynamicsymbols._t) * axis0)
-            Ob.v1pt_theory(O0, N, parent_frame)
-        C = Ob.locatenew(f"C{i}", _vec(B, b["com"]))
-        C.v2pt_theory(Ob, N, B)
+            Ra = _joint_basis(b["axis"])
+            H = me.ReferenceFrame(f"H{i}")  # fixed in the parent, z along the hinge axis
+            H.orient_explicit(Kp, _mat(R @ Ra))
+            K = H.orientnew(f"K{i}", "Axis", (q[i], H.z))
+            T = Ra.T
+            J = O0.locatenew(f"J{i}", _vec(Kp, R @ np.asarray(b["jpos"], float)))  # anchor
+            J.v2pt_theory(O0, N, Kp)
+            Ob = J.locatenew(f"Ob{i}", -_vec(K, T @ np.asarray(b["jpos"], float)))
+            Ob.v2pt_theory(J, N, K)
+            joint_loads += [(K, tau[i] * K.z), (Kp, -tau[i] * H.z)]
+        else:  # slide: translation along the axis (fixed in the parent), no rotation
+            K, T = Kp, R
+            axis = _vec(Kp, R @ _unit(b["axis"]))
+            Ob = O0.locatenew(f"Ob{i}", q[i] * axis)
+            Ob.set_vel(Kp, qd[i] * axis)
+            Ob.v1pt_theory(O0, N, Kp)
+        C = Ob.locatenew(f"C{i}", _vec(K, T @ np.asarray(b["com"], float)))
+        C.v2pt_theory(Ob, N, K)
         m = _S(b["mass"])
-        bodies.append(me.RigidBody(f"body{i}", C, B, m, (_inertia_dyadic(B, b["inertia"]), C)))
+        I = T @ b["inertia"] @ T.T
+        bodies.append(me.RigidBody(f"body{i}", C, K, m, (_inertia_dyadic(K, I), C)))
         gravity.append((C, -m * _S(G) * N.z))
         if b["joint"] == "slide":
             # action on the body at its com, reaction on the parent at the coincident point
             # fixed in the parent (velocity by the two-point theorem on the parent)
-            joint_loads.append((C, tau[i] * axis0))
-            if parent_frame is not N:
+            joint_loads.append((C, tau[i] * axis))
+            if Kp is not N:
                 P = me.Point(f"P{i}")
-                r = C.pos_from(parent_origin)
-                P.set_vel(N, parent_origin.vel(N) + (parent_frame.ang_vel_in(N) ^ r))
-                joint_loads.append((P, -tau[i] * axis0))
-        parent_frame, parent_origin = B, Ob
+                P.set_vel(N, Op.vel(N) + (Kp.ang_vel_in(N) ^ C.pos_from(Op)))
+                joint_loads.append((P, -tau[i] * axis))
+        Kp, Tp, Op = K, T, Ob
     return dict(N=N, O=O, q=q, tau=tau, bodies=bodies, gravity=gravity,
                 joint_loads=joint_loads)
 
@@ -198,8 +221,8 @@ def sympy_system(spec):
 def _lambdify(q, qd, tau, M, F):
     """M(q), F(q, q̇, τ) as numpy functions of plain arrays (q, q̇ are dynamicsymbols and their
     derivatives or the generalized speeds; lambdify replaces them by dummies)."""
-    fM = sp.lambdify([q, qd, tau], M, "numpy", cse=True)
-    fF = sp.lambdify([q, qd, tau], F, "numpy", cse=True)
+    fM = sp.lambdify([q, qd, tau], M, "numpy", cse=False)
+    fF = sp.lambdify([q, qd, tau], F, "numpy", cse=False)
     return lambda x, xd, t: (np.asarray(fM(x, xd, t), float),
                              np.asarray(fF(x, xd, t), float).ravel())
 
@@ -226,7 +249,7 @@ def kane_oracle(spec):
     u = me.dynamicsymbols(f"u1:{n + 1}")
     qd = [sp.diff(qi, me.dynamicsymbols._t) for qi in q]
     # the velocities are functions of q̇; KanesMethod maps q̇ -> u through kd_eqs
-    KM = me.KanesMethod(N, q_ind=q, u_ind=u, kd_eqs=[a - b for a, b in zip(qd, u)])
+    KM = me.KanesMethod(N, q_ind=q, u_ind=u, kd_eqs=[a - b for a, b in zip(qd, u, strict=True)])
     KM.kanes_equations(s["bodies"], s["gravity"] + s["joint_loads"])
     return _lambdify(q, u, tau, KM.mass_matrix, KM.forcing)
 
@@ -236,12 +259,13 @@ def kane_oracle(spec):
 # ------------------------------------------------------------------------------------------
 
 
-def _all_quantities(model):
-    def f(q, v, tau):
-        acc = tuple(diffmb.forward_dynamics(model, q, v, tau, method=m) for m in METHODS)
-        return acc, diffmb.mass_matrix(model, q), diffmb.bias_force(model, q, v)
-
-    return jax.jit(jax.vmap(f))
+@jax.jit
+@functools.partial(jax.vmap, in_axes=(None, 0, 0, 0))
+def _all_quantities(model, q, v, tau):
+    """Every method at a batch of states. The model is an argument (its numbers are leaves, its
+    topology static), so systems with the same topology and names share one compilation."""
+    acc = tuple(diffmb.forward_dynamics(model, q, v, tau, method=m) for m in METHODS)
+    return acc, diffmb.mass_matrix(model, q), diffmb.bias_force(model, q, v)
 
 
 def _states(rng, n, joint_types):
@@ -260,13 +284,13 @@ def _compare(spec, oracle, seed):
     n = len(spec)
     assert model.nq == model.nv == n
     q, v, tau = _states(np.random.default_rng(seed), n, [b["joint"] for b in spec])
-    acc, Ms, bs = _all_quantities(model)(jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau))
+    acc, Ms, bs = _all_quantities(model, jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau))
     md = mujoco.MjData(mj)
     errs = {k: 0.0 for k in (*METHODS, "M", "bias", "mujoco")}
     for k in range(N_STATES):
         Mref, Fref = oracle(q[k], v[k], tau[k])
         qdd_ref = np.linalg.solve(Mref, Fref)
-        # sympy's forcing with τ: F = τ − bias (joint torques enter one-to-one as generalized forces)
+        # sympy's forcing F = τ − bias: joint torques enter one-to-one as generalized forces
         _, F0 = oracle(q[k], v[k], np.zeros(n))
         errs["M"] = max(errs["M"], rel_err(Ms[k], Mref))
         errs["bias"] = max(errs["bias"], rel_err(bs[k], -F0))

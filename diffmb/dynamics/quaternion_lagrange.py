@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..spatial import quaternion as quat
+from ..spatial import rotation as _rot
 
 __all__ = [
     "RotorBody",
@@ -48,7 +49,6 @@ __all__ = [
     "Gamma_matrix",
     "Xi_matrix",
     "Upsilon_matrix",
-    "skew",
     "kinetic_energy",
     "lagrangian",
     "printed_lagrangian",
@@ -62,26 +62,18 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------------
-# Quaternion-rate maps (private copies until diffmb.spatial.rotation exists).
+# Quaternion-rate maps in the papers' names, from the one implementation in spatial.rotation.
 # --------------------------------------------------------------------------------------------
-
-
-def skew(a):
-    """[a]x such that skew(a) @ b = a x b."""
-    z = jnp.zeros_like(a[0])
-    return jnp.array([[z, -a[2], a[1]], [a[2], z, -a[0]], [-a[1], a[0], z]])
 
 
 def S_matrix(q):
     """omega_body = S(q) qdot; seed 000 eq. 5/11 reordered to scalar-first: (4,) -> (3, 4)."""
-    w, u = q[0], q[1:]
-    return 2.0 * jnp.concatenate([-u[:, None], w * jnp.eye(3) - skew(u)], axis=1)
+    return 2.0 * _rot.G(q)
 
 
 def Gamma_matrix(q):
     """qdot = Gamma(q) omega_body; seed 000 eq. 8/32 reordered to scalar-first: (4,) -> (4, 3)."""
-    w, u = q[0], q[1:]
-    return 0.5 * jnp.concatenate([-u[None, :], w * jnp.eye(3) + skew(u)], axis=0)
+    return 0.5 * _rot.G(q).T
 
 
 def Xi_matrix(q):
@@ -272,7 +264,7 @@ def eom_closed_form(body: RotorBody, q, v, force_world, moment_body, Omega, Omeg
     m, c, J, g = body.mass, body.com, body.inertia, body.gravity
     h = body.spin_momentum(Omega)
     hdot = body.spin_momentum(Omega_dot)
-    Cx = skew(c)
+    Cx = _rot.skew(c)
     M = jnp.block([[m * jnp.eye(3), -m * R @ Cx], [m * Cx @ R.T, J]])
     rhs_lin = force_world + m * g - m * R @ jnp.cross(w, jnp.cross(w, c))
     rhs_ang = moment_body + jnp.cross(c, R.T @ (m * g)) - jnp.cross(w, J @ w + h) - hdot

@@ -372,6 +372,9 @@ def _residual(z, args, spec: _Spec):
     return jnp.concatenate(rs)
 
 
+_res = eqx.filter_jit(_residual)
+
+
 @eqx.filter_jit
 def _res_jac(z, args, spec):
     return _residual(z, args, spec), jax.jacfwd(_residual)(z, args, spec)
@@ -589,7 +592,7 @@ def fit(
     }
     out = _loop.run(
         res_jac,
-        lambda z: res_jac(z)[0],
+        lambda z: np.asarray(_res(jnp.asarray(z), args, spec)),
         z0,
         solver=solver,
         max_steps=max_steps,

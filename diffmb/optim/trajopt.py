@@ -258,7 +258,8 @@ def trajopt(
     z0 = np.concatenate([Z0.reshape(-1), Xs0])
     fp = {"n_unknowns": int(z0.size), "n_knots": int(n_knots), "kind": kind,
           "shooting": shooting, "t1": t1}
-    out = _loop.run(res_jac, lambda z: res_jac(z)[0], z0, solver=solver, max_steps=max_steps,
+    res_jit = jax.jit(residual)
+    out = _loop.run(res_jac, lambda z: np.asarray(res_jit(jnp.asarray(z))), z0, solver=solver, max_steps=max_steps,
                     ftol=ftol, xtol=xtol, learning_rate=learning_rate, progress=progress,
                     desc="trajopt", checkpoint=checkpoint, callback=callback, fingerprint=fp)
     U = np.asarray(to_u(jnp.asarray(out["z"][:nz].reshape(Z0.shape))))

@@ -1,0 +1,134 @@
+"""Named parameters. Oracles: the Model's own arrays read directly (numpy indexing), the URDF
+file's numbers (the UR5 shipped in diffmb/assets), closed-form transforms, and finite
+differences of a simulation for the gradient through a named parameter."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffmb
+from diffmb.forces.elements import BodyWrench, JointDamping
+from diffmb.optim.params import ParamSet, bounded, get_params, positive, set_params
+
+
+def _ur5():
+    from diffmb.studies.arm import URDF
+
+    return diffmb.load_urdf(URDF)
+
+
+def test_get_matches_urdf_numbers():
+    m = _ur5()
+    p = get_params(m, ["body.upper_arm_link.mass", "body.upper_arm_link.com",
+                       "body.forearm_link.inertia", "body.forearm_link.inertia_diag",
+                       "joint.elbow_joint.damping"])
+    # numbers from ur5_robot.urdf (<inertial> of upper_arm_link and forearm_link)
+    assert p["body.upper_arm_link.mass"] == pytest.approx(8.393)
+    np.testing.assert_allclose(p["body.upper_arm_link.com"], [0.0, 0.0, 0.28])
+    np.testing.assert_allclose(p["body.forearm_link.inertia"],
+                               [0.049443313556, 0.049443313556, 0.004095, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(p["body.forearm_link.inertia_diag"],
+                               [0.049443313556, 0.049443313556, 0.004095])
+    assert p["joint.elbow_joint.damping"].shape == ()
+
+
+def test_set_writes_the_right_entries_and_nothing_else():
+    m = _ur5()
+    I6 = np.array([0.3, 0.4, 0.5, 0.01, -0.02, 0.03])
+    m2 = set_params(m, {"body.forearm_link.mass": 3.0, "body.forearm_link.inertia": I6,
+                        "body.wrist_1_link.com": [0.1, 0.2, 0.3],
+                        "joint.wrist_2_joint.damping": 0.7,
+                        "joint.elbow_joint.armature": 0.05,
+                        "joint.elbow_joint.stiffness": 4.0})
+    i = m.body_index("forearm_link")
+    mass = np.array(m.body_mass)
+    mass[i] = 3.0
+    np.testing.assert_array_equal(np.asarray(m2.body_mass), mass)
+    Ic = np.asarray(m2.body_inertia)[i]
+    expect = np.array([[0.3, 0.01, -0.02], [0.01, 0.4, 0.03], [-0.02, 0.03, 0.5]])
+    np.testing.assert_array_equal(Ic, expect)
+    others = [k for k in range(m.n_bodies) if k != i]
+    np.testing.assert_array_equal(np.asarray(m2.body_inertia)[others],
+                                  np.asarray(m.body_inertia)[others])
+    np.testing.assert_array_equal(np.asarray(m2.body_com)[m.body_index("wrist_1_link")],
+                                  [0.1, 0.2, 0.3])
+    d = np.zeros(6)
+    d[4] = 0.7
+    np.testing.assert_array_equal(np.asarray(m2.damping), d)
+    assert float(m2.armature[2]) == 0.05 and float(m2.stiffness[2]) == 4.0
+    # inertia_diag keeps the off-diagonal terms
+    m3 = set_params(m2, {"body.forearm_link.inertia_diag": [1.0, 2.0, 3.0]})
+    e3 = expect.copy()
+    e3[[0, 1, 2], [0, 1, 2]] = [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(np.asarray(m3.body_inertia)[i], e3)
+
+
+def test_force_element_fields():
+    m = _ur5()
+    forces = {"push": BodyWrench("forearm_link", np.arange(6.0)), "damp": JointDamping(np.ones(6))}
+    ps = ParamSet(m, ["force.push.wrench", "force.damp.damping", "body.forearm_link.mass"],
+                  forces)
+    assert ps.size == 13
+    assert ps.scalar_names[0] == "force.push.wrench[0]" and ps.scalar_names[-1] == \
+        "body.forearm_link.mass"
+    vals = ps.unflatten(jnp.arange(13.0))
+    m2, f2 = ps.set(m, forces, vals)
+    np.testing.assert_array_equal(np.asarray(f2["push"].wrench), np.arange(6.0))
+    np.testing.assert_array_equal(np.asarray(f2["damp"].damping), np.arange(6.0, 12.0))
+    assert float(m2.body_mass[m.body_index("forearm_link")]) == 12.0
+    assert forces["damp"].damping[0] == 1.0  # the input dict is not mutated
+    np.testing.assert_array_equal(np.asarray(ps.flatten(ps.get(m2, f2))), np.arange(13.0))
+
+
+@pytest.mark.parametrize(
+    "name, word",
+    [("body.nolink.mass", "nolink"), ("joint.nojoint.damping", "nojoint"),
+     ("body.forearm_link.colour", "colour"), ("joint.elbow_joint.friction", "friction"),
+     ("force.aero.CLa", "aero"), ("mass", "expected"), ("force.push.nothing", "nothing")],
+)
+def test_unknown_names_raise_keyerror_naming_them(name, word):
+    m = _ur5()
+    with pytest.raises(KeyError, match=word):
+        ParamSet(m, [name], {"push": BodyWrench("forearm_link", np.zeros(6))})
+
+
+def test_transforms_closed_form():
+    z = np.array([-2.0, 0.0, 1.5])
+    np.testing.assert_allclose(positive().forward(jnp.asarray(z)), np.exp(z))
+    b = bounded(1.0, 3.0)
+    np.testing.assert_allclose(b.forward(jnp.asarray(z)), 1.0 + 2.0 / (1.0 + np.exp(-z)))
+    np.testing.assert_allclose(b.inverse(b.forward(jnp.asarray(z))), z, rtol=1e-12)
+    np.testing.assert_allclose(bounded(lo=2.0).forward(jnp.asarray(z)), 2.0 + np.exp(z))
+    np.testing.assert_allclose(bounded(hi=2.0).forward(jnp.asarray(z)), 2.0 - np.exp(z))
+    with pytest.raises(ValueError):
+        positive().inverse(-1.0)
+    with pytest.raises(ValueError):
+        bounded(0.0, 1.0).inverse(1.5)
+
+
+def test_gradient_through_named_parameter_matches_finite_differences():
+    b = diffmb.ModelBuilder("pend")
+    b.add_body("l1", -1, mass=1.0, com=(0, 0, -0.5), inertia=(0.02, 0.02, 0.001),
+               joints=[dict(name="j1", type="hinge", axis=(0, 1, 0), damping=0.3)])
+    m = b.build()
+    ps = ParamSet(m, ["body.l1.mass", "joint.j1.damping"])
+
+    def final_angle(x):
+        mm, _ = ps.set(m, None, ps.unflatten(x))
+        tr = diffmb.simulate(mm, jnp.array([0.5]), jnp.array([0.0]), t1=0.3, dt=0.01,
+                             forces=(JointDamping(),), saveat=[0.3], adjoint="direct")
+        return tr.q[-1, 0]
+
+    x = jnp.array([1.0, 0.3])
+    g = jax.jit(jax.grad(final_angle))(x)
+    f = jax.jit(final_angle)
+    h = 1e-6
+    fd = [(f(x.at[i].add(h)) - f(x.at[i].add(-h))) / (2 * h) for i in range(2)]
+    np.testing.assert_allclose(np.asarray(g), np.asarray(fd), rtol=1e-6, atol=1e-9)
+    # set under jit: new values do not retrace
+    setj = eqx.filter_jit(eqx.debug.assert_max_traces(
+        lambda mm, v: ps.set(mm, None, ps.unflatten(v))[0].damping, max_traces=1))
+    assert float(setj(m, jnp.array([2.0, 0.1]))[0]) == 0.1
+    assert float(setj(m, jnp.array([3.0, 0.2]))[0]) == 0.2

@@ -1,0 +1,149 @@
+"""Output-error identification. Oracles: the known parameters that generated noisy synthetic
+data, and a Monte Carlo over noise seeds (empirical mean and spread of the estimates) for the
+standard errors; the uninterrupted fit for the resumed one; a parameter that provably has no
+effect (centre-of-mass offset along a hinge axis) for the identifiability warning."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import diffmb
+from diffmb.controls import piecewise_linear
+from diffmb.forces.elements import JointDamping
+from diffmb.optim import UnidentifiableWarning, fit, read_joint_csv, set_params, write_joint_csv
+
+SIGMA = 1e-3
+NAMES = ["body.l1.mass", "joint.j1.damping"]
+TRUE = {"body.l1.mass": 1.0, "joint.j1.damping": 0.1}
+
+
+def _pendulum():
+    b = diffmb.ModelBuilder("pend")
+    b.add_body("l1", -1, mass=1.0, com=(0, 0, -0.5), inertia=(0.02, 0.02, 0.001),
+               joints=[dict(name="j1", type="hinge", axis=(0, 1, 0), damping=0.1)])
+    return b.build()
+
+
+_CACHE = {}
+
+
+def _truth():
+    if "tr" not in _CACHE:
+        m = _pendulum()
+        ts = np.linspace(0.0, 1.0, 51)
+        tau = 2.0 * np.sin(6.0 * ts)[:, None]
+        tr = diffmb.simulate(m, np.array([0.3]), np.zeros(1), t1=1.0, dt=0.01,
+                             forces=(JointDamping(),), control=piecewise_linear(ts, tau),
+                             saveat=ts)
+        _CACHE["tr"] = (m, ts, tau, np.asarray(tr.q))
+    return _CACHE["tr"]
+
+
+def _data(seed):
+    m, ts, tau, q = _truth()
+    rng = np.random.default_rng(seed)
+    return {"t": ts, "q": q + SIGMA * rng.standard_normal(q.shape), "tau": tau}
+
+
+def _guess():
+    return set_params(_pendulum(), {"body.l1.mass": 1.3, "joint.j1.damping": 0.2})
+
+
+def _fit(data, **kw):
+    return fit(_guess(), data, NAMES, forces=(JointDamping(),), simulate_kwargs={"dt": 0.01},
+               weights={"q": 1.0 / SIGMA}, progress=False, **kw)
+
+
+def test_recovers_parameters_and_std_matches_monte_carlo():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnidentifiableWarning)
+        r = _fit(_data(0))
+    assert r.success
+    for n in NAMES:
+        assert abs(r.estimates[n] - TRUE[n]) < 4 * r.std[n], (n, r.estimates[n], r.std[n])
+    assert r.rms["q"] == pytest.approx(SIGMA, rel=0.3)
+    assert r.s2 == pytest.approx(1.0, rel=0.5)  # weights 1/σ: residual variance ~ 1
+    # Monte Carlo over noise seeds (compiled once: new data values do not recompile)
+    E, S = [], []
+    for seed in range(1, 17):
+        ri = _fit(_data(seed))
+        E.append([ri.estimates[n] for n in NAMES])
+        S.append([ri.std[n] for n in NAMES])
+    E, S = np.array(E), np.array(S)
+    truth = np.array([TRUE[n] for n in NAMES])
+    pred = S.mean(axis=0)
+    assert np.all(np.abs(E.mean(axis=0) - truth) < 4 * pred / np.sqrt(len(E)))
+    ratio = E.std(axis=0, ddof=1) / pred
+    assert np.all((ratio > 0.55) & (ratio < 1.6)), ratio  # chi-square(15) 99.8 % band
+
+
+def test_interrupted_fit_resumes_and_reaches_the_same_answer(tmp_path):
+    data = _data(0)
+    ref = _fit(data)
+    ck = tmp_path / "fit.ckpt"
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_2(info):
+        if info["iteration"] == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _fit(data, checkpoint=ck, callback=stop_after_2)
+    assert ck.exists()
+    assert not list(tmp_path.glob("*.tmp*"))  # atomic write left no temporary file
+    seen = []
+    r = _fit(data, checkpoint=ck, callback=lambda info: seen.append(info["iteration"]))
+    assert r.resumed_from == 2
+    assert seen[0] == 3  # continued from the saved iteration, not from scratch
+    assert r.n_iter == ref.n_iter
+    for n in NAMES:
+        assert r.estimates[n] == pytest.approx(ref.estimates[n], rel=1e-10)
+        assert r.std[n] == pytest.approx(ref.std[n], rel=1e-8)
+    assert [h["cost"] for h in r.history] == pytest.approx([h["cost"] for h in ref.history])
+    # a finished checkpoint returns at once with the same answer
+    r2 = _fit(data, checkpoint=ck)
+    assert r2.resumed_from == r.n_iter and r2.estimates == r.estimates
+    # a checkpoint of another problem is refused
+    with pytest.raises(ValueError, match="different problem"):
+        fit(_guess(), data, ["body.l1.mass"], forces=(JointDamping(),),
+            simulate_kwargs={"dt": 0.01}, progress=False, checkpoint=ck)
+
+
+def test_multiple_shooting_and_unidentifiable_warning():
+    data = _data(0)
+    with pytest.warns(UnidentifiableWarning, match=r"body\.l1\.com\[1\]") as rec:
+        r = fit(_guess(), data, NAMES + ["body.l1.com"], forces=(JointDamping(),),
+                simulate_kwargs={"dt": 0.01}, weights={"q": 1.0 / SIGMA}, progress=False,
+                shooting="multiple", segments=4)
+    msg = " ".join(str(w.message) for w in rec)
+    assert "body.l1.mass" not in msg and "joint.j1.damping" not in msg
+    assert r.unidentifiable == ("body.l1.com[1]",)
+    assert np.isinf(r.std["body.l1.com"][1])
+    for n in NAMES:
+        assert abs(r.estimates[n] - TRUE[n]) < 5 * r.std[n], (n, r.estimates[n], r.std[n])
+    assert len(r.initial_states) == 4
+
+
+def test_csv_channels(tmp_path):
+    m = _pendulum()
+    t = np.linspace(0.0, 0.1, 6)
+    p = tmp_path / "ok.csv"
+    write_joint_csv(p, m, t, q=np.ones((6, 1)), tau=np.zeros((6, 1)), comment="test")
+    rec = read_joint_csv(p, m)
+    np.testing.assert_array_equal(rec.q, np.ones((6, 1)))
+    assert rec.v is None
+    bad = tmp_path / "bad.csv"
+    bad.write_text("# c\nt,q_j1,q_elbow\n0,1,2\n0.1,1,2\n")
+    with pytest.raises(ValueError, match=r"bad\.csv, line 2, column 3: unknown channel 'q_elbow'"):
+        read_joint_csv(bad, m)
+    nan = tmp_path / "nan.csv"
+    nan.write_text("t,q_j1\n0,1\n0.1,nan\n")
+    with pytest.raises(ValueError, match=r"nan\.csv, line 3"):
+        read_joint_csv(nan, m)
+    back = tmp_path / "back.csv"
+    back.write_text("t,q_j1\n0,1\n0.2,1\n0.1,1\n")
+    with pytest.raises(ValueError, match=r"back\.csv, line 4, column 1"):
+        read_joint_csv(back, m)
