@@ -22,7 +22,13 @@ import numpy as np
 
 from ..dynamics import kane_rigid as kane
 from ..dynamics import quaternion_lagrange as ql
-from ..forces.aero import AeroDerivatives, PropellerParams, air_data, body_aero, propeller_thrust_torque
+from ..forces.aero import (
+    AeroDerivatives,
+    PropellerParams,
+    air_data,
+    body_aero,
+    propeller_thrust_torque,
+)
 from ..spatial import quaternion as quat
 
 __all__ = [

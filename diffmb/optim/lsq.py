@@ -140,8 +140,9 @@ def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
     if warn and shown:
         warnings.warn(
             "least_squares: the data cannot identify parameter(s) "
-            f"{', '.join(shown)} (rank-deficient Fisher information JᵀJ; "
-            f"scaled singular values {np.array2string(sv, precision=3)})",
+            f"{', '.join(shown)} (rank-deficient Fisher information JᵀJ; scaled singular "
+            + (f"values {np.array2string(sv, precision=3)})" if sv.size <= 12 else
+               f"values: largest {sv[0]:.3e}, smallest {np.array2string(sv[-3:], precision=3)})"),
             UnidentifiableWarning,
             stacklevel=stacklevel,
         )

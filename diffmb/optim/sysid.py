@@ -330,46 +330,76 @@ class _Shifted(eqx.Module):
         return self.base(t + self.offset, q, v, prm)
 
 
-def _residual(z, args, spec: _Spec):
-    from ..simulate import simulate
-
+def _setup(args, spec):
     model, fvals, garrs, wq, wv, user_control, sim_params = args
     fdict = dict(zip(spec.force_keys, fvals, strict=True))
-    ps = ParamSet(model, spec.names, fdict)
-    n_p, ns, nv = spec.n_p, spec.ns, model.nv
+    return model, fdict, ParamSet(model, spec.names, fdict)
+
+
+def _seg_fn(m, f, g, s, a, args, spec):
+    """One segment: (weighted sample residuals (R,), q_end, v_end, q0)."""
+    from ..simulate import simulate
+
+    _, _, _, wq, wv, user_control, sim_params = args
+    nv = m.nv
     sk = dict(spec.sim)
     dt = sk.pop("dt", None)
-    p = jnp.stack([t_.forward(z[i]) for i, t_ in enumerate(spec.transforms)])
+    _, rel, T, has_q, has_v, has_tau = g
+    dq, v0 = s[:nv], s[nv:]
+    q0 = integrate(m, a["q_ref"], dq, 1.0)
+    base = KnotTable(a["tau_t"], a["tau"], spec.input_interp) if has_tau else user_control
+    ctrl = None if base is None else _Shifted(base, a["offset"])
+    traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=list(rel), forces=tuple(f.values()),
+                    control=ctrl, params=sim_params, **sk)
+    parts = []
+    if has_q:
+        dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], traj.q)
+        parts.append((dqs * wq * a["mask"][:, None]).reshape(-1))
+    if has_v:
+        parts.append(((traj.v - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
+    return jnp.concatenate(parts), traj.q[-1], traj.v[-1], q0
+
+
+def _p_of_z(zp, spec):
+    return jnp.stack([t_.forward(zp[i]) for i, t_ in enumerate(spec.transforms)])
+
+
+def _groups_out(p, S, args, spec):
+    """Per group: vmapped segment outputs (res (G, R), qend (G, nq), vend (G, nv), q0 (G, nq))."""
+    model, fdict, ps = _setup(args, spec)
     m, f = ps.set(model, fdict, ps.unflatten(p))
-    S = z[n_p:].reshape(ns, 2 * nv)
-
-    def seg_fn(g, s, a):
-        _, rel, T, has_q, has_v, has_tau = g
-        dq, v0 = s[:nv], s[nv:]
-        q0 = integrate(m, a["q_ref"], dq, 1.0)
-        base = KnotTable(a["tau_t"], a["tau"], spec.input_interp) if has_tau else user_control
-        ctrl = None if base is None else _Shifted(base, a["offset"])
-        traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=list(rel), forces=tuple(f.values()),
-                        control=ctrl, params=sim_params, **sk)
-        parts = []
-        if has_q:
-            dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], traj.q)
-            parts.append((dqs * wq * a["mask"][:, None]).reshape(-1))
-        if has_v:
-            parts.append(((traj.v - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
-        return jnp.concatenate(parts), traj.q[-1], traj.v[-1], q0
-
-    rs, qend, vend, q0s = [], [None] * ns, [None] * ns, [None] * ns
-    for g, arr in zip(spec.groups, garrs, strict=True):
+    outs = []
+    for g, arr in zip(spec.groups, args[2], strict=True):
         idx = np.array(g[0])
-        out = jax.vmap(lambda s_, a_, g=g: seg_fn(g, s_, a_))(S[idx], arr)
+        outs.append(jax.vmap(lambda s_, a_, g=g: _seg_fn(m, f, g, s_, a_, args, spec))(
+            S[idx], arr))
+    return outs
+
+
+def _continuity(m, qend_a, vend_a, q0_b, v0_b, wc):
+    return wc * jnp.concatenate([difference(m, q0_b, qend_a), vend_a - v0_b])
+
+
+def _assemble_r(outs, S, m, spec):
+    ns = spec.ns
+    rs, qend, vend, q0s = [], [None] * ns, [None] * ns, [None] * ns
+    for g, out in zip(spec.groups, outs, strict=True):
         rs.append(out[0].reshape(-1))
         for gi, si in enumerate(g[0]):
             qend[si], vend[si], q0s[si] = out[1][gi], out[2][gi], out[3][gi]
+    nv = m.nv
     for a_, b_ in spec.pairs:
-        rs.append(spec.wc * difference(m, q0s[b_], qend[a_]))
-        rs.append(spec.wc * (vend[a_] - S[b_, nv:]))
-    return jnp.concatenate(rs)
+        rs.append(_continuity(m, qend[a_], vend[a_], q0s[b_], S[b_, nv:], spec.wc))
+    return jnp.concatenate(rs), qend, vend, q0s
+
+
+def _residual(z, args, spec: _Spec):
+    model, fdict, ps = _setup(args, spec)
+    n_p, ns, nv = spec.n_p, spec.ns, model.nv
+    p = _p_of_z(z[:n_p], spec)
+    S = z[n_p:].reshape(ns, 2 * nv)
+    outs = _groups_out(p, S, args, spec)
+    return _assemble_r(outs, S, model, spec)[0]
 
 
 _res = eqx.filter_jit(_residual)
@@ -377,7 +407,60 @@ _res = eqx.filter_jit(_residual)
 
 @eqx.filter_jit
 def _res_jac(z, args, spec):
-    return _residual(z, args, spec), jax.jacfwd(_residual)(z, args, spec)
+    """Residual and its Jacobian, exploiting the shooting structure.
+
+    Forward mode: n_p tangents through all segments for the parameters, and for each segment
+    only its own 2 nv initial-state tangents (a segment's state affects only that segment and
+    one continuity residual), so the cost does not grow with the square of the segment count.
+    """
+    model, fdict, ps = _setup(args, spec)
+    n_p, ns, nv = spec.n_p, spec.ns, model.nv
+    zp = z[:n_p]
+    S = z[n_p:].reshape(ns, 2 * nv)
+    p = _p_of_z(zp, spec)
+    dpdz = jax.vmap(lambda i: jax.grad(lambda x: _p_of_z(zp.at[i].set(x), spec)[i])(zp[i]))(
+        jnp.arange(n_p))
+    def with_aux(pp):
+        o = _groups_out(pp, S, args, spec)
+        return o, o
+
+    douts_dp, outs = jax.jacfwd(with_aux, has_aux=True)(p)
+    m, f = ps.set(model, fdict, ps.unflatten(p))
+    douts_ds = []
+    for g, arr in zip(spec.groups, args[2], strict=True):
+        idx = np.array(g[0])
+        douts_ds.append(jax.vmap(
+            lambda s_, a_, g=g: jax.jacfwd(lambda ss: _seg_fn(m, f, g, ss, a_, args, spec))(s_)
+        )(S[idx], arr))
+    r, qend, vend, q0s = _assemble_r(outs, S, model, spec)
+    n = n_p + ns * 2 * nv
+    J = jnp.zeros((r.shape[0], n))
+    row = 0
+    dq_end_dp, dv_end_dp = [None] * ns, [None] * ns
+    dq_end_ds, dv_end_ds, dq0_ds = [None] * ns, [None] * ns, [None] * ns
+    for g, dp_, ds_ in zip(spec.groups, douts_dp, douts_ds, strict=True):
+        G, R = dp_[0].shape[0], dp_[0].shape[1]
+        J = J.at[row : row + G * R, :n_p].set(dp_[0].reshape(G * R, n_p) * dpdz[None, :])
+        for gi, si in enumerate(g[0]):
+            c0 = n_p + 2 * nv * si
+            J = J.at[row + gi * R : row + (gi + 1) * R, c0 : c0 + 2 * nv].set(ds_[0][gi])
+            dq_end_dp[si], dv_end_dp[si] = dp_[1][gi], dp_[2][gi]
+            dq_end_ds[si], dv_end_ds[si], dq0_ds[si] = ds_[1][gi], ds_[2][gi], ds_[3][gi]
+        row += G * R
+    for a_, b_ in spec.pairs:
+        cfun = lambda qa, va, qb, vb: _continuity(model, qa, va, qb, vb, spec.wc)
+        Cqa, Cva, Cqb, Cvb = jax.jacfwd(cfun, argnums=(0, 1, 2, 3))(
+            qend[a_], vend[a_], q0s[b_], S[b_, nv:])
+        k = 2 * nv
+        J = J.at[row : row + k, :n_p].set((Cqa @ dq_end_dp[a_] + Cva @ dv_end_dp[a_])
+                                           * dpdz[None, :])
+        ca = n_p + 2 * nv * a_
+        J = J.at[row : row + k, ca : ca + 2 * nv].set(Cqa @ dq_end_ds[a_] + Cva @ dv_end_ds[a_])
+        cb = n_p + 2 * nv * b_
+        dv0b = jnp.concatenate([jnp.zeros((nv, nv)), jnp.eye(nv)], axis=1)
+        J = J.at[row : row + k, cb : cb + 2 * nv].set(Cqb @ dq0_ds[b_] + Cvb @ dv0b)
+        row += k
+    return r, J
 
 
 def fit(
