@@ -3,26 +3,52 @@
 (:func:`trajopt`), batched and device-sharded simulation (:func:`batch_simulate`), and the
 generic least-squares core (:func:`least_squares`)."""
 
+from .batch import batch_map as batch_map  # noqa: F401
+from .batch import batch_simulate as batch_simulate
 from .lsq import (  # noqa: F401
     LSQResult as LSQResult,
+)
+from .lsq import (
     UnidentifiableWarning as UnidentifiableWarning,
+)
+from .lsq import (
     covariance as covariance,
+)
+from .lsq import (
     least_squares as least_squares,
 )
 from .params import (  # noqa: F401
     ParamSet as ParamSet,
+)
+from .params import (
     Transform as Transform,
+)
+from .params import (
     bounded as bounded,
+)
+from .params import (
     get_params as get_params,
+)
+from .params import (
     positive as positive,
+)
+from .params import (
     set_params as set_params,
 )
 from .sysid import (  # noqa: F401
     FitResult as FitResult,
+)
+from .sysid import (
     Record as Record,
+)
+from .sysid import (
     fit as fit,
+)
+from .sysid import (
     read_joint_csv as read_joint_csv,
+)
+from .sysid import (
     write_joint_csv as write_joint_csv,
 )
-from .trajopt import TrajoptResult as TrajoptResult, trajopt as trajopt  # noqa: F401
-from .batch import batch_map as batch_map, batch_simulate as batch_simulate  # noqa: F401
+from .trajopt import TrajoptResult as TrajoptResult  # noqa: F401
+from .trajopt import trajopt as trajopt

@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import pathlib
 import warnings
 from collections.abc import Mapping, Sequence
@@ -83,9 +82,9 @@ import numpy as np
 from ..controls import KnotTable
 from ..dynamics.configuration import difference, integrate
 from ..model import Model
+from . import _loop
 from .lsq import covariance
 from .params import ParamSet, Transform, bounded, default_transform
-from . import _loop
 
 __all__ = [
     "fit",
@@ -567,7 +566,7 @@ def fit(
 
     # --- segments and groups ---
     segs = _segments(recs, shooting, segments)
-    nv, nq = model.nv, model.nq
+    nv = model.nv
     ns = len(segs)
     wq = _as_weight((weights or {}).get("q"), nv, "q")
     wv = _as_weight((weights or {}).get("v"), nv, "v")
