@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model import BALL, HINGE, SLIDE, TRANS3, Model
+from ..spatial import quaternion as quat
 
 _CODE = {HINGE: 0, SLIDE: 1, BALL: 2, TRANS3: 3}
 
@@ -142,16 +143,6 @@ def skew(v):
     )
 
 
-def _quat_R(q):
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    r = [
-        [w * w + x * x - y * y - z * z, 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), w * w - x * x + y * y - z * z, 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z],
-    ]
-    return jnp.stack([jnp.stack(row, -1) for row in r], -2)
-
-
 def local_placements(model: Model, topo: Topology, q):
     """(R, p) of every node in its parent at q, all nodes at once: (n, 3, 3), (n, 3)."""
     qe = jnp.concatenate([q, jnp.zeros(1, q.dtype)])
@@ -163,7 +154,7 @@ def local_placements(model: Model, topo: Topology, q):
     Rh = (jnp.eye(3) + jnp.sin(s)[:, None, None] * K
           + (1.0 - jnp.cos(s))[:, None, None] * mm(K, K))
     ball_q = jnp.where(topo.ball[:, None], qn, jnp.array([1.0, 0.0, 0.0, 0.0]))
-    Rb = _quat_R(ball_q)
+    Rb = quat.to_rotmat(ball_q)
     RJ = jnp.where(topo.hinge[:, None, None], Rh, jnp.where(topo.ball[:, None, None], Rb, jnp.eye(3)))
     pJ = (jnp.where(topo.slide[:, None], a * s[:, None], 0.0)
           + jnp.where(topo.trans[:, None], qn[:, :3], 0.0))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model import Model, ModelBuilder
+from ..spatial.quaternion import to_rotmat
 
 __all__ = ["load_mjcf", "from_mjmodel"]
 
@@ -48,14 +49,7 @@ def _reject_entities(src):
 
 
 def _quat_R(q):
-    w, x, y, z = q
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
+    return np.asarray(to_rotmat(np.asarray(q, dtype=float)))
 
 
 def from_mjmodel(mj, source="<MjModel>", name="mjcf") -> Model:
