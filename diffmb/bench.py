@@ -8,9 +8,27 @@ numbers to read, not absolute times.
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def case(value, unit, peer, peer_value, **extra) -> dict:
+    """One benchmark record: our value beside a peer's, measured in the same run."""
+    ratio = float(value) / float(peer_value) if peer_value else float("nan")
+    return {"value": float(value), "unit": unit, "peer": peer, "peer_value": float(peer_value),
+            "ratio": ratio, **extra}
+
+
+def best_time(f, reps=3) -> float:
+    """Best wall time of ``reps`` calls of ``f()`` (the least disturbed by other load)."""
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
 
 
 def available():

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import diffmb
+from diffmb.bench import case
 
 
 def erd(rel):
@@ -99,22 +100,20 @@ def bench_model(label, path, batch, methods, results):
     }
     for m in methods:
         funcs[f"forward_{m}"] = (
-            (lambda m: lambda q, v: diffmb.forward_dynamics(model, q, v, v, method=m))(m),
+            (lambda m: lambda q, v: diffmb.forward_dynamics(model, q, v, v, method=m))(m),  # noqa: B023 (bound by the outer lambda)
             "forward",
         )
     for name, (f, peer) in funcs.items():
         t0 = time.perf_counter()
         jax.jit(f).lower(q, v).compile()
         compile_s = time.perf_counter() - t0
-        results[f"{label}/{name}/compile"] = dict(
-            value=compile_s, unit="s", peer="target 20 s", peer_value=20.0, ratio=compile_s / 20.0)
+        results[f"{label}/{name}/compile"] = case(compile_s, "s", "target 20 s", 20.0)
         fv = jax.jit(jax.vmap(f))
         for B in (1, batch):
             qb, vb = jnp.tile(q, (B, 1)), jnp.tile(v, (B, 1))
             per = _time(fv, qb, vb, reps=max(3, 2000 // B)) / B
-            results[f"{label}/{name}/batch{B}"] = dict(
-                value=per * 1e6, unit="us/state", peer=f"pinocchio {peer} per call",
-                peer_value=pin_t[peer] * 1e6, ratio=per / pin_t[peer])
+            results[f"{label}/{name}/batch{B}"] = case(
+                per * 1e6, "us/state", f"pinocchio {peer} per call", pin_t[peer] * 1e6)
             print(f"{label:10s} {name:18s} B={B:5d} {per*1e6:9.2f} us/state  "
                   f"pinocchio {pin_t[peer]*1e6:7.2f} us  ratio {per/pin_t[peer]:.3g}  "
                   f"(compile {compile_s:.1f} s)", flush=True)

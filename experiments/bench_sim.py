@@ -19,30 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import time
 
 import numpy as np
 
+from diffmb.bench import best_time, case
+
 CHAIN = pathlib.Path(__file__).resolve().parents[1] / "diffmb" / "assets" / "chain4.xml"
-
-
-def _best(f, reps=3):
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
-
-
-def _case(value, unit, peer, peer_value):
-    return {
-        "value": float(value),
-        "unit": unit,
-        "peer": peer,
-        "peer_value": float(peer_value),
-        "ratio": float(value) / float(peer_value) if peer_value else float("nan"),
-    }
 
 
 def run(out_dir, quick: bool = False) -> dict:
@@ -69,9 +51,9 @@ def run(out_dir, quick: bool = False) -> dict:
     f1 = jax.jit(sim)
     fb = jax.jit(jax.vmap(sim))
     f1(q0, v0).block_until_ready()
-    t_b1 = _best(lambda: f1(q0, v0).block_until_ready(), 5)
+    t_b1 = best_time(lambda: f1(q0, v0).block_until_ready(), 5)
     fb(qb, vb).block_until_ready()
-    t_bb = _best(lambda: fb(qb, vb).block_until_ready(), 2)
+    t_bb = best_time(lambda: fb(qb, vb).block_until_ready(), 2)
     sps_b1, sps_bb = nsteps / t_b1, nsteps * batch / t_bb
 
     # MuJoCo C, one thread, RK4
@@ -86,7 +68,7 @@ def run(out_dir, quick: bool = False) -> dict:
         st = np.zeros((1, mujoco.mj_stateSize(mj, spec)))
         mujoco.mj_getState(mj, d, st[0], spec)
         rollout.rollout(mj, d, st, nstep=nsteps)
-        t_c = _best(lambda: rollout.rollout(mj, d, st, nstep=nsteps), 5)
+        t_c = best_time(lambda: rollout.rollout(mj, d, st, nstep=nsteps), 5)
         how_c = "mujoco.rollout (C loop, 1 thread)"
     except Exception:  # pragma: no cover - older mujoco
 
@@ -95,7 +77,7 @@ def run(out_dir, quick: bool = False) -> dict:
             for _ in range(nsteps):
                 mujoco.mj_step(mj, d)
 
-        t_c = _best(loop, 5)
+        t_c = best_time(loop, 5)
         how_c = "python loop of mj_step"
     sps_c = nsteps / t_c
 
@@ -113,7 +95,7 @@ def run(out_dir, quick: bool = False) -> dict:
 
         g = jax.jit(jax.vmap(mjx_run))
         g(vb).block_until_ready()
-        t_mjx = _best(lambda: g(vb).block_until_ready(), 2)
+        t_mjx = best_time(lambda: g(vb).block_until_ready(), 2)
         sps_mjx = nsteps * batch / t_mjx
     except Exception as e:  # MJX missing or failing: report, do not hide
         print(f"MJX unavailable: {type(e).__name__}: {e}")
@@ -128,8 +110,8 @@ def run(out_dir, quick: bool = False) -> dict:
     lf = jax.jit(loss)
     gf(v0).block_until_ready()
     lf(v0).block_until_ready()
-    t_g = _best(lambda: gf(v0).block_until_ready(), 5)
-    t_f = _best(lambda: lf(v0).block_until_ready(), 5)
+    t_g = best_time(lambda: gf(v0).block_until_ready(), 5)
+    t_f = best_time(lambda: lf(v0).block_until_ready(), 5)
 
     # gradient memory, 10k vs 1k steps (compiled, not run)
     def grad_mem(n):
@@ -144,11 +126,11 @@ def run(out_dir, quick: bool = False) -> dict:
     m1k, m10k = grad_mem(1000), grad_mem(10000)
 
     res = {
-        "chain_rk4_b1": _case(sps_b1, "env-steps/s", f"MuJoCo C ({how_c})", sps_c),
-        "chain_rk4_b1024_vs_mjx": _case(sps_bb, "env-steps/s", "MJX float64 jit(vmap)", sps_mjx),
-        "chain_rk4_b1024_vs_mujoco_c": _case(sps_bb, "env-steps/s", "MuJoCo C 1 thread", sps_c),
-        "chain_grad_over_forward": _case(t_g / t_f, "ratio", "target", 4.0),
-        "grad_memory_10k_vs_1k": _case(m10k, "bytes", "1000-step gradient", m1k),
+        "chain_rk4_b1": case(sps_b1, "env-steps/s", f"MuJoCo C ({how_c})", sps_c),
+        "chain_rk4_b1024_vs_mjx": case(sps_bb, "env-steps/s", "MJX float64 jit(vmap)", sps_mjx),
+        "chain_rk4_b1024_vs_mujoco_c": case(sps_bb, "env-steps/s", "MuJoCo C 1 thread", sps_c),
+        "chain_grad_over_forward": case(t_g / t_f, "ratio", "target", 4.0),
+        "grad_memory_10k_vs_1k": case(m10k, "bytes", "1000-step gradient", m1k),
     }
     meta = dict(
         nsteps=nsteps,

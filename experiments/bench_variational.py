@@ -20,27 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import time
 
 import numpy as np
+
+from diffmb.bench import best_time, case
 
 CHAIN = pathlib.Path(__file__).resolve().parents[1] / "diffmb" / "assets" / "chain4.xml"
 EULER = [(np.pi / 4, np.pi / 4, 0.0)] * 2 + [(np.pi / 4, 3 * np.pi / 4, 0.0)] * 2
 DT = 0.002
-
-
-def _best(f, reps=3):
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
-
-
-def _case(value, unit, peer, peer_value, **extra):
-    return {"value": float(value), "unit": unit, "peer": peer, "peer_value": float(peer_value),
-            "ratio": float(value) / float(peer_value), **extra}
 
 
 def mujoco_rk4_energy_error(dt, horizon):
@@ -97,7 +84,7 @@ def initial_state(angles):
     return jnp.concatenate(us)
 
 
-def main(out: pathlib.Path, quick: bool = False) -> dict:
+def run(out: pathlib.Path, quick: bool = False) -> dict:
     import jax
     import jax.numpy as jnp
     import mujoco
@@ -116,7 +103,7 @@ def main(out: pathlib.Path, quick: bool = False) -> dict:
     run = lambda: vi.simulate_variational(sysm, u0, t1=horizon, dt=DT)  # noqa: E731
     tr = run()
     jax.block_until_ready(tr.q)
-    t_var = _best(lambda: jax.block_until_ready(run().q), reps=2)
+    t_var = best_time(lambda: jax.block_until_ready(run().q), reps=2)
     H = np.asarray(tr.energy)
     e_var = float(np.abs(H - H[0]).max() / abs(H[0]))
     var_sps = n_var / t_var
@@ -147,7 +134,7 @@ def main(out: pathlib.Path, quick: bool = False) -> dict:
                                   saveat=None)
     trk = sim()
     jax.block_until_ready(trk.q)
-    t_rk = _best(lambda: jax.block_until_ready(sim().q), reps=2)
+    t_rk = best_time(lambda: jax.block_until_ready(sim().q), reps=2)
     e_rk = tree_energy_error(np.asarray(trk.q), np.asarray(trk.v))
     rk_sps = n_rk / t_rk
     # MuJoCo C, one thread, RK4 at dt_eq
@@ -160,17 +147,17 @@ def main(out: pathlib.Path, quick: bool = False) -> dict:
         for _ in range(n_rk):
             mujoco.mj_step(m, d)
 
-    t_mj = _best(mjrun, reps=2)
+    t_mj = best_time(mjrun, reps=2)
     info["rk4_tree_diffmb"] = {"dt_eq": dt_eq, "steps": n_rk, "wall_s": t_rk,
                                "steps_per_s": rk_sps, "energy_rel_dev_max": e_rk}
     info["rk4_tree_mujoco_c"] = {"dt_eq": dt_eq, "steps": n_rk, "wall_s": t_mj,
                                  "steps_per_s": n_rk / t_mj}
-    res["var_vs_rk4_tree_equal_energy"] = _case(
+    res["var_vs_rk4_tree_equal_energy"] = case(
         var_sps * DT, "simulated s per wall s", "diffmb rk4 tree at dt_eq", rk_sps * dt_eq,
         dt_eq=dt_eq, energy_err_var=e_var, energy_err_rk4=e_rk)
-    res["var_steps_per_s_vs_rk4_tree"] = _case(var_sps, "steps/s", "diffmb rk4 tree steps/s",
+    res["var_steps_per_s_vs_rk4_tree"] = case(var_sps, "steps/s", "diffmb rk4 tree steps/s",
                                                rk_sps)
-    res["var_vs_mujoco_c_rk4_equal_energy"] = _case(
+    res["var_vs_mujoco_c_rk4_equal_energy"] = case(
         var_sps * DT, "simulated s per wall s", "MuJoCo C rk4 at dt_eq (1 thread)",
         n_rk * dt_eq / t_mj)
 
@@ -188,8 +175,8 @@ def main(out: pathlib.Path, quick: bool = False) -> dict:
     grad = jax.jit(jax.grad(loss))
     jax.block_until_ready(loss(ang0))
     jax.block_until_ready(grad(ang0))
-    t_f = _best(lambda: jax.block_until_ready(loss(ang0)))
-    t_g = _best(lambda: jax.block_until_ready(grad(ang0)))
+    t_f = best_time(lambda: jax.block_until_ready(loss(ang0)))
+    t_g = best_time(lambda: jax.block_until_ready(grad(ang0)))
     g = np.asarray(grad(ang0))
     eps = 1e-5
     fd = np.array([(float(loss(ang0 + e)) - float(loss(ang0 - e))) / (2 * eps)
@@ -197,7 +184,7 @@ def main(out: pathlib.Path, quick: bool = False) -> dict:
     rel = float(np.abs(g - fd).max() / max(1.0, np.abs(fd).max()))
     info["gradient"] = {"steps": n_g, "forward_s": t_f, "grad_s": t_g, "grad": g.tolist(),
                         "central_diff": fd.tolist(), "max_rel_err_vs_central_diff": rel}
-    res["grad_over_forward"] = _case(t_g / t_f, "x", "target", 4.0,
+    res["grad_over_forward"] = case(t_g / t_f, "x", "target", 4.0,
                                      max_rel_err_vs_central_diff=rel)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -211,5 +198,5 @@ if __name__ == "__main__":
     ap.add_argument("--out", default="out/bench")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
-    r = main(pathlib.Path(a.out), quick=a.quick)
+    r = run(pathlib.Path(a.out), quick=a.quick)
     print(json.dumps({k: v for k, v in r.items() if not k.startswith("_")}, indent=2))
