@@ -103,23 +103,22 @@ def mujoco_reference(mj, q, v, tau, xfrc):
     return M, d.qfrc_bias.copy(), d.qacc.copy()
 
 
-def check_mjcf(path_or_xml, rng, n_states=3, is_xml=False):
-    if is_xml:
-        mj = mujoco.MjModel.from_xml_string(path_or_xml)
-        model = diffmb.io.mjcf.from_mjmodel(mj)
-    else:
-        mj = mujoco.MjModel.from_xml_path(str(path_or_xml))
-        model = diffmb.load_mjcf(path_or_xml)
+def check_mjcf(path, rng, n_states=3, force_space=False):
+    """Compare with MuJoCo at random states. ``force_space``: compare accelerations through M
+    (for models so ill-conditioned that round-off in a is amplified by cond(M))."""
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    model = diffmb.load_mjcf(path)
     assert (model.nq, model.nv) == (mj.nq, mj.nv)
     for _ in range(n_states):
         q, v, tau = _mj_random_state(mj, rng)
         xf = rng.normal(size=(mj.nbody - 1, 6))
         Mr, br, ar = mujoco_reference(mj, q, v, tau, xf)
         M, b, a, a2, t = (np.asarray(x) for x in all_quantities(model, q, v, tau, jnp.asarray(xf)))
+        W = Mr if force_space else np.eye(mj.nv)
         assert rel_err(M, Mr) < TOL
         assert rel_err(b, br) < TOL
-        assert rel_err(a, ar) < TOL
-        assert rel_err(a2, ar) < TOL
+        assert rel_err(W @ a, W @ ar) < TOL
+        assert rel_err(W @ a2, W @ ar) < TOL
         assert rel_err(t, tau) < TOL
     return model
 
@@ -135,16 +134,4 @@ def test_mujoco_testdata_model_vs_mujoco():
     import os
 
     path = os.path.join(os.path.dirname(mujoco.__file__), "testdata", "model.xml")
-    mj = mujoco.MjModel.from_xml_path(path)
-    model = diffmb.load_mjcf(path)
-    rng = np.random.default_rng(4)
-    for _ in range(2):
-        q, v, tau = _mj_random_state(mj, rng)
-        xf = rng.normal(size=(mj.nbody - 1, 6))
-        Mr, br, ar = mujoco_reference(mj, q, v, tau, xf)
-        M, b, a, a2, t = (np.asarray(x) for x in all_quantities(model, q, v, tau, jnp.asarray(xf)))
-        assert rel_err(M, Mr) < TOL
-        assert rel_err(b, br) < TOL
-        assert rel_err(Mr @ a, Mr @ ar) < TOL
-        assert rel_err(Mr @ a2, Mr @ ar) < TOL
-        assert rel_err(t, tau) < TOL
+    check_mjcf(path, np.random.default_rng(4), n_states=2, force_space=True)
