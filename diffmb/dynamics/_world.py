@@ -214,6 +214,41 @@ def spatial_inertia(m, c, Ic):
     return jnp.concatenate([top, bot], axis=-2)
 
 
+def node_inertias(model: Model, topo: Topology):
+    """Bodies merged onto their nodes, in node coordinates about the node origin (BFS order):
+    mass (n,), first moment h = Σ m c (n, 3) and rotational inertia about the origin (n, 3, 3).
+
+    These depend on parameters only, not on q: under ``vmap`` over states they are computed once,
+    and the per-state work is one rigid transform per node instead of one per body.
+    """
+    c = model.body_pos + mv(model.body_rot, model.body_com)  # body coms in node frames
+    Ic = mmt(mm(model.body_rot, model.body_inertia), model.body_rot)
+    m = model.body_mass
+    Jo = Ic - m[:, None, None] * mm(skew(c), skew(c))  # parallel axes to the node origin
+    memb = jnp.asarray(topo.member)  # (n, nb) 0/1
+    return memb @ m, memb @ (m[:, None] * c), jnp.tensordot(memb, Jo, axes=(1, 0))
+
+
+def world_node_inertias(m, h, Jo, Rw, pw):
+    """Node inertias moved to the world origin: 6 x 6 (n, 6, 6) from node-frame (m, h, Jo)."""
+    hr = mv(Rw, h)  # first moment about the node origin, world axes
+    P, H = skew(pw), skew(hr)
+    # −Σ mᵢ [p + sᵢ]ײ = J_p − m [p]ײ − [p]×[h]× − [h]×[p]×
+    J = mmt(mm(Rw, Jo), Rw) - m[:, None, None] * mm(P, P) - mm(P, H) - mm(H, P)
+    hx = H + m[:, None, None] * P  # [m p + R h]×
+    top = jnp.concatenate([J, hx], axis=-1)
+    bot = jnp.concatenate([-hx, m[:, None, None] * jnp.eye(3)], axis=-1)
+    return jnp.concatenate([top, bot], axis=-2)
+
+
+def accumulate_down(topo: Topology, x):
+    """x_i + Σ over ancestors of x, level by level (n, ...) — e.g. velocities from joint rates."""
+    out = [x[slice(*topo.bounds[0])]]
+    for k in range(1, len(topo.bounds)):
+        out.append(x[slice(*topo.bounds[k])] + out[-1][topo.level_parent[k]])
+    return jnp.concatenate(out)
+
+
 def crm(v, m):
     """Motion cross product v × m for (..., 6) vectors."""
     w, vo = v[..., :3], v[..., 3:]
@@ -252,7 +287,7 @@ class Kin:
 
     def __init__(self, model: Model, q, v=None):
         topo = topology(model)
-        self.topo = topo
+        self.model, self.topo = model, topo
         Rw, pw = world_poses(model, topo, q)
         # Spatial quantities are taken about a fixed point at the first root's current origin,
         # not the world origin: joint-space results are the same, and round-off no longer grows
@@ -260,15 +295,17 @@ class Kin:
         self.origin = pw[0]
         self.Rw, self.pw = Rw, pw - pw[0]
         self.S = motion_subspaces(model, topo, self.Rw, self.pw)
-        m, c, Ic = body_world_inertias(model, topo, self.Rw, self.pw)
-        self.com = c
-        self.Ib = spatial_inertia(m, c, Ic)  # (nb, 6, 6)
-        self.I = jnp.tensordot(jnp.asarray(topo.member), self.Ib, axes=(1, 0))  # per node
+        self.I = world_node_inertias(*node_inertias(model, topo), self.Rw, self.pw)  # (n, 6, 6)
         if v is not None:
             self.qd = node_dofs(topo, v)  # (n, 3)
             self.vJ = mv(self.S, self.qd)  # S q̇ per node
-            self.vel = jnp.asarray(topo.anc) @ self.vJ  # node spatial velocities (n, 6)
+            self.vel = accumulate_down(topo, self.vJ)  # node spatial velocities (n, 6)
             self.c = crm(self.vel, self.vJ)  # Ṡ q̇ = v × S q̇
+
+    @property
+    def com(self):
+        """World centres of mass of the bodies (nb, 3), about the shifted origin."""
+        return body_world_inertias(self.model, self.topo, self.Rw, self.pw)[1]
 
 
 def _inv3(D):
