@@ -228,7 +228,7 @@ class ModelBuilder:
         armature, damping, stiffness, qspring, qpos0 = [], [], [], [], []
         body_node, body_rot, body_pos = [], [], []
         nq = nv = 0
-        for bi, b in enumerate(self.bodies):
+        for b in self.bodies:
             # Pose of this body's frame relative to the node that carries its parent.
             if b.parent < 0:
                 pnode, P_R, P_p = -1, np.eye(3), np.zeros(3)

@@ -18,7 +18,7 @@ A = P.aero.to_dict()
 
 
 def test_body_aero_matches_wind_axis_formulas():
-    alpha, beta, V = np.deg2rad(5.0), 0.0, 14.0
+    alpha, V = np.deg2rad(5.0), 14.0
     vb = V * np.array([np.cos(alpha), 0.0, np.sin(alpha)])
     w = np.array([0.0, 0.0, 0.0])
     u = np.array([0.0, np.deg2rad(2.0), 0.0])

@@ -15,6 +15,7 @@ elsewhere (its padded pivots are set to 1 and its padded forces to 0, so they st
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -51,7 +52,7 @@ class Topology:
         self.bounds = [(int(np.searchsorted(d, k)), int(np.searchsorted(d, k, side="right")))
                        for k in range(d.max() + 1)]
         # per level: parent index within the previous level, and the child->parent sum matrix
-        self.level_parent, self.level_sum = [None], [None]
+        self.level_parent, self.level_sum, self.level_children = [None], [None], [None]
         for k in range(1, len(self.bounds)):
             a, b = self.bounds[k]
             pa, _ = self.bounds[k - 1]
@@ -60,6 +61,11 @@ class Topology:
             S = np.zeros((self.bounds[k - 1][1] - pa, b - a))
             S[lp, np.arange(b - a)] = 1.0
             self.level_sum.append(S)
+            # the same sums as gathers: child k of each parent (index b - a = a zero pad row)
+            kids = [np.flatnonzero(lp == j) for j in range(S.shape[0])]
+            width = max(len(c) for c in kids)
+            self.level_children.append(
+                np.array([[*c, *[b - a] * (width - len(c))] for c in kids], int))
         anc = np.zeros((n, n))
         for i in range(n):
             j = i
@@ -110,29 +116,35 @@ def topology(model: Model) -> Topology:
 
 
 def mv(A, x):
-    """A x over leading axes, as a fused product-sum: XLA CPU turns tiny batched dot ops into
-    per-element library calls, while elementwise products fuse into one vectorised loop."""
-    return jnp.sum(A * x[..., None, :], axis=-1)
+    """A x over leading axes, unrolled over the (tiny) contracted axis: XLA CPU turns batched dot
+    ops into per-element library calls and ends a fusion at every reduce, while a sum of
+    elementwise products fuses with its neighbours into one vectorised loop."""
+    return sum(A[..., :, j] * x[..., None, j] for j in range(A.shape[-1]))
+
+
+def vdot(a, b):
+    """a · b over the last axis, unrolled (see ``mv``)."""
+    return sum(a[..., j] * b[..., j] for j in range(a.shape[-1]))
 
 
 def mtv(A, x):
     """Aᵀ x over leading axes."""
-    return jnp.sum(A * x[..., :, None], axis=-2)
+    return sum(A[..., j, :] * x[..., None, j] for j in range(A.shape[-2]))
 
 
 def mm(A, B):
     """A B over leading axes."""
-    return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
+    return sum(A[..., :, j, None] * B[..., None, j, :] for j in range(A.shape[-1]))
 
 
 def mmt(A, B):
     """A Bᵀ over leading axes."""
-    return jnp.sum(A[..., :, None, :] * B[..., None, :, :], axis=-1)
+    return sum(A[..., :, j, None] * B[..., None, :, j] for j in range(A.shape[-1]))
 
 
 def mtm(A, B):
     """Aᵀ B over leading axes."""
-    return jnp.sum(A[..., :, :, None] * B[..., :, None, :], axis=-3)
+    return sum(A[..., j, :, None] * B[..., j, None, :] for j in range(A.shape[-2]))
 
 
 def skew(v):
@@ -225,8 +237,9 @@ def node_inertias(model: Model, topo: Topology):
     Ic = mmt(mm(model.body_rot, model.body_inertia), model.body_rot)
     m = model.body_mass
     Jo = Ic - m[:, None, None] * mm(skew(c), skew(c))  # parallel axes to the node origin
-    memb = jnp.asarray(topo.member)  # (n, nb) 0/1
-    return memb @ m, memb @ (m[:, None] * c), jnp.tensordot(memb, Jo, axes=(1, 0))
+    seg = topo.body_pos_idx  # node of each body, -1 = world (dropped by segment_sum)
+    ss = lambda x: jax.ops.segment_sum(x, seg, num_segments=topo.n, indices_are_sorted=False)
+    return ss(m), ss(m[:, None] * c), ss(Jo)
 
 
 def world_node_inertias(m, h, Jo, Rw, pw):
@@ -239,6 +252,22 @@ def world_node_inertias(m, h, Jo, Rw, pw):
     top = jnp.concatenate([J, hx], axis=-1)
     bot = jnp.concatenate([-hx, m[:, None, None] * jnp.eye(3)], axis=-1)
     return jnp.concatenate([top, bot], axis=-2)
+
+
+def sum_to_parents(topo: Topology, d: int, x):
+    """Σ over the children in level d of x (n_d, ...) onto level d − 1's nodes: static gathers of
+    at most (max children) rows, not a one-hot matrix product (tiny batched dots are slow on CPU)."""
+    xz = jnp.concatenate([x, jnp.zeros_like(x[:1])])
+    ch = topo.level_children[d]
+    return sum(xz[ch[:, k]] for k in range(ch.shape[1]))
+
+
+def accumulate_up(topo: Topology, x):
+    """x_i + Σ over descendants of x, level by level from the leaves (n, ...) — subtree sums."""
+    parts = [x[slice(*bd)] for bd in topo.bounds]
+    for d in range(len(parts) - 1, 0, -1):
+        parts[d - 1] = parts[d - 1] + sum_to_parents(topo, d, parts[d])
+    return jnp.concatenate(parts)
 
 
 def accumulate_down(topo: Topology, x):
@@ -312,5 +341,5 @@ def _inv3(D):
     """Inverse of a batch of 3 x 3 matrices by the adjugate (no LAPACK call)."""
     a, b, c = D[..., 0, :], D[..., 1, :], D[..., 2, :]
     adj = jnp.stack([jnp.cross(b, c), jnp.cross(c, a), jnp.cross(a, b)], axis=-1)
-    det = jnp.sum(a * jnp.cross(b, c), axis=-1)
+    det = vdot(a, jnp.cross(b, c))
     return adj / det[..., None, None]

@@ -22,6 +22,7 @@ from ._world import (
     mv,
     node_dofs,
     scatter_dofs,
+    sum_to_parents,
 )
 
 
@@ -66,9 +67,8 @@ def aba(model: Model, q, v, tau, f_ext=None):
         U[d], Dinv[d], u[d] = Ul, Di, ul
         if d == 0:
             break
-        P = jnp.asarray(topo.level_sum[d])  # (n_parent_level, n_level) one-hot sums
-        IA[d - 1] = IA[d - 1] + jnp.tensordot(P, Ia, axes=(1, 0))
-        pA[d - 1] = pA[d - 1] + P @ pa
+        IA[d - 1] = IA[d - 1] + sum_to_parents(topo, d, Ia)
+        pA[d - 1] = pA[d - 1] + sum_to_parents(topo, d, pa)
     ag = jnp.concatenate([jnp.zeros(3), -model.gravity])
     acc_prev = None
     qdd = []

@@ -1,6 +1,6 @@
 """Composite-rigid-body algorithm (mass matrix), Featherstone Table 6.2, in world coordinates.
 
-Composite inertias are subtree sums (one product with the ancestor matrix); M[r, s] is
+Composite inertias are subtree sums (accumulated level by level from the leaves); M[r, s] is
 S_rᵀ I^c S_s taken at the deeper of the two dofs' nodes, zero when neither node supports the other.
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..model import Model
-from ._world import Kin, mv
+from ._world import Kin, accumulate_up, mmt, mv
 
 
 def crba(model: Model, q):
     k = Kin(model, q)
     topo = k.topo
-    Ic = jnp.tensordot(jnp.asarray(topo.anc).T, k.I, axes=(1, 0))  # composite inertias
+    Ic = accumulate_up(topo, k.I)  # composite inertias
     Sd = k.S[topo.dof_node, :, topo.dof_slot]  # (nv, 6) world motion subspace of each dof
     Fd = mv(Ic[topo.dof_node], Sd)  # (nv, 6): Ic of the dof's node times its S
-    G = Sd @ Fd.T  # G[r, s] = S_r · Ic_{node(s)} S_s, right when node(s) is the deeper one
+    G = mmt(Sd, Fd)  # G[r, s] = S_r · Ic_{node(s)} S_s, right when node(s) is the deeper one
     M = jnp.where(jnp.asarray(topo.s_deeper), G, G.T) * topo.m_mask
     return M + jnp.diag(model.armature)

@@ -10,7 +10,17 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..model import Model
-from ._world import Kin, crf, ext_wrenches, mtv, mv, node_dofs, scatter_dofs
+from ._world import (
+    Kin,
+    accumulate_down,
+    accumulate_up,
+    crf,
+    ext_wrenches,
+    mtv,
+    mv,
+    node_dofs,
+    scatter_dofs,
+)
 
 
 def rnea(model: Model, q, v, a, f_ext=None, gravity=True):
@@ -18,11 +28,11 @@ def rnea(model: Model, q, v, a, f_ext=None, gravity=True):
     topo = k.topo
     ag = jnp.concatenate([jnp.zeros(3), -model.gravity]) if gravity else jnp.zeros(6)
     aJ = mv(k.S, node_dofs(topo, a)) + k.c
-    acc = jnp.asarray(topo.anc) @ aJ + ag
+    acc = accumulate_down(topo, aJ) + ag
     f = mv(k.I, acc) + crf(k.vel, mv(k.I, k.vel))
     fe = ext_wrenches(model, topo, k.com, f_ext)
     if fe is not None:
         f = f - fe
-    F = jnp.asarray(topo.anc).T @ f  # subtree sums
+    F = accumulate_up(topo, f)  # subtree sums
     tau = mtv(k.S, F)
     return scatter_dofs(model, topo, tau) + model.armature * a
