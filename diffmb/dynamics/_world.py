@@ -8,8 +8,15 @@ sweeps of ABA), each level handled by one batched operation. The traced program 
 few hundred operations whatever the number of joints: it compiles in seconds and vectorises over
 batches well.
 
+Speed on CPU (measured, see experiments/bench_core.py): small products are written as unrolled
+sums of elementwise products (``mv``, ``mm``...), not reductions or dots — XLA's CPU backend ends
+a fusion at every reduce and calls a library routine per tiny batched dot, and materialising every
+6 × 6 intermediate made the kernels memory-bound (3x slower on the four-box chain). Joint types
+absent from a model are skipped statically.
+
 Conventions: spatial motion [ω; v_O] and force [n_O; f] about the world origin O (Featherstone
-§2.x). Every node is padded to 3 dof slots; a hinge or slide uses slot 0 and has zero columns
+§2.x). Every node is padded to w dof slots (w = 3 if the model has a ball or free joint, else 1);
+a hinge or slide uses slot 0 and has zero columns
 elsewhere (its padded pivots are set to 1 and its padded forces to 0, so they stay exactly zero).
 """
 
@@ -74,7 +81,9 @@ class Topology:
                 j = self.parent[j]
         self.anc = anc  # anc[i, j] = 1 if j is i or an ancestor of i
         nvs = np.where((code == 2) | (code == 3), 3, 1)
-        slot = np.full((n, 3), model.nv, int)
+        # dof slots per node: 3 if any node has 3 dofs, else 1 (no padded columns at all)
+        self.width = w = int(nvs.max())
+        slot = np.full((n, w), model.nv, int)
         qidx = np.full((n, 4), model.nq, int)
         for i, o in enumerate(order):
             slot[i, : nvs[i]] = model.node_v[o] + np.arange(nvs[i])
@@ -162,15 +171,24 @@ def local_placements(model: Model, topo: Topology, q):
     ref = jnp.concatenate([model.qpos0, jnp.zeros(1, q.dtype)])[topo.qidx[:, 0]]
     s = qn[:, 0] - ref  # hinge angle / slide displacement relative to qpos0
     a = model.node_axis[topo.order]
-    K = skew(a)
-    Rh = (jnp.eye(3) + jnp.sin(s)[:, None, None] * K
-          + (1.0 - jnp.cos(s))[:, None, None] * mm(K, K))
-    ball_q = jnp.where(topo.ball[:, None], qn, jnp.array([1.0, 0.0, 0.0, 0.0]))
-    Rb = quat.to_rotmat(ball_q)
-    RJ = jnp.where(topo.hinge[:, None, None], Rh, jnp.where(topo.ball[:, None, None], Rb, jnp.eye(3)))
-    pJ = (jnp.where(topo.slide[:, None], a * s[:, None], 0.0)
-          + jnp.where(topo.trans[:, None], qn[:, :3], 0.0))
+    # joint types absent from the model are skipped statically (no work, no selects)
+    RJ = jnp.broadcast_to(jnp.eye(3), (topo.n, 3, 3))
+    if topo.hinge.any():
+        K = skew(a)
+        Rh = (jnp.eye(3) + jnp.sin(s)[:, None, None] * K
+              + (1.0 - jnp.cos(s))[:, None, None] * mm(K, K))
+        RJ = jnp.where(topo.hinge[:, None, None], Rh, RJ) if not topo.hinge.all() else Rh
+    if topo.ball.any():
+        ball_q = jnp.where(topo.ball[:, None], qn, jnp.array([1.0, 0.0, 0.0, 0.0]))
+        RJ = jnp.where(topo.ball[:, None, None], quat.to_rotmat(ball_q), RJ)
+    pJ = jnp.zeros((topo.n, 3), q.dtype)
+    if topo.slide.any():
+        pJ = pJ + jnp.where(topo.slide[:, None], a * s[:, None], 0.0)
+    if topo.trans.any():
+        pJ = pJ + jnp.where(topo.trans[:, None], qn[:, :3], 0.0)
     R0, p0 = model.node_rot[topo.order], model.node_pos[topo.order]
+    if not (topo.slide.any() or topo.trans.any()):
+        return mm(R0, RJ), p0
     return mm(R0, RJ), p0 + mv(R0, pJ)
 
 
@@ -189,16 +207,25 @@ def world_poses(model: Model, topo: Topology, q):
 
 
 def motion_subspaces(model: Model, topo: Topology, Rw, pw):
-    """World-frame S (n, 6, 3) about the origin, padded to 3 columns."""
+    """World-frame S (n, 6, w) about the origin, padded to w = ``topo.width`` columns."""
     n = topo.n
     aw = mv(Rw, model.node_axis[topo.order])  # hinge/slide axes in world
-    z = jnp.zeros((n, 3, 3))
-    col0 = lambda x: jnp.concatenate([x[:, :, None], jnp.zeros((n, 3, 2))], axis=2)
-    # rotational columns (angular part) and translational columns (linear part)
-    Ang = jnp.where(topo.hinge[:, None, None], col0(aw), jnp.where(topo.ball[:, None, None], Rw, z))
-    par = np.where(topo.parent >= 0, topo.parent, 0)
-    Rpar = jnp.where((topo.parent >= 0)[:, None, None], Rw[par], jnp.eye(3))
-    Lin = jnp.where(topo.slide[:, None, None], col0(aw), jnp.where(topo.trans[:, None, None], Rpar, z))
+    w = topo.width
+    z = jnp.zeros((n, 3, w))
+    col0 = lambda x: jnp.concatenate([x[:, :, None], jnp.zeros((n, 3, w - 1))], axis=2)
+    # rotational columns (angular part) and translational columns (linear part); joint types
+    # absent from the model are skipped statically
+    Ang, Lin = z, z
+    if topo.hinge.any():
+        Ang = jnp.where(topo.hinge[:, None, None], col0(aw), Ang)
+    if topo.ball.any():
+        Ang = jnp.where(topo.ball[:, None, None], Rw, Ang)
+    if topo.slide.any():
+        Lin = jnp.where(topo.slide[:, None, None], col0(aw), Lin)
+    if topo.trans.any():
+        par = np.where(topo.parent >= 0, topo.parent, 0)
+        Rpar = jnp.where((topo.parent >= 0)[:, None, None], Rw[par], jnp.eye(3))
+        Lin = jnp.where(topo.trans[:, None, None], Rpar, Lin)
     # angular column a through o gives linear part o × a at the world origin
     Lin = Lin + jnp.cross(pw[:, None, :], jnp.swapaxes(Ang, 1, 2)).swapaxes(1, 2)
     return jnp.concatenate([Ang, Lin], axis=1)
@@ -293,12 +320,12 @@ def crf(v, f):
 
 
 def node_dofs(topo: Topology, x):
-    """Gather a (nv,) joint-space vector into padded (n, 3) slots."""
+    """Gather a (nv,) joint-space vector into padded (n, w) slots."""
     return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[topo.slot]
 
 
 def scatter_dofs(model: Model, topo: Topology, y):
-    """(n, 3) padded slots -> (nv,)."""
+    """(n, w) padded slots -> (nv,)."""
     return y[topo.dof_node, topo.dof_slot]
 
 

@@ -29,7 +29,7 @@ from ._world import (
 def aba(model: Model, q, v, tau, f_ext=None):
     k = Kin(model, q, v)
     topo = k.topo
-    mask = jnp.asarray(topo.slot_mask)  # (n, 3)
+    mask = jnp.asarray(topo.slot_mask)  # (n, w)
     S = k.S
     pA = crf(k.vel, mv(k.I, k.vel))
     fe = ext_wrenches(model, topo, k.com, f_ext)
@@ -37,7 +37,7 @@ def aba(model: Model, q, v, tau, f_ext=None):
         pA = pA - fe
     arm = node_dofs(topo, model.armature)
     taun = node_dofs(topo, tau)
-    pad = jnp.eye(3) * (1.0 - mask)[:, None, :]  # identity pivots on padded slots
+    pad = jnp.eye(topo.width) * (1.0 - mask)[:, None, :]  # identity pivots on padded slots
     L = len(topo.bounds)
     sl = [slice(*bd) for bd in topo.bounds]
     IA = [k.I[s_] for s_ in sl]
@@ -58,7 +58,7 @@ def aba(model: Model, q, v, tau, f_ext=None):
             pa = pA[d] + mv(Ia, k.c[s_]) + UD * ul[:, None]
         else:
             Ul = mm(IA[d], S[s_])
-            Dl = mtm(S[s_], Ul) + jnp.eye(3) * arm[s_][:, None, :] + pad[s_]
+            Dl = mtm(S[s_], Ul) + jnp.eye(topo.width) * arm[s_][:, None, :] + pad[s_]
             Di = _inv3(Dl)
             ul = (taun[s_] - mtv(S[s_], pA[d])) * mask[s_]
             UD = mm(Ul, Di)
@@ -79,7 +79,7 @@ def aba(model: Model, q, v, tau, f_ext=None):
         if single[d]:
             q1 = Dinv[d] * (u[d] - jnp.sum(U[d] * a_, axis=-1))
             acc_prev = a_ + S[s_][:, :, 0] * q1[:, None]
-            ql = jnp.concatenate([q1[:, None], jnp.zeros((q1.shape[0], 2))], axis=1)
+            ql = jnp.concatenate([q1[:, None], jnp.zeros((q1.shape[0], topo.width - 1))], axis=1)
         else:
             ql = mv(Dinv[d], u[d] - mtv(U[d], a_)) * mask[s_]
             acc_prev = a_ + mv(S[s_], ql)
