@@ -272,20 +272,25 @@ def node_inertias(model: Model, topo: Topology):
 def world_node_inertias(m, h, Jo, Rw, pw):
     """Node inertias moved to the world origin: 6 x 6 (n, 6, 6) from node-frame (m, h, Jo)."""
     hr = mv(Rw, h)  # first moment about the node origin, world axes
-    P, H = skew(pw), skew(hr)
-    # −Σ mᵢ [p + sᵢ]ײ = J_p − m [p]ײ − [p]×[h]× − [h]×[p]×
-    J = mmt(mm(Rw, Jo), Rw) - m[:, None, None] * mm(P, P) - mm(P, H) - mm(H, P)
-    hx = H + m[:, None, None] * P  # [m p + R h]×
-    top = jnp.concatenate([J, hx], axis=-1)
-    bot = jnp.concatenate([-hx, m[:, None, None] * jnp.eye(3)], axis=-1)
+    g = m[:, None] * pw + hr  # first moment about the world origin
+    # −Σ mᵢ [p + sᵢ]ײ = R Jo Rᵀ + (m|p|² + 2 p·h) 1 − g pᵀ − p hᵀ   ([a]×[b]× = b aᵀ − (a·b) 1)
+    diag = m * vdot(pw, pw) + 2.0 * vdot(pw, hr)
+    J = (mmt(mm(Rw, Jo), Rw) + diag[:, None, None] * jnp.eye(3)
+         - g[:, :, None] * pw[:, None, :] - pw[:, :, None] * hr[:, None, :])
+    gx = skew(g)
+    top = jnp.concatenate([J, gx], axis=-1)
+    bot = jnp.concatenate([-gx, m[:, None, None] * jnp.eye(3)], axis=-1)
     return jnp.concatenate([top, bot], axis=-2)
 
 
 def sum_to_parents(topo: Topology, d: int, x):
     """Σ over the children in level d of x (n_d, ...) onto level d − 1's nodes: static gathers of
     at most (max children) rows, not a one-hot matrix product (tiny batched dots are slow on CPU)."""
-    xz = jnp.concatenate([x, jnp.zeros_like(x[:1])])
     ch = topo.level_children[d]
+    nd = x.shape[0]
+    if ch.shape[1] == 1 and np.array_equal(ch[:, 0], np.arange(nd)):
+        return x  # one child per parent, same order: nothing to gather
+    xz = jnp.concatenate([x, jnp.zeros_like(x[:1])]) if (ch == nd).any() else x
     return sum(xz[ch[:, k]] for k in range(ch.shape[1]))
 
 
