@@ -3,8 +3,13 @@
 Cases (all measured in the same run, on this machine):
   * chain_rk4_b1: env-steps/s of diffmb (RK4, dt = 0.002, 500 steps, batch 1, jit) vs MuJoCo C
     (mj_step with the RK4 integrator through ``mujoco.rollout``, one thread).
-  * chain_rk4_b1024_vs_mjx: diffmb under jit(vmap) at batch 1024 vs MJX (float64, jit(vmap)).
-  * chain_rk4_b1024_vs_mujoco_c: the same diffmb number vs MuJoCo C on one core.
+  * chain_rk4_b1024_vs_mjx: diffmb under jit(vmap) at batch 1024 vs MJX (float64, jit(vmap)):
+    like for like, one device, both may use XLA's intra-op threads.
+  * chain_rk4_b1024_2dev_vs_mjx / _vs_mujoco_c: diffmb with both cores used as two host devices
+    (``XLA_FLAGS=--xla_force_host_platform_device_count=2``, set in a subprocess because it must
+    precede ``import jax``): ``diffmb.optim.batch_simulate`` shards the batch over the two devices
+    and vectorises each shard in blocks of 128 cases (cache-sized); vs MJX jit(vmap) and vs
+    MuJoCo C on one core.
   * chain_grad_over_forward: time of jax.grad of a loss on the 500-step trajectory over the time
     of the forward simulation (batch 1); peer: the target 4.
   * grad_memory_10k_vs_1k: XLA temp memory (compiled memory_analysis) of the gradient of a
@@ -18,13 +23,47 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 
 from diffmb.bench import best_time, case
 
 CHAIN = pathlib.Path(__file__).resolve().parents[1] / "diffmb" / "assets" / "chain4.xml"
+
+
+def sharded_sps(nsteps: int, dt: float, batch: int, block: int) -> float:
+    """Env-steps/s of batch_simulate on the chain over all local devices (run in a subprocess
+    whose XLA_FLAGS set the device count)."""
+    import jax
+    import jax.numpy as jnp
+
+    import diffmb
+    from diffmb.bench import best_time
+    from diffmb.optim import batch_simulate
+
+    model = diffmb.load_mjcf(CHAIN)
+    rng = np.random.default_rng(0)
+    qb = np.broadcast_to(np.asarray(model.qpos0), (batch, model.nq))
+    vb = rng.normal(size=(batch, model.nv)) * 0.1
+    T = nsteps * dt
+    kw = dict(t1=T, dt=dt, saveat=[T], throw=False, block=block, shard=len(jax.devices()) > 1)
+    go = lambda: jnp.asarray(batch_simulate(model, qb, vb, **kw).q).block_until_ready()
+    go()
+    return nsteps * batch / best_time(go, 3)
+
+
+def _sharded_sps_subprocess(ndev, nsteps, dt, batch, block):
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={ndev}",
+               JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, __file__, "--sharded-sps", str(nsteps), str(dt), str(batch),
+                        str(block)], env=env, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError(f"sharded run failed:\n{p.stderr[-2000:]}")
+    return float(p.stdout.strip().splitlines()[-1])
 
 
 def run(out_dir, quick: bool = False) -> dict:
@@ -55,6 +94,8 @@ def run(out_dir, quick: bool = False) -> dict:
     fb(qb, vb).block_until_ready()
     t_bb = best_time(lambda: fb(qb, vb).block_until_ready(), 2)
     sps_b1, sps_bb = nsteps / t_b1, nsteps * batch / t_bb
+    block, ndev = 128, 2
+    sps_2dev = _sharded_sps_subprocess(ndev, nsteps, dt, batch, block)
 
     # MuJoCo C, one thread, RK4
     mj = mujoco.MjModel.from_xml_path(str(CHAIN))
@@ -129,6 +170,10 @@ def run(out_dir, quick: bool = False) -> dict:
         "chain_rk4_b1": case(sps_b1, "env-steps/s", f"MuJoCo C ({how_c})", sps_c),
         "chain_rk4_b1024_vs_mjx": case(sps_bb, "env-steps/s", "MJX float64 jit(vmap)", sps_mjx),
         "chain_rk4_b1024_vs_mujoco_c": case(sps_bb, "env-steps/s", "MuJoCo C 1 thread", sps_c),
+        "chain_rk4_b1024_2dev_vs_mjx": case(sps_2dev, "env-steps/s", "MJX float64 jit(vmap)",
+                                            sps_mjx),
+        "chain_rk4_b1024_2dev_vs_mujoco_c": case(sps_2dev, "env-steps/s", "MuJoCo C 1 thread",
+                                                 sps_c),
         "chain_grad_over_forward": case(t_g / t_f, "ratio", "target", 4.0),
         "grad_memory_10k_vs_1k": case(m10k, "bytes", "1000-step gradient", m1k),
     }
@@ -139,6 +184,7 @@ def run(out_dir, quick: bool = False) -> dict:
         t_forward_b1_s=t_b1,
         t_grad_b1_s=t_g,
         t_batch_s=t_bb,
+        sharded=dict(devices=ndev, block=block, how="batch_simulate over host devices"),
         devices=[str(x) for x in jax.devices()],
     )
     (out_dir / "bench_sim.json").write_text(json.dumps({**res, "_meta": meta}, indent=2))
@@ -146,6 +192,10 @@ def run(out_dir, quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--sharded-sps":
+        n_, dt_, b_, blk_ = sys.argv[2:6]
+        print(sharded_sps(int(n_), float(dt_), int(b_), int(blk_)))
+        sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="out/bench")

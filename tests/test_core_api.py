@@ -46,20 +46,19 @@ def test_check_grads_public_functions(small):
     def with_mass(m):
         return eqx.tree_at(lambda mm: mm.body_mass, model, m)
 
-    # jit each function once so that check_grads' repeated evaluations reuse one compilation
-    fd_tau = jax.jit(lambda t: diffmb.forward_dynamics(model, q, v, t))
-    check_grads(fd_tau, (tau,), order=1, modes=("fwd", "rev"))
-    fd_mass = jax.jit(lambda m: diffmb.forward_dynamics(with_mass(m), q, v, tau))
-    check_grads(fd_mass, (model.body_mass,), order=1, modes=("rev",))
-    M_mass = jax.jit(lambda m: diffmb.mass_matrix(with_mass(m), q))
-    check_grads(M_mass, (model.body_mass,), order=1, modes=("fwd",))
-    bias_v = jax.jit(lambda v: diffmb.bias_force(model, q, v))
-    check_grads(bias_v, (v,), order=1, modes=("rev",))
-    id_a = jax.jit(lambda a: diffmb.inverse_dynamics(model, q, v, a))
-    check_grads(id_a, (tau,), order=1, modes=("fwd",))
-    # hinge angle (index 0 is a hinge)
-    fd_q = jax.jit(lambda x: diffmb.forward_dynamics(model, q.at[0].set(x), v, tau))
-    check_grads(fd_q, (q[0],), order=1, modes=("fwd", "rev"))
+    # two functions covering every public entry point and every kind of argument (torques,
+    # masses, velocities, accelerations, a hinge angle), each checked in forward and reverse
+    # mode: few compilations, the same coverage
+    def fd(t, m, x):
+        return diffmb.forward_dynamics(with_mass(m), q.at[0].set(x), v, t)
+
+    def others(m, vv, a):
+        mm = with_mass(m)
+        return (diffmb.mass_matrix(mm, q), diffmb.bias_force(mm, q, vv),
+                diffmb.inverse_dynamics(mm, q, vv, a))
+
+    check_grads(jax.jit(fd), (tau, model.body_mass, q[0]), order=1, modes=("fwd", "rev"))
+    check_grads(jax.jit(others), (model.body_mass, v, tau), order=1, modes=("fwd", "rev"))
 
 
 def test_vmap_equals_loop_and_no_retrace(small):
