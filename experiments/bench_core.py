@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,6 +128,32 @@ def bench_model(label, path, batch, methods, results):
                   f"(compile {compile_s:.1f} s)", flush=True)
 
 
+def sharded_aba_per_state(path: str, batch: int, block: int) -> float:
+    """Seconds per state of forward_dynamics (ABA) over all local devices: batch_map sharded,
+    blocks of ``block`` (run in a subprocess whose XLA_FLAGS set the device count)."""
+    model = diffmb.load_urdf(path)
+    rng = np.random.default_rng(0)
+    qb = jnp.tile(jnp.asarray(rng.uniform(-1, 1, model.nq)), (batch, 1))
+    vb = jnp.tile(jnp.asarray(rng.normal(size=model.nv)), (batch, 1))
+    item = lambda m, b: diffmb.forward_dynamics(m, b[0], b[1], b[1])
+    go = lambda qb, vb: batch_map(item, (qb, vb), model, shard=True, block=block)
+    return _time(go, qb, vb, reps=3) / batch
+
+
+def _two_device_aba(label, path, batch, results, pin_us, block=BLOCK):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, __file__, "--sharded-aba", path, str(batch), str(block)],
+                       env=env, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError(f"two-device run failed:\n{p.stderr[-2000:]}")
+    per = float(p.stdout.strip().splitlines()[-1])
+    results[f"{label}/forward_aba/batch{batch}_2dev_blocked{block}"] = case(
+        per * 1e6, "us/state", "pinocchio forward per call", pin_us)
+    print(f"{label:10s} forward_aba        B={batch:5d}_2dev     {per*1e6:9.2f} us/state  "
+          f"pinocchio {pin_us:7.2f} us  ratio {per*1e6/pin_us:.3g}", flush=True)
+
+
 def run(out_dir: Path, quick: bool = False) -> dict:
     batch = 512 if quick else 4096
     results: dict = {}
@@ -136,11 +163,18 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         bench_model("tree22", str(p), batch, ["aba", "crba", "lagrange", "kane"], results)
     heavy = ["aba", "crba"] if quick else ["aba", "crba", "lagrange", "kane"]
     bench_model("g1_29dof", erd("g1_description/urdf/g1_29dof_rev_1_0.urdf"), batch, heavy, results)
-    bench_model("talos", erd("talos_data/robots/talos_reduced.urdf"), batch, heavy, results)
+    talos = erd("talos_data/robots/talos_reduced.urdf")
+    bench_model("talos", talos, batch, heavy, results)
+    # both cores as two host devices, each vectorising its half of the batch in blocks
+    _two_device_aba("talos", talos, batch, results,
+                    results[f"talos/forward_aba/batch{batch}"]["peer_value"])
     return results
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--sharded-aba":
+        print(sharded_aba_per_state(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+        sys.exit(0)
     quick = "--quick" in sys.argv
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else Path("out/bench")
     out.mkdir(parents=True, exist_ok=True)
