@@ -267,9 +267,9 @@ def test_status_nan_jit_vmap_and_loop():
     tf = np.asarray(batched.t_fail)
     assert 0.5 < tf[0] <= 0.52 and np.isinf(tf[1:]).all()
     assert np.isfinite(np.asarray(batched.q[0, :2])).all()  # states before the failure kept
-    for i in range(3):  # vmap equals the loop
-        s = single(q0s[i], ps[i])
-        np.testing.assert_array_equal(np.asarray(s.q), np.asarray(batched.q[i]))
+    for i in range(3):  # vmap equals the loop (two compiled programs: equal to round-off,
+        s = single(q0s[i], ps[i])  # the same infinities in the same places)
+        np.testing.assert_allclose(np.asarray(s.q), np.asarray(batched.q[i]), rtol=1e-13, atol=0)
         assert int(s.status) == st[i]
     # free fall (oracle: closed form) in the successful members
     np.testing.assert_allclose(
