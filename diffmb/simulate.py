@@ -61,10 +61,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .dynamics.api import forward_dynamics
-from .dynamics.configuration import ball_q_slices, normalize, qdot
+from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
 from .forces.elements import total_force
 from .model import Model
-from .spatial import quaternion as quat
 
 __all__ = [
     "simulate",
@@ -147,13 +146,13 @@ class RK4(diffrax.AbstractERK):
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
-    """Wraps a diffrax solver; after every step the quaternions in ``q[a:b]`` are normalised.
+    """Wraps a diffrax solver; after every step the ball quaternions of q = y[0] are normalised.
 
-    ``slices``: static tuple of (a, b) ranges of y[0] (= q) holding unit quaternions.
+    ``layout``: the model's :class:`~diffmb.dynamics.configuration.BallLayout` (static).
     """
 
     solver: diffrax.AbstractSolver
-    slices: tuple = eqx.field(static=True)
+    layout: object = eqx.field(static=True)
 
     @property
     def term_structure(self):
@@ -183,17 +182,15 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
-        return (_project(y1, self.slices), y_error, dense_info, solver_state, result)
+        return (_project(y1, self.layout), y_error, dense_info, solver_state, result)
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
 
 
-def _project(y, slices):
+def _project(y, layout):
     q, v = y
-    for a, b in slices:
-        q = q.at[..., a:b].set(quat.normalize(q[..., a:b]))
-    return (q, v)
+    return (unit_quaternions(layout, q), v)
 
 
 def _consumes_ctrl(forces) -> bool:
@@ -332,7 +329,7 @@ def simulate(
         )
     forces = tuple(forces)
     exact = quaternion == "exact"
-    slices = tuple(ball_q_slices(model))
+    layout = ball_layout(model)
 
     if solver not in ("rk4", *_ADAPTIVE):
         raise ValueError(
@@ -361,7 +358,7 @@ def simulate(
     if np.any(np.diff(save_ts) < 0):
         raise ValueError("saveat must be non-decreasing")
 
-    sol_ = ProjectedSolver(base, slices) if (exact and slices) else base
+    sol_ = ProjectedSolver(base, layout) if (exact and layout.nb) else base
     if adjoint == "recursive":
         adj = diffrax.RecursiveCheckpointAdjoint(checkpoints=checkpoints)
     elif adjoint == "direct":
@@ -426,8 +423,8 @@ def simulate(
         bad = ~(jnp.all(jnp.isfinite(qs), axis=-1) & jnp.all(jnp.isfinite(vs), axis=-1))
         t_end = jnp.where(jnp.any(bad), ts[jnp.argmax(bad)], t1)
     t_fail = jnp.where(status == SUCCESS, jnp.inf, t_end)
-    if exact and slices:
-        qs = _project((qs, vs), slices)[0]
+    if exact and layout.nb:
+        qs = unit_quaternions(layout, qs)
     traj = Trajectory(
         ts=ts, q=qs, v=vs, status=status, t_fail=t_fail, num_steps=sol.stats["num_accepted_steps"]
     )

@@ -3,10 +3,24 @@
 Each sweep runs level by level over the span tree: in world coordinates a child's articulated
 inertia adds to its parent's without a transform. Armature enters each pivot Dᵢ = Sᵀ Iᴬ S as a
 joint-space inertia, as in Pinocchio and MuJoCo.
+
+Derivatives (``aba`` is a ``jax.custom_jvp``). Differentiating the sweeps themselves works but is
+slow in reverse mode: their transpose is hundreds of tiny kernels (the vector–Jacobian product
+of the four-box chain cost 8x the call). Instead the tangent comes from inverse dynamics, as in
+Carpentier & Mansard (RSS 2018): with a = FD(x) and ID(q, v, a; params) = τ,
+
+    ȧ = M(q)⁻¹ (τ̇ − ∂ID/∂(q, v, params, f_ext) · (q̇, v̇, ṗ, ḟ))     (a held fixed in ID),
+
+where M⁻¹ reuses the pivots of the forward call (two more sweeps, linear in the tangent) and the
+ID tangent is the forward-mode derivative of RNEA. Forward mode, reverse mode, vmap and higher
+derivatives all go through this rule. Only the symmetric part of a derivative with respect to an
+inertia matrix is meaningful (the sweeps assume symmetric inertias); it agrees with plain
+differentiation of the sweeps to round-off (tests/test_aba_derivatives.py).
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from ..model import Model
@@ -24,64 +38,121 @@ from ._world import (
     scatter_dofs,
     sum_to_parents,
 )
+from .rnea import rnea
 
 
-def aba(model: Model, q, v, tau, f_ext=None):
+class _Pivots:
+    """The q-dependent part of ABA: per level U = Iᴬ S, D⁻¹ and the articulated inertias."""
+
+    def __init__(self, model: Model, k: Kin):
+        topo = k.topo
+        self.k, self.topo = k, topo
+        self.mask = jnp.asarray(topo.slot_mask)  # (n, w)
+        arm = node_dofs(topo, model.armature)
+        pad = jnp.eye(topo.width) * (1.0 - self.mask)[:, None, :]  # identity on padded slots
+        self.sl = sl = [slice(*bd) for bd in topo.bounds]
+        # levels whose joints all have one dof (hinges, slides) take a scalar path: no padding,
+        # no 3 x 3 pivots — most robot levels are like this
+        self.single = [bool((topo.nv_node[s_] == 1).all()) for s_ in sl]
+        L = len(sl)
+        IA = [k.I[s_] for s_ in sl]
+        self.U, self.Dinv, self.Ia = [None] * L, [None] * L, [None] * L
+        for d in reversed(range(L)):
+            S = k.S[sl[d]]
+            if self.single[d]:
+                s1 = S[:, :, 0]
+                Ul = mv(IA[d], s1)
+                Di = 1.0 / (jnp.sum(s1 * Ul, axis=-1) + arm[sl[d]][:, 0])
+                Ia = IA[d] - (Ul * Di[:, None])[:, :, None] * Ul[:, None, :]
+            else:
+                Ul = mm(IA[d], S)
+                Dl = mtm(S, Ul) + jnp.eye(topo.width) * arm[sl[d]][:, None, :] + pad[sl[d]]
+                Di = _inv3(Dl)
+                Ia = IA[d] - mmt(mm(Ul, Di), Ul)
+            self.U[d], self.Dinv[d], self.Ia[d] = Ul, Di, Ia
+            if d > 0:
+                IA[d - 1] = IA[d - 1] + sum_to_parents(topo, d, Ia)
+
+    def solve(self, taun, pA=None, c=None, a_root=None, linear=False):
+        """The two τ-dependent sweeps: joint accelerations (n, w) for joint forces ``taun``
+        (n, w), node bias forces ``pA`` (n, 6), velocity-product accelerations ``c`` (n, 6)
+        and root acceleration ``a_root`` (6,). With ``pA = c = a_root = None`` this is
+        M⁻¹ τ. ``linear=True`` writes the products as reductions, whose transposes are cheap
+        (used on tangents)."""
+        topo, k, sl, L = self.topo, self.k, self.sl, len(self.sl)
+        if linear:
+            _mv = lambda A, x: jnp.sum(A * x[..., None, :], axis=-1)
+            _mtv = lambda A, x: jnp.sum(A * x[..., :, None], axis=-2)
+        else:
+            _mv, _mtv = mv, mtv
+        pA = [None if pA is None else pA[s_] for s_ in sl]
+        u = [None] * L
+        for d in reversed(range(L)):
+            s_, S, Ul, Di = sl[d], k.S[sl[d]], self.U[d], self.Dinv[d]
+            if self.single[d]:
+                s1 = S[:, :, 0]
+                ul = taun[s_][:, 0] - (0.0 if pA[d] is None else jnp.sum(s1 * pA[d], axis=-1))
+                pa = (Ul * Di[:, None]) * ul[:, None]
+            else:
+                ul = taun[s_] if pA[d] is None else taun[s_] - _mtv(S, pA[d])
+                ul = ul * self.mask[s_]
+                pa = _mv(Ul, _mv(Di, ul))
+            if c is not None:
+                pa = pa + _mv(self.Ia[d], c[s_])
+            if pA[d] is not None:
+                pa = pA[d] + pa
+            u[d] = ul
+            if d > 0:
+                up = sum_to_parents(topo, d, pa)
+                pA[d - 1] = up if pA[d - 1] is None else pA[d - 1] + up
+        acc, qdd = a_root, []
+        for d in range(L):
+            s_, S = sl[d], k.S[sl[d]]
+            a_ = None if acc is None else (acc if d == 0 else acc[topo.level_parent[d]])
+            if c is not None:
+                a_ = c[s_] if a_ is None else a_ + c[s_]
+            if self.single[d]:
+                ud = u[d] if a_ is None else u[d] - jnp.sum(self.U[d] * a_, axis=-1)
+                q1 = self.Dinv[d] * ud
+                dacc = S[:, :, 0] * q1[:, None]
+                ql = jnp.concatenate([q1[:, None], jnp.zeros((q1.shape[0], topo.width - 1))], 1)
+            else:
+                ud = u[d] if a_ is None else u[d] - _mtv(self.U[d], a_)
+                ql = _mv(self.Dinv[d], ud) * self.mask[s_]
+                dacc = _mv(S, ql)
+            acc = dacc if a_ is None else a_ + dacc
+            qdd.append(ql)
+        return scatter_dofs(None, topo, jnp.concatenate(qdd))
+
+
+def _aba(model: Model, q, v, tau, f_ext):
     k = Kin(model, q, v)
-    topo = k.topo
-    mask = jnp.asarray(topo.slot_mask)  # (n, w)
-    S = k.S
+    piv = _Pivots(model, k)
     pA = crf(k.vel, mv(k.I, k.vel))
-    fe = ext_wrenches(model, topo, k.com, f_ext)
+    fe = ext_wrenches(model, k.topo, k.com, f_ext)
     if fe is not None:
         pA = pA - fe
-    arm = node_dofs(topo, model.armature)
-    taun = node_dofs(topo, tau)
-    pad = jnp.eye(topo.width) * (1.0 - mask)[:, None, :]  # identity pivots on padded slots
-    L = len(topo.bounds)
-    sl = [slice(*bd) for bd in topo.bounds]
-    IA = [k.I[s_] for s_ in sl]
-    pA = [pA[s_] for s_ in sl]
-    U, Dinv, u = [None] * L, [None] * L, [None] * L
-    # levels whose joints all have one dof (hinges, slides) take a scalar path: no padding,
-    # no 3 x 3 pivots — most robot levels are like this
-    single = [bool((topo.nv_node[s_] == 1).all()) for s_ in sl]
-    for d in reversed(range(L)):
-        s_ = sl[d]
-        if single[d]:
-            s1 = S[s_][:, :, 0]  # (n_d, 6)
-            Ul = mv(IA[d], s1)
-            Di = 1.0 / (jnp.sum(s1 * Ul, axis=-1) + arm[s_][:, 0])
-            ul = taun[s_][:, 0] - jnp.sum(s1 * pA[d], axis=-1)
-            UD = Ul * Di[:, None]
-            Ia = IA[d] - UD[:, :, None] * Ul[:, None, :]
-            pa = pA[d] + mv(Ia, k.c[s_]) + UD * ul[:, None]
-        else:
-            Ul = mm(IA[d], S[s_])
-            Dl = mtm(S[s_], Ul) + jnp.eye(topo.width) * arm[s_][:, None, :] + pad[s_]
-            Di = _inv3(Dl)
-            ul = (taun[s_] - mtv(S[s_], pA[d])) * mask[s_]
-            UD = mm(Ul, Di)
-            Ia = IA[d] - mmt(UD, Ul)
-            pa = pA[d] + mv(Ia, k.c[s_]) + mv(UD, ul)
-        U[d], Dinv[d], u[d] = Ul, Di, ul
-        if d == 0:
-            break
-        IA[d - 1] = IA[d - 1] + sum_to_parents(topo, d, Ia)
-        pA[d - 1] = pA[d - 1] + sum_to_parents(topo, d, pa)
     ag = jnp.concatenate([jnp.zeros(3), -model.gravity])
-    acc_prev = None
-    qdd = []
-    for d in range(L):
-        s_ = sl[d]
-        ap = ag if d == 0 else acc_prev[topo.level_parent[d]]
-        a_ = ap + k.c[s_]
-        if single[d]:
-            q1 = Dinv[d] * (u[d] - jnp.sum(U[d] * a_, axis=-1))
-            acc_prev = a_ + S[s_][:, :, 0] * q1[:, None]
-            ql = jnp.concatenate([q1[:, None], jnp.zeros((q1.shape[0], topo.width - 1))], axis=1)
-        else:
-            ql = mv(Dinv[d], u[d] - mtv(U[d], a_)) * mask[s_]
-            acc_prev = a_ + mv(S[s_], ql)
-        qdd.append(ql)
-    return scatter_dofs(model, topo, jnp.concatenate(qdd))
+    return piv.solve(node_dofs(k.topo, tau), pA, k.c, ag), piv
+
+
+@jax.custom_jvp
+def aba(model: Model, q, v, tau, f_ext=None):
+    """Joint accelerations (nv,) of the model at (q, v) under joint forces τ and external
+    wrenches f_ext (nb, 6) [force, torque] at the body coms, world axes."""
+    return _aba(model, q, v, tau, f_ext)[0]
+
+
+@aba.defjvp
+def _aba_jvp(primals, tangents):
+    model, q, v, tau, f_ext = primals
+    dmodel, dq, dv, dtau, df_ext = tangents
+    a, piv = _aba(model, q, v, tau, f_ext)
+    if f_ext is None:
+        id_fn = lambda m, q_, v_: rnea(m, q_, v_, a)
+        _, did = jax.jvp(id_fn, (model, q, v), (dmodel, dq, dv))
+    else:
+        id_fn = lambda m, q_, v_, f: rnea(m, q_, v_, a, f)
+        _, did = jax.jvp(id_fn, (model, q, v, f_ext), (dmodel, dq, dv, df_ext))
+    da = piv.solve(node_dofs(piv.topo, dtau - did), linear=True)
+    return a, da
