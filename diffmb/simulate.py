@@ -36,9 +36,22 @@ Solvers
 * ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
   rk4 (``dt`` then required; used to measure convergence orders).
 
-Adjoints: ``"recursive"`` (default, ``diffrax.RecursiveCheckpointAdjoint(checkpoints)``, memory
-O(checkpoints) whatever the number of steps), ``"direct"`` (``DirectAdjoint``, forward-mode
-friendly), ``"backsolve"`` (continuous adjoint, O(1) memory, approximate gradient).
+Time loop and adjoints
+----------------------
+Fixed steps (``"rk4"``, or ``adaptive=False``) run diffrax's solver step in diffmb's own
+``lax.scan`` over the step grid (``loop="auto"``): reverse mode then transposes one compact step
+per iteration, where ``diffeqsolve``'s general while loop (step-size control, dense output,
+events) spent 40 % more time on the chain's gradient. Memory of the default ``"recursive"``
+adjoint: with ``checkpoints=None`` the residuals of every step are kept up to 1024 steps (no
+recomputation); beyond, or with ``checkpoints=c``, the steps are grouped into ``c`` (default
+⌈√n⌉) chunks of which only the entry states are stored and each chunk is recomputed once in the
+reverse pass — memory O(c + n/c) steps, one extra forward pass. ``loop="diffrax"`` runs
+``diffeqsolve`` instead (same states to round-off; ``tests/test_simulate.py`` compares them).
+
+Adaptive solvers always use ``diffeqsolve``. Adjoints: ``"recursive"`` (default;
+``diffrax.RecursiveCheckpointAdjoint(checkpoints)`` for adaptive solves), ``"direct"``
+(forward-mode friendly), ``"backsolve"`` (continuous adjoint, O(1) memory, approximate gradient;
+diffrax loop only).
 
 Failures
 --------
@@ -281,6 +294,7 @@ def simulate(
     method: str = "aba",
     progress: bool = False,
     throw: bool = True,
+    loop: str = "auto",
 ) -> Trajectory:
     """Integrate the model from (q0, v0) at t0 to t1; returns a :class:`Trajectory`.
 
@@ -368,6 +382,15 @@ def simulate(
     else:
         raise ValueError(f"adjoint must be 'recursive', 'direct' or 'backsolve', got {adjoint!r}")
 
+    if loop not in ("auto", "diffrax"):
+        raise ValueError(f"loop must be 'auto' or 'diffrax', got {loop!r}")
+    if not adaptive and loop == "auto" and adjoint != "backsolve" and not progress:
+        args = (model, forces, control, params, (exact, method))
+        ts, qs, vs, status, t_end = _fixed_step_loop(
+            sol_, args, t0, t1, n, save_ts, (q0, v0), checkpoints)
+        return _finish(model, solver, layout, exact, throw, ts, qs, vs, status, t_end,
+                       jnp.asarray(n, jnp.int32))
+
     use_event = adjoint != "backsolve"
     if use_event:
         saveat_ = diffrax.SaveAt(
@@ -417,23 +440,78 @@ def simulate(
             ),
         ),
     ).astype(jnp.int32)
+    return _finish(model, solver, layout, exact, throw, ts, qs, vs, status, t_end,
+                   sol.stats["num_accepted_steps"])
+
+
+def _finish(model, solver, layout, exact, throw, ts, qs, vs, status, t_end, num_steps):
+    """Status of non-finite saves, failure time, projection of saved quaternions, errors."""
     finite = jnp.all(jnp.isfinite(qs)) & jnp.all(jnp.isfinite(vs))
     status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
     if t_end is None:  # backsolve: locate the first non-finite save
         bad = ~(jnp.all(jnp.isfinite(qs), axis=-1) & jnp.all(jnp.isfinite(vs), axis=-1))
-        t_end = jnp.where(jnp.any(bad), ts[jnp.argmax(bad)], t1)
+        t_end = jnp.where(jnp.any(bad), ts[jnp.argmax(bad)], ts[-1])
     t_fail = jnp.where(status == SUCCESS, jnp.inf, t_end)
     if exact and layout.nb:
         qs = unit_quaternions(layout, qs)
-    traj = Trajectory(
-        ts=ts, q=qs, v=vs, status=status, t_fail=t_fail, num_steps=sol.stats["num_accepted_steps"]
-    )
+    traj = Trajectory(ts=ts, q=qs, v=vs, status=status, t_fail=t_fail, num_steps=num_steps)
     if throw and _is_concrete(status) and np.any(np.asarray(status) != SUCCESS):
         raise SimulationError(
             f"{model.name}: simulation failed: {traj.message()} (solver={solver!r}). "
             "Pass throw=False to get the trajectory and its status instead."
         )
     return traj
+
+
+def _fixed_step_loop(solver, args, t0, t1, n, save_ts, y0, checkpoints):
+    """n steps of ``solver`` on the grid t_k = t0 + (t1 − t0) k / n in a ``lax.scan``.
+
+    Returns the states at ``save_ts`` (which lie on the grid), the status and the time at which
+    the integration stopped. A step whose result is not finite freezes the state at +inf from
+    there on (saves after the failure hold inf, as with the diffrax loop's event) and records
+    the end time of that step.
+    """
+    term = diffrax.ODETerm(vector_field)
+    span = t1 - t0
+    t_of = lambda k: jnp.where(k == n, t1, t0 + span * (k / n))
+    k_save = np.rint((np.asarray(save_ts) - t0) / span * n).astype(np.int64)
+    state0 = solver.init(term, t0, t0 + span / n, y0, args)
+
+    def step(carry, k):
+        y, sstate, t_end, ok = carry
+        ta, tb = t_of(k), t_of(k + 1)
+        y1, _, _, sstate1, _ = solver.step(term, ta, tb, y, args, sstate, False)
+        good = ok & jnp.all(jnp.isfinite(y1[0])) & jnp.all(jnp.isfinite(y1[1]))
+        y1 = jax.tree.map(lambda a: jnp.where(good, a, jnp.inf), y1)
+        t_end = jnp.where(ok & ~good, tb, t_end)
+        return (y1, sstate1, t_end, good), y1
+
+    if checkpoints is None and n <= 1024:
+        chunks, size = 1, n
+    else:
+        chunks = int(np.ceil(np.sqrt(n))) if checkpoints is None else max(1, int(checkpoints))
+        size = int(np.ceil(n / chunks))
+    total = chunks * size  # steps beyond n (padding of the last chunk) leave the carry alone
+
+    def chunk(carry, ks):
+        def guarded(c, k):
+            new, y = step(c, k)
+            new = jax.tree.map(lambda a, b: jnp.where(k < n, a, b), new, c)
+            return new, new[0]
+
+        return jax.lax.scan(guarded if total > n else step, carry, ks)
+
+    carry0 = (y0, state0, jnp.asarray(t1, jnp.float64), jnp.asarray(True))
+    ks = jnp.arange(total, dtype=jnp.float64)
+    if chunks == 1:
+        (_, _, t_end, ok), ys = chunk(carry0, ks)
+    else:
+        body = jax.checkpoint(chunk, prevent_cse=False)
+        (_, _, t_end, ok), ys = jax.lax.scan(body, carry0, ks.reshape(chunks, size))
+        ys = jax.tree.map(lambda a: a.reshape(total, *a.shape[2:]), ys)
+    ys = jax.tree.map(lambda a, b: jnp.concatenate([b[None], a[:n]])[k_save], ys, y0)
+    status = jnp.where(ok, SUCCESS, NONFINITE).astype(jnp.int32)
+    return jnp.asarray(save_ts, jnp.float64), ys[0], ys[1], status, t_end
 
 
 def _nonfinite_cond(t, y, args, **kwargs):

@@ -235,6 +235,34 @@ def test_gradients_match_central_differences(arm):
     assert err < 1e-5, (err, np.asarray(gflat), fd)
 
 
+def test_scan_loop_equals_diffrax_loop_and_checkpointing():
+    """The fixed-step scan loop (default), its chunk-checkpointed form (7 chunks of 22 steps
+    for 150 steps: the last chunk padded) and diffrax's diffeqsolve loop give the same states
+    and the same gradients (with respect to v0 and the masses) to round-off."""
+    model = diffmb.load_mjcf(CHAIN)
+    q0 = model.qpos0
+    v0 = jnp.asarray(np.random.default_rng(7).normal(size=model.nv)) * 0.3
+
+    def run(v, mass, **kw):
+        m = eqx.tree_at(lambda m: m.body_mass, model, mass)
+        return diffmb.simulate(m, q0, v, t1=0.3, dt=0.002, saveat=[0.1, 0.2, 0.3], **kw)
+
+    def loss(v, mass, **kw):
+        tr = run(v, mass, **kw)
+        return jnp.sum(jnp.sin(tr.q)) + 0.1 * jnp.sum(tr.v**2)
+
+    out = {}
+    for name, kw in (("scan", {}), ("ckpt", dict(checkpoints=7)), ("diffrax", dict(loop="diffrax"))):
+        tr = jax.jit(lambda v, m, kw=kw: run(v, m, throw=False, **kw))(v0, model.body_mass)
+        g = jax.jit(jax.grad(lambda v, m, kw=kw: loss(v, m, **kw), argnums=(0, 1)))(
+            v0, model.body_mass)
+        assert int(tr.status) == 0
+        out[name] = (np.asarray(tr.q), np.asarray(tr.v), *(np.asarray(x) for x in g))
+    for name in ("ckpt", "diffrax"):
+        for a, b in zip(out[name], out["scan"], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+
+
 def _slider():
     b = diffmb.ModelBuilder(name="slider")
     b.add_body("m", mass=2.0, inertia=[0.1, 0.1, 0.1], joints=[dict(type="slide", axis=(0, 0, 1))])
@@ -275,6 +303,12 @@ def test_status_nan_jit_vmap_and_loop():
     np.testing.assert_allclose(
         np.asarray(batched.q[1:, -1, 0]), np.array([0.3, -1.0]) - 0.5 * 9.81, atol=1e-12
     )
+    # diffrax's loop (event on non-finite states) reports the same failure
+    dfx = jax.jit(jax.vmap(lambda q0, p: diffmb.simulate(
+        model, q0, jnp.zeros(1), t1=1.0, dt=0.01, saveat=[0.25, 0.5, 1.0], control=ctrl,
+        params=p, throw=False, loop="diffrax")))(q0s, ps)
+    assert np.asarray(dfx.status).tolist() == st.tolist()
+    np.testing.assert_allclose(np.asarray(dfx.t_fail)[:1], tf[:1], rtol=1e-12)
     # outside a trace the default is a clear error
     with pytest.raises(SimulationError, match="non-finite.*t = 0.51"):
         diffmb.simulate(
