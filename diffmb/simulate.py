@@ -48,10 +48,10 @@ recomputation); beyond, or with ``checkpoints=c``, the steps are grouped into ``
 reverse pass — memory O(c + n/c) steps, one extra forward pass. ``loop="diffrax"`` runs
 ``diffeqsolve`` instead (same states to round-off; ``tests/test_simulate.py`` compares them).
 
-Adaptive solvers always use ``diffeqsolve``. Adjoints: ``"recursive"`` (default;
-``diffrax.RecursiveCheckpointAdjoint(checkpoints)`` for adaptive solves), ``"direct"``
-(forward-mode friendly), ``"backsolve"`` (continuous adjoint, O(1) memory, approximate gradient;
-diffrax loop only).
+Adaptive solvers, ``progress=True`` and the adjoints other than the default always use
+``diffeqsolve``. Adjoints: ``"recursive"`` (default; ``diffrax.RecursiveCheckpointAdjoint
+(checkpoints)`` for adaptive solves), ``"direct"`` (``DirectAdjoint``: forward mode, jacfwd),
+``"backsolve"`` (continuous adjoint, O(1) memory, approximate gradient).
 
 Failures
 --------
@@ -384,7 +384,7 @@ def simulate(
 
     if loop not in ("auto", "diffrax"):
         raise ValueError(f"loop must be 'auto' or 'diffrax', got {loop!r}")
-    if not adaptive and loop == "auto" and adjoint != "backsolve" and not progress:
+    if not adaptive and loop == "auto" and adjoint == "recursive" and not progress:
         args = (model, forces, control, params, (exact, method))
         ts, qs, vs, status, t_end = _fixed_step_loop(
             sol_, args, t0, t1, n, save_ts, (q0, v0), checkpoints)

@@ -11,9 +11,13 @@ Cases (all measured in the same run, on this machine):
     and vectorises each shard in blocks of 128 cases (cache-sized); vs MJX jit(vmap) and vs
     MuJoCo C on one core.
   * chain_grad_over_forward: time of jax.grad of a loss on the 500-step trajectory over the time
-    of the forward simulation (batch 1); peer: the target 4.
-  * grad_memory_10k_vs_1k: XLA temp memory (compiled memory_analysis) of the gradient of a
-    10,000-step vs a 1,000-step trajectory (RecursiveCheckpointAdjoint, default checkpoints).
+    of the forward simulation (batch 1, the default scan loop); peer: the target 4.
+  * chain_grad_over_forward_diffrax_loop: the same with ``loop="diffrax"`` (diffeqsolve with
+    RecursiveCheckpointAdjoint), for comparison.
+  * chain_grad_over_forward_b64: vmap(grad) over vmap(forward) at batch 64.
+  * grad_memory_10k_vs_1k: XLA memory (compiled memory_analysis: temporaries, arguments and
+    outputs) of the gradient of a 10,000-step vs a 1,000-step trajectory with the default
+    checkpointing (every step's residuals kept up to 1024 steps, √n chunks beyond).
 ``--quick`` shrinks the horizon to 100 steps (batch sizes unchanged).
 
 Run: ``python experiments/bench_sim.py [--quick] --out DIR`` (writes DIR/bench_sim.json).
@@ -141,18 +145,30 @@ def run(out_dir, quick: bool = False) -> dict:
     except Exception as e:  # MJX missing or failing: report, do not hide
         print(f"MJX unavailable: {type(e).__name__}: {e}")
 
-    # gradient / forward (batch 1)
+    # gradient / forward (batch 1: default scan loop and diffrax's loop; batch 64)
     w = jnp.linspace(0.5, 1.5, model.nq)
 
-    def loss(v):
-        return jnp.sum(w * sim(q0, v))
+    def grad_ratio(loop, nb):
+        def loss(v):
+            tr = diffmb.simulate(model, q0, v, t1=T, dt=dt, saveat=[T], throw=False, loop=loop)
+            return jnp.sum(w * tr.q[-1])
 
-    gf = jax.jit(jax.grad(loss))
-    lf = jax.jit(loss)
-    gf(v0).block_until_ready()
-    lf(v0).block_until_ready()
-    t_g = best_time(lambda: gf(v0).block_until_ready(), 5)
-    t_f = best_time(lambda: lf(v0).block_until_ready(), 5)
+        if nb == 1:
+            args, lf, gf = (v0 + 0.1,), jax.jit(loss), jax.jit(jax.grad(loss))
+        else:
+            args, lf, gf = (vb[:nb],), jax.jit(jax.vmap(loss)), jax.jit(jax.vmap(jax.grad(loss)))
+        lf(*args).block_until_ready()
+        gf(*args).block_until_ready()
+        # interleaved repetitions: both sides see the same machine state
+        t_f, t_g = float("inf"), float("inf")
+        for _ in range(10 if nb == 1 else 3):
+            t_f = min(t_f, best_time(lambda: lf(*args).block_until_ready(), 1))
+            t_g = min(t_g, best_time(lambda: gf(*args).block_until_ready(), 1))
+        return t_g, t_f
+
+    t_g, t_f = grad_ratio("auto", 1)
+    t_g_dfx, t_f_dfx = grad_ratio("diffrax", 1)
+    t_g64, t_f64 = grad_ratio("auto", 64)
 
     # gradient memory, 10k vs 1k steps (compiled, not run)
     def grad_mem(n):
@@ -175,6 +191,8 @@ def run(out_dir, quick: bool = False) -> dict:
         "chain_rk4_b1024_2dev_vs_mujoco_c": case(sps_2dev, "env-steps/s", "MuJoCo C 1 thread",
                                                  sps_c),
         "chain_grad_over_forward": case(t_g / t_f, "ratio", "target", 4.0),
+        "chain_grad_over_forward_diffrax_loop": case(t_g_dfx / t_f_dfx, "ratio", "target", 4.0),
+        "chain_grad_over_forward_b64": case(t_g64 / t_f64, "ratio", "target", 4.0),
         "grad_memory_10k_vs_1k": case(m10k, "bytes", "1000-step gradient", m1k),
     }
     meta = dict(
