@@ -394,6 +394,14 @@ class Kin:
             self.vel = accumulate_down(topo, self.vJ)  # node spatial velocities (n, 6)
             self.c = crm(self.vel, self.vJ)  # Ṡ q̇ = v × S q̇
 
+    def stopped(self):
+        """A copy whose arrays (and model) carry no derivative (jax.lax.stop_gradient)."""
+        out = Kin.__new__(Kin)
+        for name, val in self.__dict__.items():
+            out.__dict__[name] = val if name == "topo" else jax.tree.map(jax.lax.stop_gradient,
+                                                                          val)
+        return out
+
     @property
     def com(self):
         """World centres of mass of the bodies (nb, 3), about the shifted origin."""

@@ -37,23 +37,37 @@ from ._world import (
     node_dofs,
     scatter_dofs,
     sum_to_parents,
+    topology,
 )
-from .rnea import rnea
+from .rnea import rnea_kin
 
 
 class _Pivots:
     """The q-dependent part of ABA: per level U = Iᴬ S, D⁻¹ and the articulated inertias."""
 
-    def __init__(self, model: Model, k: Kin):
+    @classmethod
+    def from_arrays(cls, k, U, Dinv, Ia, S, topo):
+        """Rebuild from the arrays of an earlier factorisation (k: a Kin holding only S)."""
+        self = cls.__new__(cls)
+        k.S, k.topo = S, topo
+        self._static(k)
+        self.U, self.Dinv, self.Ia = list(U), list(Dinv), list(Ia)
+        return self
+
+    def _static(self, k):
         topo = k.topo
         self.k, self.topo = k, topo
         self.mask = jnp.asarray(topo.slot_mask)  # (n, w)
-        arm = node_dofs(topo, model.armature)
-        pad = jnp.eye(topo.width) * (1.0 - self.mask)[:, None, :]  # identity on padded slots
-        self.sl = sl = [slice(*bd) for bd in topo.bounds]
+        self.sl = [slice(*bd) for bd in topo.bounds]
         # levels whose joints all have one dof (hinges, slides) take a scalar path: no padding,
         # no 3 x 3 pivots — most robot levels are like this
-        self.single = [bool((topo.nv_node[s_] == 1).all()) for s_ in sl]
+        self.single = [bool((topo.nv_node[s_] == 1).all()) for s_ in self.sl]
+
+    def __init__(self, model: Model, k: Kin):
+        self._static(k)
+        topo, sl = k.topo, self.sl
+        arm = node_dofs(topo, model.armature)
+        pad = jnp.eye(topo.width) * (1.0 - self.mask)[:, None, :]  # identity on padded slots
         L = len(sl)
         IA = [k.I[s_] for s_ in sl]
         self.U, self.Dinv, self.Ia = [None] * L, [None] * L, [None] * L
@@ -126,7 +140,10 @@ class _Pivots:
 
 
 def _aba(model: Model, q, v, tau, f_ext):
-    k = Kin(model, q, v)
+    return _aba_kin(model, Kin(model, q, v), tau, f_ext)
+
+
+def _aba_kin(model: Model, k: Kin, tau, f_ext):
     piv = _Pivots(model, k)
     pA = crf(k.vel, mv(k.I, k.vel))
     fe = ext_wrenches(model, k.topo, k.com, f_ext)
@@ -147,12 +164,17 @@ def aba(model: Model, q, v, tau, f_ext=None):
 def _aba_jvp(primals, tangents):
     model, q, v, tau, f_ext = primals
     dmodel, dq, dv, dtau, df_ext = tangents
-    a, piv = _aba(model, q, v, tau, f_ext)
-    if f_ext is None:
-        id_fn = lambda m, q_, v_: rnea(m, q_, v_, a)
-        _, did = jax.jvp(id_fn, (model, q, v), (dmodel, dq, dv))
-    else:
-        id_fn = lambda m, q_, v_, f: rnea(m, q_, v_, a, f)
-        _, did = jax.jvp(id_fn, (model, q, v, f_ext), (dmodel, dq, dv, df_ext))
+    nograd = lambda t: jax.tree.map(jax.lax.stop_gradient, t)
+
+    def id_at_fixed_a(m, q_, v_, f):
+        # one kinematic state for both: ABA runs on its stopped copy (primal values only,
+        # a is held fixed), RNEA on the live one carries the tangent of ID
+        k = Kin(m, q_, v_)
+        a, piv = _aba_kin(nograd(m), k.stopped(), tau, nograd(f))
+        return rnea_kin(m, k, a, f), (a, piv.U, piv.Dinv, piv.Ia, k.S)
+
+    _, did, (a, U, Dinv, Ia, S) = jax.jvp(
+        id_at_fixed_a, (model, q, v, f_ext), (dmodel, dq, dv, df_ext), has_aux=True)
+    piv = _Pivots.from_arrays(Kin.__new__(Kin), U, Dinv, Ia, S, topology(model))
     da = piv.solve(node_dofs(piv.topo, dtau - did), linear=True)
     return a, da

@@ -24,7 +24,11 @@ from ._world import (
 
 
 def rnea(model: Model, q, v, a, f_ext=None, gravity=True):
-    k = Kin(model, q, v)
+    return rnea_kin(model, Kin(model, q, v), a, f_ext, gravity)
+
+
+def rnea_kin(model: Model, k: Kin, a, f_ext=None, gravity=True):
+    """RNEA on an already computed kinematic state ``k`` (with velocities)."""
     topo = k.topo
     ag = jnp.concatenate([jnp.zeros(3), -model.gravity]) if gravity else jnp.zeros(6)
     aJ = mv(k.S, node_dofs(topo, a)) + k.c
