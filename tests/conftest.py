@@ -14,11 +14,11 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
-import diffmb  # noqa: E402,F401  (importing diffmb must also enable x64)
-
 import pathlib  # noqa: E402
 
 import pytest  # noqa: E402
+
+import diffmb  # noqa: E402,F401  (importing diffmb must also enable x64)
 
 
 @pytest.fixture(scope="session")

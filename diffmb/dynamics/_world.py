@@ -124,6 +124,18 @@ def topology(model: Model) -> Topology:
     return _TOPO[key]
 
 
+def take(x, idx):
+    """x[idx] along the first axis for a static integer array ``idx``: a slice and a reshape
+    when the indices are a contiguous range (the common case: chains, one child per parent,
+    unpadded dof layouts), else a gather. Slices transpose to one fused pad; gathers to
+    scatter-adds, separate kernels on CPU."""
+    idx = np.asarray(idx)
+    flat = idx.reshape(-1)
+    if flat.size and np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+        return x[int(flat[0]) : int(flat[0]) + flat.size].reshape(*idx.shape, *x.shape[1:])
+    return x[idx]
+
+
 def _reduce_form(f_reduce):
     """Give an unrolled primal the derivative of its reduction form ``f_reduce`` (same value).
 
@@ -198,8 +210,8 @@ def skew(v):
 def local_placements(model: Model, topo: Topology, q):
     """(R, p) of every node in its parent at q, all nodes at once: (n, 3, 3), (n, 3)."""
     qe = jnp.concatenate([q, jnp.zeros(1, q.dtype)])
-    qn = qe[topo.qidx]  # (n, 4)
-    ref = jnp.concatenate([model.qpos0, jnp.zeros(1, q.dtype)])[topo.qidx[:, 0]]
+    qn = take(qe, topo.qidx)  # (n, 4)
+    ref = take(jnp.concatenate([model.qpos0, jnp.zeros(1, q.dtype)]), topo.qidx[:, 0])
     s = qn[:, 0] - ref  # hinge angle / slide displacement relative to qpos0
     a = model.node_axis[topo.order]
     # joint types absent from the model are skipped statically (no work, no selects)
@@ -231,7 +243,7 @@ def world_poses(model: Model, topo: Topology, q):
     for k in range(1, len(topo.bounds)):
         a, b = topo.bounds[k]
         lp = topo.level_parent[k]
-        Rp, pp = Rs[-1][lp], ps[-1][lp]
+        Rp, pp = take(Rs[-1], lp), take(ps[-1], lp)
         Rs.append(mm(Rp, Rl[a:b]))
         ps.append(pp + mv(Rp, pl[a:b]))
     return jnp.concatenate(Rs), jnp.concatenate(ps)
@@ -322,7 +334,7 @@ def sum_to_parents(topo: Topology, d: int, x):
     if ch.shape[1] == 1 and np.array_equal(ch[:, 0], np.arange(nd)):
         return x  # one child per parent, same order: nothing to gather
     xz = jnp.concatenate([x, jnp.zeros_like(x[:1])]) if (ch == nd).any() else x
-    return sum(xz[ch[:, k]] for k in range(ch.shape[1]))
+    return sum(take(xz, ch[:, k]) for k in range(ch.shape[1]))
 
 
 def accumulate_up(topo: Topology, x):
@@ -337,7 +349,7 @@ def accumulate_down(topo: Topology, x):
     """x_i + Σ over ancestors of x, level by level (n, ...) — e.g. velocities from joint rates."""
     out = [x[slice(*topo.bounds[0])]]
     for k in range(1, len(topo.bounds)):
-        out.append(x[slice(*topo.bounds[k])] + out[-1][topo.level_parent[k]])
+        out.append(x[slice(*topo.bounds[k])] + take(out[-1], topo.level_parent[k]))
     return jnp.concatenate(out)
 
 
@@ -357,12 +369,15 @@ def crf(v, f):
 
 def node_dofs(topo: Topology, x):
     """Gather a (nv,) joint-space vector into padded (n, w) slots."""
+    if topo.slot.max() < x.shape[0]:  # no padded slot
+        return take(x, topo.slot)
     return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[topo.slot]
 
 
 def scatter_dofs(model: Model, topo: Topology, y):
     """(n, w) padded slots -> (nv,)."""
-    return y[topo.dof_node, topo.dof_slot]
+    flat = topo.dof_node * topo.width + topo.dof_slot
+    return take(y.reshape(-1, *y.shape[2:]), flat)
 
 
 def ext_wrenches(model: Model, topo: Topology, c, f_ext):

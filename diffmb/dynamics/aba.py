@@ -37,6 +37,7 @@ from ._world import (
     node_dofs,
     scatter_dofs,
     sum_to_parents,
+    take,
     topology,
 )
 from .rnea import rnea_kin
@@ -122,7 +123,7 @@ class _Pivots:
         acc, qdd = a_root, []
         for d in range(L):
             s_, S = sl[d], k.S[sl[d]]
-            a_ = None if acc is None else (acc if d == 0 else acc[topo.level_parent[d]])
+            a_ = None if acc is None else (acc if d == 0 else take(acc, topo.level_parent[d]))
             if c is not None:
                 a_ = c[s_] if a_ is None else a_ + c[s_]
             if self.single[d]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..model import BALL, Model
 from ..spatial import quaternion as quat
+from ._world import take
 
 __all__ = ["qdot", "integrate", "normalize", "difference", "ball_q_slices", "ball_layout",
            "unit_quaternions"]
@@ -96,6 +97,9 @@ def unit_quaternions(layout: BallLayout, q):
     """q with every ball quaternion divided by its norm (other entries unchanged)."""
     if layout.nb == 0:
         return q
+    if layout.qdot_src is None:  # q is nothing but the quaternions, back to back
+        Q = q.reshape(*q.shape[:-1], layout.nb, 4)
+        return (Q / jnp.sqrt(jnp.sum(Q * Q, axis=-1, keepdims=True))).reshape(q.shape)
     n2 = jnp.sum(q[..., layout.q_idx] ** 2, axis=-1)  # (..., nb)
     scale = jnp.concatenate([1.0 / jnp.sqrt(n2), jnp.ones((*n2.shape[:-1], 1), q.dtype)], -1)
     return q * scale[..., layout.q_ball]
@@ -110,8 +114,9 @@ def qdot(model: Model, q, v):
     lay = ball_layout(model)
     if lay.nb == 0:
         return v
-    w = v[lay.v_idx]
-    qd = 0.5 * quat.mul(q[lay.q_idx], jnp.concatenate([jnp.zeros((lay.nb, 1), v.dtype), w], 1))
+    w = take(v, lay.v_idx)
+    qd = 0.5 * quat.mul(take(q, lay.q_idx),
+                        jnp.concatenate([jnp.zeros((lay.nb, 1), v.dtype), w], 1))
     if lay.qdot_src is None:
         return qd.reshape(-1)
     return jnp.concatenate([qd.reshape(-1), v])[lay.qdot_src]
