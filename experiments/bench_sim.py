@@ -17,7 +17,7 @@ Cases (all measured in the same run, on this machine):
   * chain_grad_over_forward_b64: vmap(grad) over vmap(forward) at batch 64.
   * grad_memory_10k_vs_1k: XLA memory (compiled memory_analysis: temporaries, arguments and
     outputs) of the gradient of a 10,000-step vs a 1,000-step trajectory with the default
-    checkpointing (every step's residuals kept up to 1024 steps, √n chunks beyond).
+    checkpointing (every step's state kept up to 1024 steps, √n chunks beyond).
 ``--quick`` shrinks the horizon to 100 steps (batch sizes unchanged).
 
 Run: ``python experiments/bench_sim.py [--quick] --out DIR`` (writes DIR/bench_sim.json).
@@ -161,7 +161,7 @@ def run(out_dir, quick: bool = False) -> dict:
         gf(*args).block_until_ready()
         # interleaved repetitions: both sides see the same machine state
         t_f, t_g = float("inf"), float("inf")
-        for _ in range(10 if nb == 1 else 3):
+        for _ in range(25 if nb == 1 else 4):
             t_f = min(t_f, best_time(lambda: lf(*args).block_until_ready(), 1))
             t_g = min(t_g, best_time(lambda: gf(*args).block_until_ready(), 1))
         return t_g, t_f
