@@ -11,10 +11,14 @@ Cases (all measured in the same run, on this machine):
     and vectorises each shard in blocks of 128 cases (cache-sized); vs MJX jit(vmap) and vs
     MuJoCo C on one core.
   * chain_grad_over_forward: time of jax.grad of a loss on the 500-step trajectory over the time
-    of the forward simulation (batch 1, the default scan loop); peer: the target 4.
+    of the forward simulation (batch 1, the default scan loop); peer: the target 4. Measured in a
+    subprocess pinned to one core, forward and gradient interleaved: the ratio of work. Unpinned,
+    on a 2-vCPU VM the gradient's best time differs between processes by up to 1.5x (runtime
+    threads waking on the other core) while the forward's does not, so
+  * chain_grad_over_forward_unpinned reports the same measurement without pinning, beside it.
   * chain_grad_over_forward_diffrax_loop: the same with ``loop="diffrax"`` (diffeqsolve with
     RecursiveCheckpointAdjoint), for comparison.
-  * chain_grad_over_forward_b64: vmap(grad) over vmap(forward) at batch 64.
+  * chain_grad_over_forward_b64: vmap(grad) over vmap(forward) at batch 64 (pinned too).
   * grad_memory_10k_vs_1k: XLA memory (compiled memory_analysis: temporaries, arguments and
     outputs) of the gradient of a 10,000-step vs a 1,000-step trajectory with the default
     checkpointing (every step's state kept up to 1024 steps, √n chunks beyond).
@@ -32,9 +36,13 @@ import pathlib
 import subprocess
 import sys
 
-import numpy as np
+# A subprocess for the gradient ratio is pinned to one core before JAX starts its threads.
+if __name__ == "__main__" and os.environ.get("DIFFMB_BENCH_PIN_CPU"):
+    os.sched_setaffinity(0, {int(os.environ["DIFFMB_BENCH_PIN_CPU"])})
 
-from diffmb.bench import best_time, case
+import numpy as np  # noqa: E402
+
+from diffmb.bench import best_time, case  # noqa: E402
 
 CHAIN = pathlib.Path(__file__).resolve().parents[1] / "diffmb" / "assets" / "chain4.xml"
 
@@ -61,13 +69,79 @@ def sharded_sps(nsteps: int, dt: float, batch: int, block: int) -> float:
 
 
 def _sharded_sps_subprocess(ndev, nsteps, dt, batch, block):
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={ndev}",
-               JAX_PLATFORMS="cpu")
-    p = subprocess.run([sys.executable, __file__, "--sharded-sps", str(nsteps), str(dt), str(batch),
-                        str(block)], env=env, capture_output=True, text=True, timeout=900)
+    env = dict(
+        os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={ndev}", JAX_PLATFORMS="cpu"
+    )
+    p = subprocess.run(
+        [sys.executable, __file__, "--sharded-sps", str(nsteps), str(dt), str(batch), str(block)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if p.returncode != 0:
         raise RuntimeError(f"sharded run failed:\n{p.stderr[-2000:]}")
     return float(p.stdout.strip().splitlines()[-1])
+
+
+def grad_ratios(nsteps: int, dt: float, cases) -> dict:
+    """(gradient time, forward time) of a loss on the chain's trajectory for each case: "auto"
+    (batch 1, default scan loop), "diffrax" (batch 1, diffeqsolve's loop), "b64" (vmap at batch
+    64). Forward and gradient are timed interleaved so both see the same machine state."""
+    import jax
+    import jax.numpy as jnp
+
+    import diffmb
+
+    model = diffmb.load_mjcf(CHAIN)
+    q0, T = model.qpos0, nsteps * dt
+    w = jnp.linspace(0.5, 1.5, model.nq)
+    vb = jnp.asarray(np.random.default_rng(0).normal(size=(64, model.nv)) * 0.1)
+    out = {}
+    for c in cases:
+        loop = "diffrax" if c == "diffrax" else "auto"
+
+        def loss(v, loop=loop):
+            tr = diffmb.simulate(model, q0, v, t1=T, dt=dt, saveat=[T], throw=False, loop=loop)
+            return jnp.sum(w * tr.q[-1])
+
+        if c == "b64":
+            arg, lf, gf = vb, jax.jit(jax.vmap(loss)), jax.jit(jax.vmap(jax.grad(loss)))
+        else:
+            arg, lf, gf = vb[0], jax.jit(loss), jax.jit(jax.grad(loss))
+        out[c] = _interleaved_times(gf, lf, arg, 4 if c == "b64" else 25)
+    return out
+
+
+def _interleaved_times(f, g, arg, reps):
+    """Best times of f(arg) and g(arg) over ``reps`` alternating calls (after compilation)."""
+    f(arg).block_until_ready()
+    g(arg).block_until_ready()
+    t_f = t_g = float("inf")
+    for _ in range(reps):
+        t_f = min(t_f, best_time(lambda: f(arg).block_until_ready(), 1))
+        t_g = min(t_g, best_time(lambda: g(arg).block_until_ready(), 1))
+    return t_f, t_g
+
+
+def _grad_ratios_subprocess(nsteps, dt, pin, cases):
+    """grad_ratios in a fresh process; ``pin`` restricts it to one core. On this 2-vCPU VM an
+    unpinned gradient's best time varies between processes by up to 1.5x (XLA's runtime threads
+    waking on the other core), while the forward does not; pinned, both are stable."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("DIFFMB_BENCH_PIN_CPU", None)
+    if pin and hasattr(os, "sched_setaffinity"):  # Linux; elsewhere the run is unpinned
+        env["DIFFMB_BENCH_PIN_CPU"] = str(min(os.sched_getaffinity(0)))
+    p = subprocess.run(
+        [sys.executable, __file__, "--grad-ratios", str(nsteps), str(dt), *cases],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    if p.returncode != 0:
+        raise RuntimeError(f"gradient-ratio run failed:\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def run(out_dir, quick: bool = False) -> dict:
@@ -145,30 +219,14 @@ def run(out_dir, quick: bool = False) -> dict:
     except Exception as e:  # MJX missing or failing: report, do not hide
         print(f"MJX unavailable: {type(e).__name__}: {e}")
 
-    # gradient / forward (batch 1: default scan loop and diffrax's loop; batch 64)
+    # gradient / forward, in subprocesses: pinned to one core (the work ratio) and unpinned
+    pinned = _grad_ratios_subprocess(nsteps, dt, pin=True, cases=("auto", "diffrax", "b64"))
+    free = _grad_ratios_subprocess(nsteps, dt, pin=False, cases=("auto",))
+    t_g, t_f = pinned["auto"]
+    t_g_dfx, t_f_dfx = pinned["diffrax"]
+    t_g64, t_f64 = pinned["b64"]
+    t_g_free, t_f_free = free["auto"]
     w = jnp.linspace(0.5, 1.5, model.nq)
-
-    def grad_ratio(loop, nb):
-        def loss(v):
-            tr = diffmb.simulate(model, q0, v, t1=T, dt=dt, saveat=[T], throw=False, loop=loop)
-            return jnp.sum(w * tr.q[-1])
-
-        if nb == 1:
-            args, lf, gf = (v0 + 0.1,), jax.jit(loss), jax.jit(jax.grad(loss))
-        else:
-            args, lf, gf = (vb[:nb],), jax.jit(jax.vmap(loss)), jax.jit(jax.vmap(jax.grad(loss)))
-        lf(*args).block_until_ready()
-        gf(*args).block_until_ready()
-        # interleaved repetitions: both sides see the same machine state
-        t_f, t_g = float("inf"), float("inf")
-        for _ in range(25 if nb == 1 else 4):
-            t_f = min(t_f, best_time(lambda: lf(*args).block_until_ready(), 1))
-            t_g = min(t_g, best_time(lambda: gf(*args).block_until_ready(), 1))
-        return t_g, t_f
-
-    t_g, t_f = grad_ratio("auto", 1)
-    t_g_dfx, t_f_dfx = grad_ratio("diffrax", 1)
-    t_g64, t_f64 = grad_ratio("auto", 64)
 
     # gradient memory, 10k vs 1k steps (compiled, not run)
     def grad_mem(n):
@@ -186,11 +244,14 @@ def run(out_dir, quick: bool = False) -> dict:
         "chain_rk4_b1": case(sps_b1, "env-steps/s", f"MuJoCo C ({how_c})", sps_c),
         "chain_rk4_b1024_vs_mjx": case(sps_bb, "env-steps/s", "MJX float64 jit(vmap)", sps_mjx),
         "chain_rk4_b1024_vs_mujoco_c": case(sps_bb, "env-steps/s", "MuJoCo C 1 thread", sps_c),
-        "chain_rk4_b1024_2dev_vs_mjx": case(sps_2dev, "env-steps/s", "MJX float64 jit(vmap)",
-                                            sps_mjx),
-        "chain_rk4_b1024_2dev_vs_mujoco_c": case(sps_2dev, "env-steps/s", "MuJoCo C 1 thread",
-                                                 sps_c),
+        "chain_rk4_b1024_2dev_vs_mjx": case(
+            sps_2dev, "env-steps/s", "MJX float64 jit(vmap)", sps_mjx
+        ),
+        "chain_rk4_b1024_2dev_vs_mujoco_c": case(
+            sps_2dev, "env-steps/s", "MuJoCo C 1 thread", sps_c
+        ),
         "chain_grad_over_forward": case(t_g / t_f, "ratio", "target", 4.0),
+        "chain_grad_over_forward_unpinned": case(t_g_free / t_f_free, "ratio", "target", 4.0),
         "chain_grad_over_forward_diffrax_loop": case(t_g_dfx / t_f_dfx, "ratio", "target", 4.0),
         "chain_grad_over_forward_b64": case(t_g64 / t_f64, "ratio", "target", 4.0),
         "grad_memory_10k_vs_1k": case(m10k, "bytes", "1000-step gradient", m1k),
@@ -201,6 +262,10 @@ def run(out_dir, quick: bool = False) -> dict:
         dt=dt,
         t_forward_b1_s=t_b1,
         t_grad_b1_s=t_g,
+        t_forward_b1_pinned_s=t_f,
+        t_grad_b1_unpinned_s=t_g_free,
+        t_forward_b1_unpinned_s=t_f_free,
+        grad_ratio_pinned=hasattr(os, "sched_setaffinity"),
         t_batch_s=t_bb,
         sharded=dict(devices=ndev, block=block, how="batch_simulate over host devices"),
         devices=[str(x) for x in jax.devices()],
@@ -213,6 +278,9 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--sharded-sps":
         n_, dt_, b_, blk_ = sys.argv[2:6]
         print(sharded_sps(int(n_), float(dt_), int(b_), int(blk_)))
+        sys.exit(0)
+    if len(sys.argv) > 1 and sys.argv[1] == "--grad-ratios":
+        print(json.dumps(grad_ratios(int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:])))
         sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
