@@ -45,9 +45,10 @@ events) spent 40 % more time on the chain's gradient. Memory of the default ``"r
 adjoint: with ``checkpoints=None`` the state after every step is kept up to 1024 steps, and
 the reverse pass of a step recomputes its stages (diffrax's checkpointed stage loop: storing every
 stage's linearisation instead made the chain's gradient 1.5x slower on CPU, hundreds of small
-residual arrays written and read per step cost more than one more vector field); beyond, or with ``checkpoints=c``, the steps are grouped into ``c`` (default
-⌈√n⌉) chunks of which only the entry states are stored and each chunk is recomputed once in the
-reverse pass — memory O(c + n/c) steps, one extra forward pass. ``loop="diffrax"`` runs
+residual arrays written and read per step cost more than one more vector field); beyond, or with
+``checkpoints=c``, the steps are grouped into ``c`` (default ⌈√n⌉) chunks of which only the
+entry states are stored and each chunk is recomputed once in the reverse pass — memory
+O(c + n/c) steps, one extra forward pass. ``loop="diffrax"`` runs
 ``diffeqsolve`` instead (same states to round-off; ``tests/test_simulate.py`` compares them).
 
 Adaptive solvers, ``progress=True`` and the adjoints other than the default always use

@@ -68,20 +68,22 @@ def sharded_sps(nsteps: int, dt: float, batch: int, block: int) -> float:
     return nsteps * batch / best_time(go, 3)
 
 
+def _run_self(args, env, what, timeout):
+    """Run this script with ``args`` in a fresh process; its last line of output."""
+    p = subprocess.run(
+        [sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if p.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{p.stderr[-2000:]}")
+    return p.stdout.strip().splitlines()[-1]
+
+
 def _sharded_sps_subprocess(ndev, nsteps, dt, batch, block):
     env = dict(
         os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={ndev}", JAX_PLATFORMS="cpu"
     )
-    p = subprocess.run(
-        [sys.executable, __file__, "--sharded-sps", str(nsteps), str(dt), str(batch), str(block)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if p.returncode != 0:
-        raise RuntimeError(f"sharded run failed:\n{p.stderr[-2000:]}")
-    return float(p.stdout.strip().splitlines()[-1])
+    args = ["--sharded-sps", str(nsteps), str(dt), str(batch), str(block)]
+    return float(_run_self(args, env, "sharded run", 900))
 
 
 def grad_ratios(nsteps: int, dt: float, cases) -> dict:
@@ -132,16 +134,8 @@ def _grad_ratios_subprocess(nsteps, dt, pin, cases):
     env.pop("DIFFMB_BENCH_PIN_CPU", None)
     if pin and hasattr(os, "sched_setaffinity"):  # Linux; elsewhere the run is unpinned
         env["DIFFMB_BENCH_PIN_CPU"] = str(min(os.sched_getaffinity(0)))
-    p = subprocess.run(
-        [sys.executable, __file__, "--grad-ratios", str(nsteps), str(dt), *cases],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    if p.returncode != 0:
-        raise RuntimeError(f"gradient-ratio run failed:\n{p.stderr[-2000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    args = ["--grad-ratios", str(nsteps), str(dt), *cases]
+    return json.loads(_run_self(args, env, "gradient-ratio run", 1200))
 
 
 def run(out_dir, quick: bool = False) -> dict:
