@@ -315,15 +315,15 @@ def simulate(
                                saveat=[0.5, 1.0, 1.5, 2.0])
         traj.ts, traj.q, traj.v, traj.status
     """
-    from .dynamics.maximal import MaximalSystem
+    from .formulations.maximal import MaximalSystem
 
     if isinstance(model, MaximalSystem) or solver == "variational":
         if not isinstance(model, MaximalSystem) or solver != "variational":
             raise ValueError(
-                'solver="variational" integrates a MaximalSystem (diffmb.dynamics.maximal) and a'
+                'solver="variational" integrates a MaximalSystem (diffmb.formulations.maximal) and a'
                 " MaximalSystem needs solver='variational'"
             )
-        from .dynamics.variational import simulate_variational
+        from .formulations.variational import simulate_variational
 
         # q is u (7 numbers per body: com position, quaternion); v is u̇ (com velocities and
         # quaternion rates); the returned trajectory also carries the node momenta and H.

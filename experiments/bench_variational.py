@@ -90,8 +90,8 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
     import mujoco
 
     import diffmb
-    from diffmb.dynamics import maximal as mx
-    from diffmb.dynamics import variational as vi
+    from diffmb.formulations import maximal as mx
+    from diffmb.formulations import variational as vi
 
     horizon = 2.0 if quick else 4.0
     res, info = {}, {}

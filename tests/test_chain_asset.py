@@ -14,7 +14,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import diffmb  # noqa: F401
-from diffmb.dynamics import maximal as mx
+from diffmb.formulations import maximal as mx
 
 EULER = [(np.pi / 4, np.pi / 4, 0.0)] * 2 + [(np.pi / 4, 3 * np.pi / 4, 0.0)] * 2
 

@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 from scipy.optimize import brentq
 
-from diffmb.dynamics import fem, modal
+from diffmb.formulations import fem, modal
 
 PUBLISHED = np.array([1.875104, 4.694091, 7.854757])
 

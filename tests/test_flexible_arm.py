@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from diffmb.dynamics import modal
+from diffmb.formulations import modal
 from diffmb.models import flexible_arm as fa
 from diffmb.studies import flexible_arm as study
 

@@ -13,7 +13,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 import diffmb  # noqa: F401
-from diffmb.dynamics import maximal as mx
+from diffmb.formulations import maximal as mx
 from diffmb.spatial import quaternion as quat
 
 RNG = np.random.default_rng(7)

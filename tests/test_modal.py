@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from diffmb.dynamics import modal
+from diffmb.formulations import modal
 from diffmb.models import flexible_arm as fa
 
 

@@ -17,8 +17,8 @@ import pytest
 from scipy.special import ellipk
 
 import diffmb
-from diffmb.dynamics import maximal as mx
-from diffmb.dynamics import variational as vi
+from diffmb.formulations import maximal as mx
+from diffmb.formulations import variational as vi
 from diffmb.spatial import quaternion as quat
 
 N = 4000  # steps of every run below (same compilation)

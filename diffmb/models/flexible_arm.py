@@ -1,7 +1,7 @@
 """Hub–beam–tip flexible arm of Zhao et al. (2012), eqs. 1–4, derived from the energies.
 
 Geometry and sign conventions. The hub A turns by θ about its y axis; the tube B (Euler–Bernoulli,
-planar, ``n`` equal Hermite elements, see :mod:`diffmb.dynamics.fem`) is clamped to the hub at
+planar, ``n`` equal Hermite elements, see :mod:`diffmb.formulations.fem`) is clamped to the hub at
 radius ``r_a`` along x_a and bends in the x_a–z_a plane with deflection w(x) along +z_a; the
 rigid tip body C (mass ``m_c``, inertia ``J_cy`` about its centre O_c) sits at the beam tip.
 With ω = θ̇ e_y, ``e_y × e_x = −e_z``, and a tip slope w' = dw/dx rotates C about y by −w'.
@@ -30,7 +30,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..dynamics import fem
+from ..formulations import fem
 
 __all__ = ["FlexibleArm", "paper_arm", "system_matrices", "paper_coupling", "tip_dofs"]
 
@@ -130,7 +130,7 @@ def sampled_response(arm: FlexibleArm, zeta, torque: Array, dt) -> dict[str, Arr
     ``dt``, with modal damping ratio ``zeta`` on every elastic system mode (all 2n kept, so this
     is eq. 3 plus modal damping). Returns ``{"theta", "tip_deflection", "tip_slope"}``, (nt,)
     each: hub angle θ, tip deflection w_L (along +z_a) and tip slope w'_L."""
-    from ..dynamics import modal
+    from ..formulations import modal
 
     J, I, M, K = system_matrices(arm)
     modes = modal.unconstrained_modes(J, I, M, K)

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import kane_rigid as kane
-from ..dynamics import quaternion_lagrange as ql
+from ..formulations import rotor_kane as kane
+from ..formulations import quaternion_lagrange as ql
 from ..forces.aero import (
     AeroDerivatives,
     PropellerParams,

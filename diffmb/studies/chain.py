@@ -2,12 +2,12 @@
 
 Seed 001 (Xu & Zhong 2014, ``001_fc471e0f5a9ec7a1.txt``), issue 7. The chain is the MJCF file
 ``diffmb/assets/chain4.xml`` (issue 4 item 4), converted to absolute coordinates
-(:func:`diffmb.dynamics.maximal.from_mjmodel`) and integrated by
-:func:`diffmb.dynamics.variational.simulate_variational` at dt = 0.002 s.
+(:func:`diffmb.formulations.maximal.from_mjmodel`) and integrated by
+:func:`diffmb.formulations.variational.simulate_variational` at dt = 0.002 s.
 
 Comparisons: the same chain as a tree of ball joints integrated by MuJoCo (RK4, dt = 5e-4 s;
 swap in ``diffmb.simulate`` when wanted), and as the index-reduced DAE with Baumgarte
-stabilisation (:func:`diffmb.dynamics.maximal.simulate_dae`, diffrax Dopri8, rtol = atol =
+stabilisation (:func:`diffmb.formulations.maximal.simulate_dae`, diffrax Dopri8, rtol = atol =
 1e-10).
 
 ``reproduce(out_dir, quick=False)`` writes ``results.json``, PNG figures and ``report.md``.
@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import maximal as mx
-from ..dynamics import variational as vi
+from ..formulations import maximal as mx
+from ..formulations import variational as vi
 
 DT = 0.002
 SEG = 2000  # steps per call: one compilation serves the main run, the twin and the order study

@@ -19,7 +19,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import fem, modal
+from ..formulations import fem, modal
 from ..io.csvdata import read_csv, write_csv
 from ..models import flexible_arm as fa
 from ..optim.lsq import least_squares

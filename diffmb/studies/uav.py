@@ -2,9 +2,9 @@
 
 ``reproduce(out_dir, quick)`` flies the seed's initial state with
 
-* the quaternion Lagrange formulation with multipliers eliminated (``diffmb.dynamics.quaternion_lagrange``,
+* the quaternion Lagrange formulation with multipliers eliminated (``diffmb.formulations.quaternion_lagrange``,
   eqs. 22-36 by automatic differentiation of the Lagrangian, and the reduced eq. 40 written out),
-* Kane's equations of the three bodies (``diffmb.dynamics.kane_rigid``, eqs. 43-45),
+* Kane's equations of the three bodies (``diffmb.formulations.rotor_kane``, eqs. 43-45),
 * the vehicle as a tree through diffmb's core (free airframe + two prescribed-speed hinges,
   partitioned solve with ``diffmb.mass_matrix`` / ``diffmb.inverse_dynamics``),
 * MuJoCo as the reference engine (the role ADAMS plays in the seed): the same MJCF, the same
@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics import quaternion_lagrange as ql
+from ..formulations import quaternion_lagrange as ql
 from ..models import uav
 from ..spatial import quaternion as quat
 
@@ -569,7 +569,7 @@ def _report(res, figs) -> str:
       "non-dimensional rates and the control deflections, C_D = C_D0 + K C_L^2; gradient-safe at zero "
       "airspeed.\n")
     a("## Kinetic energy: derived versus printed\n")
-    a("Derived (module `diffmb.dynamics.quaternion_lagrange`): T = 1/2 m V.V + m V.R(omega x c) + "
+    a("Derived (module `diffmb.formulations.quaternion_lagrange`): T = 1/2 m V.V + m V.R(omega x c) + "
       "1/2 omega.J_O omega + omega.sum_k J_ax,k Omega_k a_k + 1/2 sum_k J_ax,k Omega_k^2, with c the "
       "composite c.g. relative to the airframe c.g. and J_O the inertia of airframe + rotors about "
       "the airframe c.g. including every parallel-axis term; U = -m g.(r + R c) with g = [0, 0, 9.81] "

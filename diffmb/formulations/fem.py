@@ -1,6 +1,6 @@
 """Planar Euler–Bernoulli beam finite elements (Hermite cubics).
 
-Conventions (used by :mod:`diffmb.dynamics.modal` and :mod:`diffmb.models.flexible_arm`):
+Conventions (used by :mod:`diffmb.formulations.modal` and :mod:`diffmb.models.flexible_arm`):
 
 * A straight beam lies along the local x axis from x = 0 (root) to x = L (tip) and deflects
   transversally by w(x). Node k sits at x_k; its two degrees of freedom are ``[w_k, w'_k]``

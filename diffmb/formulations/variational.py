@@ -1,7 +1,7 @@
 """Symplectic variational integrator in absolute coordinates (seed 001, eqs. 33-39).
 
 Xu & Zhong (2014), section 4 (``001_fc471e0f5a9ec7a1.txt``). The system is a
-:class:`~diffmb.dynamics.maximal.MaximalSystem`: ``u = [r_c, q]`` per body (7 numbers each),
+:class:`~diffmb.formulations.maximal.MaximalSystem`: ``u = [r_c, q]`` per body (7 numbers each),
 constraints ``C(u) = [g(u); Phi(u)]`` (quaternion norms, then joints).
 
 Discretisation
@@ -244,7 +244,7 @@ def simulate_variational(
     """Integrate ``sysm`` from ``u0`` with the symplectic variational integrator.
 
     Args:
-        sysm: a :class:`~diffmb.dynamics.maximal.MaximalSystem`.
+        sysm: a :class:`~diffmb.formulations.maximal.MaximalSystem`.
         u0: (7n,) initial positions and quaternions; should satisfy the constraints.
         udot0: (7n,) initial ``udot`` (COM velocities, quaternion rates); the initial momentum is
             its Legendre transform (eq. 37). Give either ``udot0`` or ``p0`` (default: at rest).
