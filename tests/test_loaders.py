@@ -1,9 +1,13 @@
 """Loader behaviour on real files and on broken or unsafe ones: clear errors naming file and element."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 import diffmb
+from diffmb.io.urdf import rpy_to_matrix
+from diffmb.model import InertiaWarning
 
 from .oracles import erd_path
 
@@ -54,8 +58,12 @@ def test_missing_mesh_is_not_an_error(tmp_path):
          + _joint("j", "a", "b"), "negative mass"),
         (GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b").replace('ixx="0.1"', 'ixx="-0.5"')
          + _joint("j", "a", "b"), "positive semi-definite"),
-        (GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b").replace('izz="0.1"', 'izz="0.5"')
-         + _joint("j", "a", "b"), "triangle inequality"),
+        (GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b").replace('ixx="0.1"', 'ixx="nan"')
+         + _joint("j", "a", "b"), "body 'b': inertia has non-finite entries"),
+        (GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b").replace('value="1"', 'value="nan"')
+         + _joint("j", "a", "b"), "body 'b': mass must be finite"),
+        (GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b").replace('<mass value="1"/>', "")
+         .replace('0.1"', '0"') + _joint("j", "a", "b"), "body 'b'.*mass matrix would be singular"),
         (GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b") + _joint("j", "a", "b", "helical"),
          "unsupported joint type 'helical'"),
         (GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b"), "several root links"),
@@ -66,6 +74,110 @@ def test_broken_urdf_errors_name_the_problem(tmp_path, body, message):
     with pytest.raises(ValueError, match=message) as e:
         diffmb.load_urdf(p)
     assert str(p) in str(e.value)
+
+
+def test_implausible_inertia_warns_and_strict_refuses(tmp_path):
+    # a triangle-inequality violation (0.1 + 0.1 < 0.5) is implausible but harmless: Pinocchio loads it
+    p = _urdf(tmp_path, GOOD_LINK.format(n="a") + GOOD_LINK.format(n="b").replace(
+        'izz="0.1"', 'izz="0.5"') + _joint("j", "a", "b"))
+    with pytest.warns(InertiaWarning, match=r"body 'b': principal inertias \[0.1 0.1 0.5\] violate"
+                      " the triangle inequality"):
+        m = diffmb.load_urdf(p)
+    np.testing.assert_allclose(np.asarray(m.body_inertia[1]), np.diag([0.1, 0.1, 0.5]))
+    with pytest.raises(ValueError, match="triangle inequality.*strict=True") as e:
+        diffmb.load_urdf(p, strict=True)
+    assert str(p) in str(e.value) and "body 'b'" in str(e.value)
+
+
+def test_builder_inertia_rules():
+    def one(inertia, mass=1.0, strict=False, com=(0, 0.5, 0)):
+        # a pendulum on a ball joint: the com offset keeps M regular when inertia has a zero eigenvalue
+        b = diffmb.ModelBuilder(source="unit", strict=strict)
+        b.add_body("x", mass=mass, com=com, inertia=inertia, joints=[dict(name="j", type="ball")])
+        return b.build()
+
+    # round-off negative eigenvalue (-1e-11 >= -1e-9 * max(1, trace)): warned, loaded
+    with pytest.warns(InertiaWarning, match="body 'x'.*round-off"):
+        one(np.array([[0.1, 0, 0], [0, 0.1, 0], [0, 0, -1e-11]]))
+    with pytest.raises(ValueError, match="body 'x'.*round-off.*strict=True"):
+        one(np.array([[0.1, 0, 0], [0, 0.1, 0], [0, 0, -1e-11]]), strict=True)
+    # an exactly positive semi-definite inertia passes silently, also after a rotation
+    R = rpy_to_matrix((0.3, -1.2, 2.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one(R @ np.diag([0.0, 0.2, 0.2]) @ R.T)
+        one(R @ np.diag([0.1, 0.2, 0.25]) @ R.T, strict=True)
+    # clearly negative eigenvalue (-1e-3 > 1e-9 * max(1, trace)): refused, naming the body
+    with pytest.raises(ValueError, match="body 'x': inertia is not positive semi-definite"):
+        one(np.diag([0.1, 0.1, -1e-3]))
+    # negative mass and non-finite numbers: refused, naming the body
+    with pytest.raises(ValueError, match="body 'x': mass must be finite and >= 0, got -1"):
+        one(np.eye(3), mass=-1.0)
+    with pytest.raises(ValueError, match="body 'x': inertia has non-finite"):
+        one(np.diag([0.1, np.nan, 0.1]))
+    with pytest.raises(ValueError, match="body 'x': com has non-finite"):
+        one(np.eye(3), com=(0, np.inf, 0))
+    # zero mass with inertia: a spatial inertia diag(I, 0) is still fine for a ball joint
+    with pytest.warns(InertiaWarning, match="body 'x': zero mass with non-zero inertia"):
+        one(np.eye(3), mass=0.0)
+
+
+def test_builder_singular_mass_matrix_is_refused():
+    def chain(m2, I2, com2=(0, 0, 0), armature=0.0, child=None):
+        b = diffmb.ModelBuilder(source="unit")
+        b.add_body("l1", mass=1.0, com=(0.5, 0, 0), inertia=[0.01, 0.1, 0.1],
+                   joints=[dict(name="j1", type="hinge", axis=(0, 0, 1))])
+        b.add_body("l2", "l1", pos=(1, 0, 0), mass=m2, com=com2, inertia=I2,
+                   joints=[dict(name="j2", type="hinge", axis=(0, 0, 1), armature=armature)])
+        if child is not None:
+            b.add_body("l3", "l2", pos=(1, 0, 0), **child)
+        return b.build()
+
+    chain(1.0, [0.01, 0.1, 0.1], com2=(0.5, 0, 0))  # a good double pendulum
+    # massless leaf on a joint (Romeo's fingers): M has a zero row and column
+    with pytest.raises(ValueError, match="body 'l2', joint 'j2': the mass matrix would be singular"):
+        chain(0.0, [0, 0, 0])
+    # a massless subtree: the welded child has no mass either
+    with pytest.raises(ValueError, match="joint 'j2': the mass matrix would be singular"):
+        chain(0.0, [0, 0, 0], child=dict(mass=0.0))
+    # a point mass on its own hinge axis: no inertia about the axis
+    with pytest.raises(ValueError, match="joint 'j2': the mass matrix would be singular"):
+        chain(1.0, [0, 0, 0])
+    # ... but armature (reflected rotor inertia) or a welded massive child makes M regular
+    chain(0.0, [0, 0, 0], armature=0.01)
+    chain(0.0, [0, 0, 0], child=dict(mass=0.1))
+    # a tiny but real finger next to a heavy arm is not singular
+    chain(1e-6, [1e-12, 1e-12, 1e-12], com2=(0.01, 0, 0))
+
+
+def test_clearly_negative_body_welded_into_a_valid_assembly_is_a_warning():
+    # physically impossible for one body (Tiago's antenna), but the rigid assembly is valid
+    b = diffmb.ModelBuilder(source="unit")
+    b.add_body("arm", mass=2.0, inertia=[0.1, 0.1, 0.1], joints=[dict(name="j", type="hinge")])
+    b.add_body("antenna", "arm", mass=1e-6, inertia=np.diag([-3.5e-8, 3.5e-8, 9e-8]))
+    with pytest.warns(InertiaWarning, match="body 'antenna': inertia is not positive semi-definite"
+                      ".*rigid assembly \\['arm', 'antenna'\\] moved by joint 'j' is positive"):
+        b.build()
+    b.strict = True
+    with pytest.raises(ValueError, match="body 'antenna'.*strict=True"):
+        b.build()
+    # the same body alone on its joint: refused
+    b = diffmb.ModelBuilder(source="unit")
+    b.add_body("arm", mass=2.0, inertia=[0.1, 0.1, 0.1], joints=[dict(name="j", type="hinge")])
+    b.add_body("antenna", "arm", mass=1e-3, inertia=np.diag([-0.01, 0.1, 0.1]),
+               joints=[dict(name="k", type="ball")])
+    with pytest.raises(ValueError, match="body 'antenna': inertia is not positive semi-definite.*"
+                       "joint 'k'"):
+        b.build()
+
+
+def test_mjcf_strict_keyword(tmp_path):
+    p = tmp_path / "m.xml"
+    p.write_text('<mujoco><worldbody><body><joint type="hinge"/><geom size="0.1" mass="1"/>'
+                 "</body></worldbody></mujoco>")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert diffmb.load_mjcf(p, strict=True).nv == 1
 
 
 def test_malformed_and_unsafe_xml(tmp_path):

@@ -21,8 +21,13 @@ __all__ = ["load_mjcf", "from_mjmodel"]
 _JT = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
 
 
-def load_mjcf(path) -> Model:
-    """Compile an MJCF file with MuJoCo and build a :class:`Model` with MuJoCo's q/v layout."""
+def load_mjcf(path, *, strict: bool = False) -> Model:
+    """Compile an MJCF file with MuJoCo and build a :class:`Model` with MuJoCo's q/v layout.
+
+    MuJoCo's compiler already refuses most implausible inertias; what it lets through and diffmb
+    finds implausible but harmless is loaded with a :class:`diffmb.model.InertiaWarning`, or
+    refused with ``strict=True`` (rules: :class:`diffmb.model.ModelBuilder`).
+    """
     import mujoco
 
     src = str(path)
@@ -33,7 +38,7 @@ def load_mjcf(path) -> Model:
         mj = mujoco.MjModel.from_xml_path(src)
     except ValueError as e:
         raise ValueError(f"{src}: MuJoCo could not compile the model: {e}") from None
-    return from_mjmodel(mj, source=src, name=Path(src).stem)
+    return from_mjmodel(mj, source=src, name=Path(src).stem, strict=strict)
 
 
 def _reject_entities(src):
@@ -52,10 +57,10 @@ def _quat_R(q):
     return np.asarray(to_rotmat(np.asarray(q, dtype=float)))
 
 
-def from_mjmodel(mj, source="<MjModel>", name="mjcf") -> Model:
+def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False) -> Model:
     import mujoco
 
-    b = ModelBuilder(name=name, source=source)
+    b = ModelBuilder(name=name, source=source, strict=strict)
     b.gravity = np.array(mj.opt.gravity, float)
     names = []
     for i in range(1, mj.nbody):

@@ -46,11 +46,19 @@ def _origin(src, parent):
     return rpy_to_matrix(_floats(src, o, "rpy", (0, 0, 0), 3)), _floats(src, o, "xyz", (0, 0, 0), 3)
 
 
-def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81)) -> Model:
+def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), *,
+              strict: bool = False) -> Model:
     """Load a URDF file into a :class:`Model`.
 
     ``floating_base``: attach the root link to the world by a free joint (q = [p, quat_wxyz],
     v = [ṗ_world, ω_body]), named ``"root_joint"``.
+
+    Published files often carry implausible but harmless inertias (round-off negative
+    eigenvalues, triangle-inequality violations, massless links with inertia): they load as in
+    Pinocchio, with a :class:`diffmb.model.InertiaWarning` naming the link and the numbers;
+    ``strict=True`` refuses them (``ValueError``). What cannot be simulated (non-finite numbers, a
+    negative mass, a cycle, a missing parent, a singular mass matrix) is always refused. Rules and
+    thresholds: :class:`diffmb.model.ModelBuilder`.
     """
     src = str(path)
     try:
@@ -85,6 +93,8 @@ def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81)) -> M
             raise ValueError(f"{src}: link {cl!r} is the child of two joints ({child_of[cl]}, {name})")
         child_of[cl] = name
         joints.append((name, jt, pl, cl, jn))
+    if not links:
+        raise ValueError(f"{src}: no <link> elements (an unexpanded xacro file?)")
     roots = [n for n in links if n not in child_of]
     if len(roots) != 1:
         if not roots:
@@ -93,7 +103,7 @@ def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81)) -> M
     children = {n: [] for n in links}
     for j in joints:
         children[j[2]].append(j)
-    b = ModelBuilder(name=root.get("name", Path(src).stem), source=src)
+    b = ModelBuilder(name=root.get("name", Path(src).stem), source=src, strict=strict)
     b.gravity = np.asarray(gravity, float)
 
     def add(link_name, parent_name, joint):
