@@ -5,7 +5,7 @@ Vocabulary
 *Bodies* are what a user names (URDF links, MJCF bodies): each has a mass, a centre of mass and an
 inertia about it, and a frame. *Nodes* are what the recursive algorithms walk: one node per
 elementary joint, in an order where every parent precedes its children (the directed span tree of
-seed 002 §2.2). A body rigidly attached to its parent (URDF ``fixed``, an MJCF body without joints)
+Xu et al. (2021) §2.2). A body rigidly attached to its parent (URDF ``fixed``, an MJCF body without joints)
 adds no node: it rides on its parent's node and its inertia is merged there *inside* the traced
 functions, so gradients still reach its mass. A body with several MJCF joints gets a chain of nodes,
 the last one carrying it. A free joint is two nodes: a translation along the parent's (world's) axes
@@ -20,6 +20,7 @@ anchor, so joint motion subspaces are constant in node coordinates:
 
 from __future__ import annotations
 
+import enum
 import warnings
 from dataclasses import dataclass, field
 
@@ -27,12 +28,87 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Model", "State", "ModelBuilder", "HINGE", "SLIDE", "BALL", "TRANS3"]
+from .spatial import quaternion as quat
 
-HINGE, SLIDE, BALL, TRANS3 = "hinge", "slide", "ball", "trans3"
-_NQ = {HINGE: 1, SLIDE: 1, BALL: 4, TRANS3: 3}
-_NV = {HINGE: 1, SLIDE: 1, BALL: 3, TRANS3: 3}
-_JOINT_NODES = {"hinge": (HINGE,), "slide": (SLIDE,), "ball": (BALL,), "free": (TRANS3, BALL)}
+__all__ = [
+    "Model",
+    "State",
+    "ModelBuilder",
+    "JointType",
+    "HINGE",
+    "SLIDE",
+    "BALL",
+    "TRANS3",
+    "FREE",
+    "NODE_TYPES",
+    "JOINT_TYPES",
+]
+
+
+class JointType(str, enum.Enum):
+    """The one table of joint types: widths in q and v, and the nodes each joint expands to.
+
+    In the manner of MJX's ``JointType`` (``qpos_width()``/``dof_width()``). Members are ``str``s
+    equal to their values (``JointType.HINGE == "hinge"``, same hash), and the static tuples
+    ``Model.node_type`` and ``Model.joint_types`` store those plain strings; ``JointType(s)`` looks
+    one up. *Node* types are what the recursive algorithms walk, *joint* types what a user writes:
+
+    ======  ==  ==  ===============  ==========================================================
+    type    nq  nv  nodes            notes
+    ======  ==  ==  ===============  ==========================================================
+    hinge   1   1   (hinge,)         node and joint: rotation about ``axis``
+    slide   1   1   (slide,)         node and joint: translation along ``axis``
+    ball    4   3   (ball,)          node and joint: q a unit quaternion, v = ω (node frame)
+    trans3  3   3   (trans3,)        node only: translation along the parent node's axes
+    free    7   6   (trans3, ball)   joint only: MuJoCo's q = [p_world, quat], v = [ṗ_world, ω]
+    ======  ==  ==  ===============  ==========================================================
+    """
+
+    # value, nq, nv, nodes (empty: the type is itself a node)
+    HINGE = ("hinge", 1, 1, ())
+    SLIDE = ("slide", 1, 1, ())
+    BALL = ("ball", 4, 3, ())
+    TRANS3 = ("trans3", 3, 3, ())
+    FREE = ("free", 7, 6, ("trans3", "ball"))
+
+    def __new__(cls, value, nq, nv, nodes):
+        obj = str.__new__(cls, value)
+        obj._value_ = value
+        obj._nq, obj._nv, obj._nodes = nq, nv, nodes
+        return obj
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+    __hash__ = str.__hash__
+
+    @property
+    def nq(self) -> int:
+        """Width in the generalized positions q (MJX's ``qpos_width``)."""
+        return self._nq
+
+    @property
+    def nv(self) -> int:
+        """Width in the generalized velocities v (MJX's ``dof_width``)."""
+        return self._nv
+
+    @property
+    def nodes(self) -> tuple[JointType, ...]:
+        """The node types this joint expands to, parent first."""
+        return tuple(JointType(n) for n in self._nodes) or (self,)
+
+    @property
+    def is_node(self) -> bool:
+        return not self._nodes
+
+    @property
+    def is_joint(self) -> bool:
+        return self is not JointType.TRANS3
+
+
+HINGE, SLIDE, BALL, TRANS3, FREE = (JointType.HINGE, JointType.SLIDE, JointType.BALL,
+                                    JointType.TRANS3, JointType.FREE)
+NODE_TYPES = tuple(t for t in JointType if t.is_node)  # (HINGE, SLIDE, BALL, TRANS3)
+JOINT_TYPES = tuple(t for t in JointType if t.is_joint)  # (HINGE, SLIDE, BALL, FREE)
 
 
 class State(eqx.Module):
@@ -104,8 +180,7 @@ class Model(eqx.Module):
     def joint_dofs(self, name: str) -> slice:
         """Slice of v (and of tau) belonging to joint ``name``."""
         j = self.joint_index(name)
-        nv = {"hinge": 1, "slide": 1, "ball": 3, "free": 6}[self.joint_types[j]]
-        return slice(self.joint_v[j], self.joint_v[j] + nv)
+        return slice(self.joint_v[j], self.joint_v[j] + JointType(self.joint_types[j]).nv)
 
     def neutral(self) -> jnp.ndarray:
         return self.qpos0
@@ -226,7 +301,7 @@ class ModelBuilder:
         for j in joints:
             j = dict(j)
             jt = j.get("type")
-            if jt not in _JOINT_NODES:
+            if jt not in JOINT_TYPES:
                 raise ValueError(
                     f"{self.source}: body {name!r}: joint {j.get('name')!r} has unknown type {jt!r}"
                     f" (supported: hinge, slide, ball, free, fixed)"
@@ -450,7 +525,7 @@ class ModelBuilder:
             nodes_of_body = []
             for j in b.joints:
                 jn = []
-                for k, nt in enumerate(_JOINT_NODES[j["type"]]):
+                for k, nt in enumerate(JointType(j["type"]).nodes):
                     if anchor_prev is None:
                         R0, p0 = F_R, F_p + F_R @ j["pos"]
                     else:  # previous node shares the body axes; step between anchors
@@ -462,23 +537,22 @@ class ModelBuilder:
                         if not np.allclose(R0, np.eye(3)):
                             raise ValueError(f"{self.source}: translation node must be axis-aligned")
                     node_parent.append(cur_node)
-                    node_type.append(nt)
+                    node_type.append(nt.value)  # plain str in the static tuple
                     node_rot.append(R0)
                     node_pos.append(p0)
                     node_axis.append(j.get("axis", np.array([0.0, 0.0, 1.0])))
                     node_q.append(nq)
                     node_v.append(nv)
-                    nq += _NQ[nt]
-                    nv += _NV[nt]
+                    nq += nt.nq
+                    nv += nt.nv
                     cur_node = len(node_parent) - 1
                     jn.append(cur_node)
                     anchor_prev = j["pos"] if j["type"] != "free" else np.zeros(3)
                 nodes_of_body += jn
                 jt = j["type"]
-                jnv = {"hinge": 1, "slide": 1, "ball": 3, "free": 6}[jt]
-                jnq = {"hinge": 1, "slide": 1, "ball": 4, "free": 7}[jt]
+                jnq, jnv = JointType(jt).nq, JointType(jt).nv
                 joint_names.append(j.get("name") or f"{b.name}_joint{len(joint_names)}")
-                joint_types.append(jt)
+                joint_types.append(JointType(jt).value)
                 joint_q.append(nq - jnq)
                 joint_v.append(nv - jnv)
                 joint_nodes.append(tuple(jn))
@@ -486,7 +560,7 @@ class ModelBuilder:
                 damping += [float(j.get("damping", 0.0))] * jnv
                 stiffness += [float(j.get("stiffness", 0.0))] * jnv
                 if jt == "free":
-                    q0 = np.concatenate([F_p, _quat_from_R(F_R)])
+                    q0 = np.concatenate([F_p, np.asarray(quat.from_rotmat(F_R))])
                     # The free body's placement is carried by q, not by a fixed transform.
                 elif jt == "ball":
                     q0 = np.array([1.0, 0, 0, 0])
@@ -542,11 +616,6 @@ class ModelBuilder:
             gravity=f(self.gravity),
         )
 
-
-def _quat_from_R(R):
-    from .spatial.quaternion import from_rotmat
-
-    return from_rotmat(R)
 
 
 def _skew(c):

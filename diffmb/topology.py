@@ -10,16 +10,16 @@ sequence of ``(i, j, kind)`` with ``kind`` in ``{'joint', 'rigid'}``. Connection
 in the input: each arc is directed away from the root (from the link nearer the base to the one
 farther away), which for a tree is the only orientation in which every link is reachable.
 
-Directed span tree (seed 002, Xu et al. 2021, §2.2)
----------------------------------------------------
+Directed span tree (Xu et al. (2021), §2.2)
+-------------------------------------------
 :func:`span_tree` orders the links so that every link comes after its parent (``parent[i] < i``)
--- the ordered chain of axes ``A = (0, 1, ..., n]`` of seed 002 -- by a depth-first (default) or
+-- the ordered chain of axes ``A = (0, 1, ..., n]`` of Xu et al. (2021) -- by a depth-first (default) or
 breadth-first walk from the root that visits children in increasing original index. Depth-first
 order keeps every subtree contiguous (``subtree(i) = i .. i + size - 1``). A graph whose links are
 already numbered that way (as the papers' are) keeps its numbering under depth-first order.
 
-Accessibility and path matrices (seed 004, Xu et al. 2018, Definitions 1 and 2)
-------------------------------------------------------------------------------
+Accessibility and path matrices (Xu et al. (2018), Definitions 1 and 2)
+-----------------------------------------------------------------------
 Built on the link graph as given -- before rigid connections are merged -- and in the original
 link numbering:
 
@@ -295,7 +295,7 @@ def subtree(parent: Sequence[int], i: int) -> tuple[int, ...]:
 
 
 # --------------------------------------------------------------------------------------------
-# Accessibility and path matrices (seed 004)
+# Accessibility and path matrices (Xu et al. (2018))
 # --------------------------------------------------------------------------------------------
 
 
@@ -316,7 +316,7 @@ def accessibility_from_parent(parent: Sequence[int]) -> np.ndarray:
 
 
 def accessibility_matrix(n_links: int, connections, root: int = 0) -> np.ndarray:
-    """Seed 004 Definition 1 on the link graph (original numbering, rigid links kept): (n, n)."""
+    """Xu et al. (2018) Definition 1 on the link graph (original numbering, rigid links kept): (n, n)."""
     par = span_tree(n_links, connections, root).parent_original
     n = len(par)
     A = np.zeros((n, n), dtype=np.int64)
@@ -346,7 +346,7 @@ def path_matrix_from_parent(parent: Sequence[int]) -> np.ndarray:
 
 
 def path_matrix(n_links: int, connections, root: int = 0) -> np.ndarray:
-    """Seed 004 Definition 2 on the link graph (original numbering): (m, n) int64.
+    """Xu et al. (2018) Definition 2 on the link graph (original numbering): (m, n) int64.
 
     One row per terminal link, in increasing link order; row k is row ``t_k`` of ``(A + I)^T``.
     """

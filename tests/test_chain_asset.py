@@ -99,7 +99,7 @@ def test_mujoco_rk4_conserves_energy_at_rest_release(chain):
 
 def test_maximal_conversion_of_the_chain(chain):
     mj, d = chain
-    sysm, u0 = mx.from_mjmodel(mj)
+    sysm, u0 = mx.maximal_from_mjmodel(mj)
     assert sysm.joint_kinds == ("spherical",) * 4
     assert sysm.joint_bodies == ((-1, 0), (0, 1), (1, 2), (2, 3))
     np.testing.assert_allclose(np.asarray(sysm.points)[:, 0, 2], [0.0, -1.5, -1.5, -1.5],

@@ -128,3 +128,24 @@ def test_transforms_and_grad(models):
     np.testing.assert_allclose(g, fd, atol=1e-8)
     # grad at zero velocity is finite (safe exp)
     assert np.all(np.isfinite(np.asarray(jax.grad(loss)(jnp.zeros(mj.nv)))))
+
+
+def test_joint_type_table_matches_mujoco(models):
+    """The one joint table (diffmb.model.JointType) against MuJoCo's widths on a model with
+    hinge, slide, ball and free joints; a joint's widths are its nodes' widths summed."""
+    from diffmb.model import JOINT_TYPES, NODE_TYPES, JointType
+
+    mj, model = models
+    names = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge", int(mujoco.mjtJoint.mjJNT_SLIDE): "slide",
+             int(mujoco.mjtJoint.mjJNT_BALL): "ball", int(mujoco.mjtJoint.mjJNT_FREE): "free"}
+    for j in range(mj.njnt):
+        jt = JointType(names[int(mj.jnt_type[j])])
+        nq = (mj.jnt_qposadr[j + 1] if j + 1 < mj.njnt else mj.nq) - mj.jnt_qposadr[j]
+        nv = (mj.jnt_dofadr[j + 1] if j + 1 < mj.njnt else mj.nv) - mj.jnt_dofadr[j]
+        assert (jt.nq, jt.nv) == (nq, nv)
+        assert model.joint_types[j] == jt and type(model.joint_types[j]) is str
+    for t in JointType:
+        assert (t.nq, t.nv) == (sum(n.nq for n in t.nodes), sum(n.nv for n in t.nodes))
+        assert all(n in NODE_TYPES for n in t.nodes)
+    assert set(JOINT_TYPES) == {"hinge", "slide", "ball", "free"}
+    assert all(type(t) is str for t in model.node_type)

@@ -96,7 +96,7 @@ def three_body():
     d.qpos[4] = 0.7
     d.qvel[:] = RNG.normal(size=mj.nv)
     mujoco.mj_forward(mj, d)
-    sysm, _ = mx.from_mjmodel(mj)
+    sysm, _ = mx.maximal_from_mjmodel(mj)
     return mj, d, sysm
 
 

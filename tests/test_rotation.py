@@ -1,7 +1,7 @@
 """Quaternions, Euler angles and quaternion-rate maps (diffmb.spatial.quaternion / rotation).
 
 Oracles: Hamilton's multiplication table, Rodrigues' formula, scipy.spatial.transform.Rotation
-(Euler angles), the matrices as printed in seeds 000 and 001 (typed here from the papers), and
+(Euler angles), the matrices as printed in Wu et al. (2019) and Xu & Zhong (2014) (typed here from the papers), and
 central finite differences of quaternion trajectories.
 """
 
@@ -18,7 +18,7 @@ from diffmb.spatial import quaternion as quat
 from diffmb.spatial import rotation as rot
 
 SETTINGS = settings(max_examples=25, deadline=None)
-QFR = jax.jit(rot.quat_from_rotmat)
+QFR = jax.jit(quat.from_rotmat)
 KE_GRAD = jax.jit(jax.grad(rot.rotational_kinetic_energy, argnums=(0, 1, 2)))
 
 vec3 = st.lists(st.floats(-3.0, 3.0), min_size=3, max_size=3).map(np.array)
@@ -114,6 +114,13 @@ def test_exp_log_gradients_at_zero():
 
 
 @SETTINGS
+@given(unit_quats(), vec3)
+def test_difference_inverts_integrate(q0, w):
+    q1 = quat.integrate(q0, jnp.asarray(w) * 0.3, 1.0)
+    close_pm(quat.integrate(q0, quat.difference(q0, q1), 1.0), q1)
+    close(quat.difference(q0, q1), jnp.asarray(w) * 0.3)  # |w| 0.3 < pi: the shortest arc
+
+@SETTINGS
 @given(unit_quats())
 def test_from_rotmat_round_trip(q):
     R = quat.to_rotmat(q)
@@ -122,7 +129,7 @@ def test_from_rotmat_round_trip(q):
         assert q_back[0] >= 0.0
 
 
-def test_quat_from_rotmat_all_branches_and_grad():
+def test_from_rotmat_all_branches_and_grad():
     # rotations by ~pi about each axis exercise the x, y, z branches; identity the w branch
     angles = [0.0, np.pi - 1e-3, np.pi - 1e-3, np.pi - 1e-3, np.pi]
     axes = [[1, 0, 0], [1, 0.1, 0], [0.1, 1, 0], [0, 0.1, 1], [0.6, 0.0, 0.8]]
@@ -134,9 +141,9 @@ def test_quat_from_rotmat_all_branches_and_grad():
         q_ref = q_ref * (1.0 if q_ref[0] > 0 else -1.0)
         close(QFR(jnp.asarray(R)), q_ref, 1e-12)
     Rs = jnp.stack([jnp.asarray(rodrigues(np.array([0, 0, 1.0]), a)) for a in (0.1, 2.0, 3.0)])
-    qs = jax.jit(jax.vmap(rot.quat_from_rotmat))(Rs)
+    qs = jax.jit(jax.vmap(quat.from_rotmat))(Rs)
     close(jax.vmap(quat.to_rotmat)(qs), Rs)
-    g = jax.jit(jax.grad(lambda R: jnp.sum(rot.quat_from_rotmat(R) ** 3)))(jnp.eye(3))
+    g = jax.jit(jax.grad(lambda R: jnp.sum(quat.from_rotmat(R) ** 3)))(jnp.eye(3))
     assert np.all(np.isfinite(np.asarray(g)))
 
 
@@ -157,6 +164,22 @@ def test_euler_zyx(psi, theta, phi):
     close(rot.euler_zyx_from_quat(jnp.asarray(q)), ypr, 1e-9)
     close(rot.euler_zyx_from_rotmat(jnp.asarray(ref.as_matrix())), ypr, 1e-9)
 
+
+@SETTINGS
+@given(unit_quats(), st.floats(0.2, 3.0))
+def test_rpy_from_quat(q, scale):
+    """Roll, pitch, yaw: the ZYX angles reversed, for quaternions of any norm; checked against
+    the textbook closed form (atan2/asin of the quaternion entries)."""
+    w, x, y, z = np.asarray(q) * scale
+    n2 = w * w + x * x + y * y + z * z
+    ref = [
+        np.arctan2(2 * (w * x + y * z), n2 - 2 * (x * x + y * y)),
+        np.arcsin(np.clip(2 * (w * y - z * x) / n2, -1.0, 1.0)),
+        np.arctan2(2 * (w * z + x * y), n2 - 2 * (y * y + z * z)),
+    ]
+    rpy = jax.jit(rot.rpy_from_quat)(jnp.asarray(q) * scale)
+    close(rpy, ref, 1e-7)  # asin loses digits near gimbal lock; atan2 (ours) does not
+    close(rpy, rot.euler_zyx_from_quat(jnp.asarray(q))[::-1], 1e-12)
 
 @SETTINGS
 @given(st.floats(-3.1, 3.1), st.floats(0.05, 3.09), st.floats(-3.1, 3.1))
@@ -185,21 +208,21 @@ def test_euler_jit_vmap_grad():
 # ------------------------------------------------------------------------------ rate maps
 
 
-def seed000_S_printed(q_sl):
-    """Seed 000 eq. 5/11 typed from the paper: S = [2(eta I - sigma^x), -2 sigma]."""
+def wu2019_S_printed(q_sl):
+    """Wu et al. (2019) eq. 5/11 typed from the paper: S = [2(eta I - sigma^x), -2 sigma]."""
     s, eta = np.asarray(q_sl[:3]), float(q_sl[3])
     sx = np.array([[0, -s[2], s[1]], [s[2], 0, -s[0]], [-s[1], s[0], 0]])
     return np.hstack([2 * (eta * np.eye(3) - sx), -2 * s[:, None]])
 
 
-def seed000_Gamma_printed(q_sl):
-    """Seed 000 eq. 8/32 typed from the paper: Gamma = 1/2 [eta I + sigma^x; -sigma^T]."""
+def wu2019_Gamma_printed(q_sl):
+    """Wu et al. (2019) eq. 8/32 typed from the paper: Gamma = 1/2 [eta I + sigma^x; -sigma^T]."""
     s, eta = np.asarray(q_sl[:3]), float(q_sl[3])
     sx = np.array([[0, -s[2], s[1]], [s[2], 0, -s[0]], [-s[1], s[0], 0]])
     return 0.5 * np.vstack([eta * np.eye(3) + sx, -s[None, :]])
 
 
-SEED001_G = np.array(  # eq. 7 as printed
+XU2014_G = np.array(  # eq. 7 as printed
     [
         [[0, 1, 0, 0], [-1, 0, 0, 0], [0, 0, 0, -1], [0, 0, 1, 0]],
         [[0, 0, 1, 0], [0, 0, 0, 1], [-1, 0, 0, 0], [0, -1, 0, 0]],
@@ -211,17 +234,17 @@ SEED001_G = np.array(  # eq. 7 as printed
 
 @SETTINGS
 @given(unit_quats())
-def test_seed000_S_Gamma(q):
+def test_scalar_last_rate_matrices(q):
     q_sl = quat.to_scalar_last(q)
-    S, Gam = rot.seed000_S(q_sl), rot.seed000_Gamma(q_sl)
-    close(S, seed000_S_printed(q_sl))
-    close(Gam, seed000_Gamma_printed(q_sl))
+    S, Gam = rot.body_rate_matrix_scalar_last(q_sl), rot.quat_rate_matrix_scalar_last(q_sl)
+    close(S, wu2019_S_printed(q_sl))
+    close(Gam, wu2019_Gamma_printed(q_sl))
     close(S @ Gam, np.eye(3))  # eq. 30 / 33
     close(S @ q_sl, np.zeros(3))  # the unit-norm direction is in the null space of S
     # Xi Upsilon = 0 (eq. 29): the constraint row [2 sigma^T, 2 eta] annihilates Gamma
     close(2.0 * q_sl @ Gam, np.zeros(3))
     # on a non-unit quaternion S Gamma = |q|^2 I
-    close(rot.seed000_S(2.0 * q_sl) @ rot.seed000_Gamma(2.0 * q_sl), 4.0 * np.eye(3))
+    close(rot.body_rate_matrix_scalar_last(2.0 * q_sl) @ rot.quat_rate_matrix_scalar_last(2.0 * q_sl), 4.0 * np.eye(3))
 
 
 @SETTINGS
@@ -233,12 +256,12 @@ def test_G_E_identities(q):
     close(Gq @ q, np.zeros(3))
     close(Eq @ q, np.zeros(3))
     close(Eq @ Gq.T, quat.to_rotmat(q))  # R = E G^T
-    # seed 001 eq. 6-9 as printed: omega_i = 2 q.G_i.qdot, G_e = -[2 G_i q]^T = 2 G
-    close(-np.einsum("ikl,l->ik", SEED001_G, np.asarray(q)), Gq)
-    close(rot.seed001_G123(), SEED001_G, 0.0)
-    close(rot.seed001_Ge(q), -2.0 * np.einsum("ikl,l->ik", SEED001_G, np.asarray(q)))
+    # Xu & Zhong (2014) eq. 6-9 as printed: omega_i = 2 q.G_i.qdot, G_e = -[2 G_i q]^T = 2 G
+    close(-np.einsum("ikl,l->ik", XU2014_G, np.asarray(q)), Gq)
+    close(rot.body_rate_bilinear_forms(), XU2014_G, 0.0)
+    close(rot.body_rate_matrix(q), -2.0 * np.einsum("ikl,l->ik", XU2014_G, np.asarray(q)))
     qdot = jnp.array([0.3, -0.1, 0.7, 0.2])
-    close(rot.seed001_Ge(q) @ qdot, [2 * q @ SEED001_G[i] @ qdot for i in range(3)])
+    close(rot.body_rate_matrix(q) @ qdot, [2 * q @ XU2014_G[i] @ qdot for i in range(3)])
 
 
 @SETTINGS
@@ -262,8 +285,8 @@ def test_rates_against_finite_differences(q0, w):
     close(2.0 * rot.G(q) @ qdot, w)
     close(0.5 * rot.G(q).T @ w, qdot)
     close(2.0 * rot.E(q) @ qdot, quat.to_rotmat(q) @ w)
-    close(rot.seed000_S(quat.to_scalar_last(q)) @ quat.to_scalar_last(qdot), w)
-    close(rot.seed000_Gamma(quat.to_scalar_last(q)) @ w, quat.to_scalar_last(qdot))
+    close(rot.body_rate_matrix_scalar_last(quat.to_scalar_last(q)) @ quat.to_scalar_last(qdot), w)
+    close(rot.quat_rate_matrix_scalar_last(quat.to_scalar_last(q)) @ w, quat.to_scalar_last(qdot))
     # Rdot = R [w_body]x = [w_world]x R
     Rdot_fd = (quat.to_rotmat(qb(t0 + h)) - quat.to_rotmat(qb(t0 - h))) / (2 * h)
     R = quat.to_rotmat(q)
@@ -283,11 +306,11 @@ def test_rate_maps_jit_vmap_grad():
     check_grads(jax.jit(rot.G), (qs[0],), order=1, modes=("fwd", "rev"))
 
 
-# ------------------------------------------------------------------------------ T_ij (seed 001)
+# ---------------------------------------------------------------- T_ij (Xu & Zhong 2014)
 
 
-def test_seed001_T_forms_printed():
-    F = np.asarray(rot.seed001_T_forms())
+def test_world_to_body_quadratic_forms_printed():
+    F = np.asarray(rot.world_to_body_quadratic_forms())
     # the four matrices printed in eq. 30
     close(F[0, 0], np.diag([1.0, 1, -1, -1]), 0.0)
     close(F[1, 1], np.diag([1.0, -1, 1, -1]), 0.0)
@@ -297,9 +320,9 @@ def test_seed001_T_forms_printed():
 
 @SETTINGS
 @given(unit_quats())
-def test_seed001_T_forms_regenerate_T(q):
+def test_world_to_body_quadratic_forms_regenerate_T(q):
     """Eq. 29 with the nine matrices of eq. 30/31 reproduces eq. 3, T = R^T (world -> body)."""
-    F = rot.seed001_T_forms()
+    F = rot.world_to_body_quadratic_forms()
     T = jnp.einsum("k,ijkl,l->ij", q, F, q)
     e0, e1, e2, e3 = np.asarray(q)
     T_printed = np.array(  # eq. 3 typed from the paper
@@ -310,7 +333,7 @@ def test_seed001_T_forms_regenerate_T(q):
         ]
     )
     close(T, T_printed)
-    close(rot.seed001_T(q), T_printed)
+    close(rot.world_to_body_rotmat(q), T_printed)
     close(quat.to_rotmat(q).T, T_printed)
 
 
@@ -324,8 +347,8 @@ def test_rotational_kinetic_energy(q, xs):
     omega = 2.0 * quat.mul(quat.conj(q), qdot)[1:]  # omega_body = 2 vec(q* ⊗ qdot)
     ref = 0.5 * omega @ J @ omega
     close(rot.rotational_kinetic_energy(J, q, qdot), ref)
-    # seed 001 eq. 6 and 10: sum_ij 1/2 J_ij omega_i omega_j, omega_i = 2 q.G_i.qdot
-    om = np.array([2 * np.asarray(q) @ SEED001_G[i] @ np.asarray(qdot) for i in range(3)])
+    # Xu & Zhong (2014) eq. 6 and 10: sum_ij 1/2 J_ij omega_i omega_j, omega_i = 2 q.G_i.qdot
+    om = np.array([2 * np.asarray(q) @ XU2014_G[i] @ np.asarray(qdot) for i in range(3)])
     close(0.5 * om @ np.asarray(J) @ om, ref)
     g = KE_GRAD(J, q, qdot)
     assert all(np.all(np.isfinite(np.asarray(x))) for x in g)

@@ -55,7 +55,7 @@ def _quat_x(a):
 @pytest.fixture(scope="module")
 def pendulum():
     mj = mujoco.MjModel.from_xml_string(_xml())
-    sysm, _ = mx.from_mjmodel(mj)
+    sysm, _ = mx.maximal_from_mjmodel(mj)
     return mj, sysm
 
 
@@ -203,7 +203,7 @@ def test_simulate_routes_maximal_systems_to_the_variational_integrator():
     from pathlib import Path
 
     mj = mujoco.MjModel.from_xml_path(str(Path(diffmb.__file__).parent / "assets" / "chain4.xml"))
-    sysm, u0 = mx.from_mjmodel(mj)
+    sysm, u0 = mx.maximal_from_mjmodel(mj)
     traj = diffmb.simulate(sysm, u0, t1=0.02, dt=0.002, solver="variational")
     assert traj.q.shape[-1] == 28 and int(traj.status) == 0
     assert abs(traj.energy[-1] - traj.energy[0]) < 1e-6 * abs(traj.energy[0])

@@ -26,10 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model import BALL, HINGE, SLIDE, TRANS3, Model
+from ..model import NODE_TYPES, JointType, Model
 from ..spatial import quaternion as quat
+from ..spatial.rotation import skew
+from ..spatial.spatial import cross_motion
 
-_CODE = {HINGE: 0, SLIDE: 1, BALL: 2, TRANS3: 3}
+_CODE = {t: i for i, t in enumerate(NODE_TYPES)}  # hinge 0, slide 1, ball 2, trans3 3
 
 
 class Topology:
@@ -80,14 +82,14 @@ class Topology:
                 anc[i, j] = 1.0
                 j = self.parent[j]
         self.anc = anc  # anc[i, j] = 1 if j is i or an ancestor of i
-        nvs = np.where((code == 2) | (code == 3), 3, 1)
+        nvs = np.array([JointType(model.node_type[o]).nv for o in order], int)
         # dof slots per node: 3 if any node has 3 dofs, else 1 (no padded columns at all)
         self.width = w = int(nvs.max())
         slot = np.full((n, w), model.nv, int)
         qidx = np.full((n, 4), model.nq, int)
         for i, o in enumerate(order):
             slot[i, : nvs[i]] = model.node_v[o] + np.arange(nvs[i])
-            k = {0: 1, 1: 1, 2: 4, 3: 3}[code[i]]
+            k = JointType(model.node_type[o]).nq
             qidx[i, :k] = model.node_q[o] + np.arange(k)
         self.slot, self.qidx = slot, qidx
         self.nv_node = nvs
@@ -197,14 +199,6 @@ def mmt(A, B):
 def mtm(A, B):
     """Aᵀ B over leading axes."""
     return sum(A[..., j, :, None] * B[..., j, None, :] for j in range(A.shape[-2]))
-
-
-def skew(v):
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    o = jnp.zeros_like(x)
-    return jnp.stack(
-        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
-    )
 
 
 def local_placements(model: Model, topo: Topology, q):
@@ -353,20 +347,6 @@ def accumulate_down(topo: Topology, x):
     return jnp.concatenate(out)
 
 
-def crm(v, m):
-    """Motion cross product v × m for (..., 6) vectors."""
-    w, vo = v[..., :3], v[..., 3:]
-    mw, mv = m[..., :3], m[..., 3:]
-    return jnp.concatenate([jnp.cross(w, mw), jnp.cross(w, mv) + jnp.cross(vo, mw)], axis=-1)
-
-
-def crf(v, f):
-    """Force cross product v ×* f."""
-    w, vo = v[..., :3], v[..., 3:]
-    n, fo = f[..., :3], f[..., 3:]
-    return jnp.concatenate([jnp.cross(w, n) + jnp.cross(vo, fo), jnp.cross(w, fo)], axis=-1)
-
-
 def node_dofs(topo: Topology, x):
     """Gather a (nv,) joint-space vector into padded (n, w) slots."""
     if topo.slot.max() < x.shape[0]:  # no padded slot
@@ -407,7 +387,7 @@ class Kin:
             self.qd = node_dofs(topo, v)  # (n, 3)
             self.vJ = mv(self.S, self.qd)  # S q̇ per node
             self.vel = accumulate_down(topo, self.vJ)  # node spatial velocities (n, 6)
-            self.c = crm(self.vel, self.vJ)  # Ṡ q̇ = v × S q̇
+            self.c = cross_motion(self.vel, self.vJ)  # Ṡ q̇ = v × S q̇
 
     def stopped(self):
         """A copy whose arrays (and model) carry no derivative (jax.lax.stop_gradient)."""

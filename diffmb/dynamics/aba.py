@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 
 from ..model import Model
+from ..spatial.spatial import cross_force
 from ._world import (
     Kin,
     _inv3,
-    crf,
     ext_wrenches,
     mm,
     mmt,
@@ -146,7 +146,7 @@ def _aba(model: Model, q, v, tau, f_ext):
 
 def _aba_kin(model: Model, k: Kin, tau, f_ext):
     piv = _Pivots(model, k)
-    pA = crf(k.vel, mv(k.I, k.vel))
+    pA = cross_force(k.vel, mv(k.I, k.vel))
     fe = ext_wrenches(model, k.topo, k.com, f_ext)
     if fe is not None:
         pA = pA - fe

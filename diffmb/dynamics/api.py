@@ -50,7 +50,7 @@ def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
     """Accelerations a (nv,) solving M a = τ − bias_force + Σ Jᵀ f_ext.
 
     ``method``: "aba" (O(n)), "crba" (M by CRBA, Cholesky solve), "lagrange" (recursive
-    Lagrange of seed 002), "kane" (Kane's equations, seeds 000/004).
+    Lagrange of Xu et al. (2021)), "kane" (Kane's equations, Wu et al. (2019), Xu et al. (2018)).
     """
     _check(model, q, v, tau, f_ext)
     if method == "aba":

@@ -1,7 +1,7 @@
 """Configuration-space maps: q̇(q, v), exact integration, normalisation and difference.
 
 The generalized positions q (nq,) and velocities v (nv,) follow MuJoCo's layout (see
-:mod:`diffmb.model`). Per node:
+:mod:`diffmb.model`; the widths are :class:`diffmb.model.JointType`'s). Per node:
 
 =========  =====  =====  ==========================================================
 node       q      v      q̇ from v
@@ -16,7 +16,8 @@ ball       4      3      q̇ = ½ q ⊗ [0, ω]   (ω in the node frame, Hamilto
 ``v dt``, quaternions are multiplied on the right by ``exp(ω dt)`` (so they stay on the unit
 sphere to rounding). ``difference(model, q0, q1)`` is its inverse at dt = 1:
 ``integrate(model, q0, difference(model, q0, q1), 1.0) == q1`` (MuJoCo's ``mj_differentiatePos``
-convention: the ball part is the body-frame rotation vector ``log(q0⁻¹ ⊗ q1)``).
+convention: the ball part is the body-frame rotation vector ``log(q0⁻¹ ⊗ q1)``,
+:func:`diffmb.spatial.quaternion.difference`).
 """
 
 from __future__ import annotations
@@ -24,15 +25,12 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from ..model import BALL, Model
+from ..model import BALL, JointType, Model
 from ..spatial import quaternion as quat
 from ._world import take
 
 __all__ = ["qdot", "integrate", "normalize", "difference", "ball_q_slices", "ball_layout",
            "unit_quaternions"]
-
-_NQ = {"hinge": 1, "slide": 1, "ball": 4, "trans3": 3}
-_NV = {"hinge": 1, "slide": 1, "ball": 3, "trans3": 3}
 
 
 def _segments(model: Model):
@@ -42,7 +40,7 @@ def _segments(model: Model):
     for i in order:
         if model.node_q[i] != qpos:
             raise ValueError(f"{model.name}: q layout is not contiguous at node {i}")
-        qpos += _NQ[model.node_type[i]]
+        qpos += JointType(model.node_type[i]).nq
     return order
 
 
@@ -78,7 +76,7 @@ class BallLayout:
             src[self.q_idx[b]] = 4 * b + np.arange(4)
         for i in range(model.n_nodes):
             if model.node_type[i] != BALL:
-                k = _NQ[model.node_type[i]]
+                k = JointType(model.node_type[i]).nq
                 src[model.node_q[i] + np.arange(k)] = 4 * nb + model.node_v[i] + np.arange(k)
         self.qdot_src = None if np.array_equal(src, np.arange(4 * nb)) else src
 
@@ -128,9 +126,9 @@ def integrate(model: Model, q, v, dt):
     for i in _segments(model):
         t, a, s = model.node_type[i], model.node_v[i], model.node_q[i]
         if t == BALL:
-            parts.append(quat.mul(q[s : s + 4], quat.exp(v[a : a + 3] * dt)))
+            parts.append(quat.integrate(q[s : s + 4], v[a : a + 3], dt))
         else:
-            k = _NV[t]
+            k = JointType(t).nv
             parts.append(q[s : s + k] + v[a : a + k] * dt)
     return jnp.concatenate(parts)
 
@@ -150,8 +148,8 @@ def difference(model: Model, q0, q1):
     for i in sorted(range(model.n_nodes), key=lambda i: model.node_v[i]):
         t, s = model.node_type[i], model.node_q[i]
         if t == BALL:
-            parts.append(quat.log(quat.mul(quat.conj(q0[s : s + 4]), q1[s : s + 4])))
+            parts.append(quat.difference(q0[s : s + 4], q1[s : s + 4]))
         else:
-            k = _NV[t]
+            k = JointType(t).nv
             parts.append(q1[s : s + k] - q0[s : s + k])
     return jnp.concatenate(parts)

@@ -1,4 +1,4 @@
-"""Kane's equations for any tree (seed 004 §3, seed 000 eqs. 43–45).
+"""Kane's equations for any tree (Xu et al. (2018) §3, Wu et al. (2019) eqs. 43–45).
 
 With generalized speeds u = v (MuJoCo's layout, so ball and free joints use body-frame angular
 velocities — Kane's method needs no correction for such quasi-velocities), the partial velocity

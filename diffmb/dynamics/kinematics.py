@@ -1,7 +1,7 @@
 """World-frame kinematics: poses, velocities, accelerations, partial velocities and Jacobians.
 
 Everything here is expressed in the world frame, the frame of the papers' partial velocities
-(seed 002 eq. 18, seed 004 §3): for dof r of node j with world axis ``a`` (angular column) and
+(Xu et al. (2021) eq. 18, Xu et al. (2018) §3): for dof r of node j with world axis ``a`` (angular column) and
 ``l`` (linear column), the partial angular velocity of any descendant body is ``a`` and the
 partial velocity of a point x on it is ``a × (x − o_j) + l``.
 """
@@ -55,7 +55,7 @@ def _dof_columns(model: Model, i, R_node, R_parent):
 
 
 def world_kinematics(model: Model, q, v=None, qdd=None) -> WorldKinematics:
-    """Recursive world-frame kinematics of every node (seed 002's traversal of the span tree)."""
+    """Recursive world-frame kinematics of every node (Xu et al. (2021)'s traversal of the span tree)."""
     v = jnp.zeros(model.nv) if v is None else v
     qdd = jnp.zeros(model.nv) if qdd is None else qdd
     topo = topology(model)

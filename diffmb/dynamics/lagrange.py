@@ -1,4 +1,4 @@
-"""Recursive Lagrange equations on the directed span tree (seed 002 eqs. 1–19).
+"""Recursive Lagrange equations on the directed span tree (Xu et al. (2021) eqs. 1–19).
 
 For every axis l the paper sums over the bodies k of its subtree (eq. 19):
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ..model import Model
+from ..spatial.rotation import skew
 from .rnea import rnea
 
 __all__ = ["inertial_parameters", "with_inertial_parameters", "inertial_regressor"]
@@ -23,7 +24,7 @@ def inertial_parameters(model: Model):
     """π (nb, 10) of the model's bodies."""
     m, c, Ic = model.body_mass, model.body_com, model.body_inertia
     h = m[:, None] * c
-    cx = _skew(c)
+    cx = skew(c)
     Ibar = Ic - m[:, None, None] * (cx @ cx)
     return jnp.concatenate([m[:, None], h, Ibar[:, _IU[0], _IU[1]]], axis=1)
 
@@ -35,7 +36,7 @@ def with_inertial_parameters(model: Model, pi):
     c = jnp.where((m > 0)[:, None], pi[:, 1:4] / safe_m[:, None], 0.0)
     Ibar = jnp.zeros((pi.shape[0], 3, 3)).at[:, _IU[0], _IU[1]].set(pi[:, 4:])
     Ibar = Ibar.at[:, _IU[1], _IU[0]].set(pi[:, 4:])
-    cx = _skew(c)
+    cx = skew(c)
     Ic = Ibar + m[:, None, None] * (cx @ cx)
     return eqx_tree_at(model, m, c, Ic)
 
@@ -58,11 +59,3 @@ def inertial_regressor(model: Model, q, v, a):
 
     pi = inertial_parameters(model).ravel()
     return jax.jacfwd(tau)(pi)
-
-
-def _skew(v):
-    z = jnp.zeros_like(v[..., 0])
-    x, y, w = v[..., 0], v[..., 1], v[..., 2]
-    return jnp.stack(
-        [jnp.stack([z, -w, y], -1), jnp.stack([w, z, -x], -1), jnp.stack([-y, x, z], -1)], -2
-    )

@@ -10,11 +10,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..model import Model
+from ..spatial.spatial import cross_force
 from ._world import (
     Kin,
     accumulate_down,
     accumulate_up,
-    crf,
     ext_wrenches,
     mtv,
     mv,
@@ -33,7 +33,7 @@ def rnea_kin(model: Model, k: Kin, a, f_ext=None, gravity=True):
     ag = jnp.concatenate([jnp.zeros(3), -model.gravity]) if gravity else jnp.zeros(6)
     aJ = mv(k.S, node_dofs(topo, a)) + k.c
     acc = accumulate_down(topo, aJ) + ag
-    f = mv(k.I, acc) + crf(k.vel, mv(k.I, k.vel))
+    f = mv(k.I, acc) + cross_force(k.vel, mv(k.I, k.vel))
     fe = ext_wrenches(model, topo, k.com, f_ext)
     if fe is not None:
         f = f - fe

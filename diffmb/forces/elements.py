@@ -109,10 +109,10 @@ class JointSpring(AbstractForce):
             if jt in ("hinge", "slide"):
                 parts.append(q[a : a + 1] - qs[a : a + 1])
             elif jt == "ball":
-                parts.append(quat.log(quat.mul(quat.conj(qs[a : a + 4]), q[a : a + 4])))
+                parts.append(quat.difference(qs[a : a + 4], q[a : a + 4]))
             else:  # free
                 parts.append(q[a : a + 3] - qs[a : a + 3])
-                parts.append(quat.log(quat.mul(quat.conj(qs[a + 3 : a + 7]), q[a + 3 : a + 7])))
+                parts.append(quat.difference(qs[a + 3 : a + 7], q[a + 3 : a + 7]))
         return -k * jnp.concatenate(parts), None
 
 

@@ -33,7 +33,7 @@ constraint Jacobian rank-deficient, which the integrators here do not handle).
 
 Also here: the paper's closed-form point Jacobian (eqs. 29-32) for checking against autodiff,
 the extended Lagrangian (eq. 24), a builder (:func:`build_system`), a converter from a compiled
-``mujoco.MjModel`` (:func:`from_mjmodel`), and the index-1 DAE with Baumgarte stabilisation
+``mujoco.MjModel`` (:func:`maximal_from_mjmodel`), and the index-1 DAE with Baumgarte stabilisation
 (:func:`dae_rhs`, :func:`simulate_dae`) used as a comparison for the variational integrator.
 """
 
@@ -54,7 +54,7 @@ __all__ = [
     "Joint",
     "MaximalSystem",
     "build_system",
-    "from_mjmodel",
+    "maximal_from_mjmodel",
     "state_from_mjdata",
     "E_matrix",
     "G_e",
@@ -261,7 +261,7 @@ def _qmul_np(p, q):
     return np.r_[pw * qw - pv @ qv, pw * qv + qw * pv + np.cross(pv, qv)]
 
 
-def from_mjmodel(mj, qpos=None):
+def maximal_from_mjmodel(mj, qpos=None):
     """Convert a compiled ``mujoco.MjModel`` to ``(MaximalSystem, u)`` at ``qpos`` (default qpos0).
 
     Each MuJoCo body becomes a body whose quaternion is its MuJoCo body frame (``xquat``) and

@@ -25,13 +25,9 @@ import jax
 import jax.numpy as jnp
 
 from ..spatial import quaternion as quat
+from ..spatial.rotation import skew
 
-__all__ = ["KaneSystem", "partial_velocities", "kane_eom", "kane_mass_matrix"]
-
-
-def _skew(a):
-    z = jnp.zeros_like(a[0])
-    return jnp.array([[z, -a[2], a[1]], [a[2], z, -a[0]], [-a[1], a[0], z]])
+__all__ = ["KaneSystem", "rotor_partial_velocities", "kane_eom", "kane_mass_matrix"]
 
 
 class KaneSystem(eqx.Module):
@@ -46,12 +42,12 @@ class KaneSystem(eqx.Module):
     gravity: jnp.ndarray
 
 
-def partial_velocities(sys: KaneSystem, q):
+def rotor_partial_velocities(sys: KaneSystem, q):
     """(dv_j/du (nb, 3, 6) in world axes, dw_j/du (nb, 3, 6) in B axes)."""
     R = quat.to_rotmat(q)
 
     def one(rho):
-        Vp = jnp.concatenate([jnp.eye(3), -R @ _skew(rho)], axis=1)
+        Vp = jnp.concatenate([jnp.eye(3), -R @ skew(rho)], axis=1)
         Wp = jnp.concatenate([jnp.zeros((3, 3)), jnp.eye(3)], axis=1)
         return Vp, Wp
 
@@ -59,7 +55,7 @@ def partial_velocities(sys: KaneSystem, q):
 
 
 def kane_mass_matrix(sys: KaneSystem, q):
-    Vp, Wp = partial_velocities(sys, q)
+    Vp, Wp = rotor_partial_velocities(sys, q)
     return jnp.einsum("j,jai,jak->ik", sys.mass, Vp, Vp) + jnp.einsum(
         "jai,jab,jbk->ik", Wp, sys.inertia, Wp
     )
@@ -72,7 +68,7 @@ def kane_eom(sys: KaneSystem, q, u, F_world, M_body, Omega, Omega_dot=None):
         Omega_dot = jnp.zeros_like(Omega)
     R = quat.to_rotmat(q)
     w = u[3:]
-    Vp, Wp = partial_velocities(sys, q)
+    Vp, Wp = rotor_partial_velocities(sys, q)
 
     def remainder(m, I, rho, a, Om, Omd, F, M):
         # the parts of -m a_j and -(I alpha + w x I w) that do not contain udot, plus K_j

@@ -81,7 +81,7 @@ import numpy as np
 
 from ..controls import KnotTable
 from ..dynamics.configuration import difference, integrate
-from ..model import Model
+from ..model import JointType, Model
 from . import _loop
 from .lsq import covariance
 from .params import ParamSet, Transform, bounded, default_transform
@@ -122,9 +122,8 @@ def joint_channels(model: Model, prefix: str) -> list[str]:
     """Channel names ``<prefix>_<joint>`` in q (prefix "q") or v order (others)."""
     out = []
     for j, name in enumerate(model.joint_names):
-        jt = model.joint_types[j]
-        n = ({"hinge": 1, "slide": 1, "ball": 4, "free": 7} if prefix == "q"
-             else {"hinge": 1, "slide": 1, "ball": 3, "free": 6})[jt]
+        jt = JointType(model.joint_types[j])
+        n = jt.nq if prefix == "q" else jt.nv
         out += [f"{prefix}_{name}"] if n == 1 else [f"{prefix}_{name}_{k}" for k in range(n)]
     return out
 

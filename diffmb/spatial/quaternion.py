@@ -1,7 +1,7 @@
 """Unit quaternions, scalar-first ``[w, x, y, z]``, Hamilton product, rotating body -> world.
 
 This is the one place where the quaternion convention of diffmb is written down. Papers that
-write quaternions scalar-last (seed 000: ``[sigma, eta]``) convert at the study boundary with
+write quaternions scalar-last (Wu et al. (2019): ``[sigma, eta]``) convert at the study boundary with
 :func:`from_scalar_last` / :func:`to_scalar_last`.
 
 All functions take arrays whose last axis is 4 (or 3 for vectors) and broadcast over leading
@@ -29,6 +29,7 @@ __all__ = [
     "exp",
     "log",
     "integrate",
+    "difference",
     "from_scalar_last",
     "to_scalar_last",
 ]
@@ -74,26 +75,42 @@ def to_rotmat(q):
 
 
 def from_rotmat(R):
-    """Unit quaternion (w >= 0) of a rotation matrix, Shepperd's method; numpy-friendly."""
-    import numpy as np
+    """Unit quaternion (w >= 0) of a rotation matrix, Shepperd's method: (3, 3) -> (4,).
 
-    R = np.asarray(R, dtype=float)
-    t = np.trace(R)
-    if t > 0:
-        s = 2.0 * np.sqrt(1.0 + t)
-        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
-    else:
-        s = 2.0 * np.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
-    q = np.array(q)
-    q = q / np.linalg.norm(q)
-    return q if q[0] >= 0 else -q
+    Pure JAX (jit/vmap/grad), and accepts numpy input (the model builders call it outside jit).
+    All four candidate formulas are evaluated with their square roots clamped away from zero and
+    the best-conditioned one (largest ``1 ± r00 ± r11 ± r22``) is selected, so value and gradient
+    stay finite.
+    """
+    R = jnp.asarray(R)
+    r00, r11, r22 = R[0, 0], R[1, 1], R[2, 2]
+    t = jnp.stack(
+        [
+            1.0 + r00 + r11 + r22,
+            1.0 + r00 - r11 - r22,
+            1.0 - r00 + r11 - r22,
+            1.0 - r00 - r11 + r22,
+        ]
+    )
+    s = 2.0 * jnp.sqrt(jnp.maximum(t, 1e-12))  # s_k = 4 |q_k| on the chosen branch
+    a = R[2, 1] - R[1, 2]
+    b = R[0, 2] - R[2, 0]
+    c = R[1, 0] - R[0, 1]
+    d = R[0, 1] + R[1, 0]
+    e = R[0, 2] + R[2, 0]
+    f = R[1, 2] + R[2, 1]
+    cands = jnp.stack(
+        [
+            jnp.stack([0.25 * s[0], a / s[0], b / s[0], c / s[0]]),
+            jnp.stack([a / s[1], 0.25 * s[1], d / s[1], e / s[1]]),
+            jnp.stack([b / s[2], d / s[2], 0.25 * s[2], f / s[2]]),
+            jnp.stack([c / s[3], e / s[3], f / s[3], 0.25 * s[3]]),
+        ]
+    )
+    k = jnp.argmax(t)
+    q = jnp.take(cands, k, axis=0)
+    q = q / safe_norm(q)
+    return jnp.where(q[0] < 0.0, -q, q)
 
 
 def rotate(q, v):
@@ -150,8 +167,17 @@ def integrate(q, omega_body, dt):
     return mul(q, exp(omega_body * dt))
 
 
+def difference(q0, q1):
+    """Body-frame rotation vector ``log(q0⁻¹ ⊗ q1)`` from q0 to q1: (..., 4), (..., 4) -> (..., 3).
+
+    The inverse of :func:`integrate` at ``dt = 1``: ``mul(q0, exp(difference(q0, q1))) == q1``
+    (MuJoCo's ``mju_subQuat(q1, q0)``; q0 unit).
+    """
+    return log(mul(conj(q0), q1))
+
+
 def from_scalar_last(q):
-    """``[x, y, z, w]`` (seed 000's ``[η, σ]`` ordering) -> ``[w, x, y, z]``."""
+    """``[x, y, z, w]`` (Wu et al. (2019)'s ``[η, σ]`` ordering) -> ``[w, x, y, z]``."""
     return jnp.concatenate([q[..., 3:], q[..., :3]], axis=-1)
 
 

@@ -13,28 +13,35 @@ With ``qdot = 1/2 q ⊗ [0, omega_body] = 1/2 [0, omega_world] ⊗ q``::
 
 For ``|q| = 1``: ``G G^T = E E^T = I``, ``G q = E q = 0``, ``R(q) = E(q) G(q)^T``.
 
-The papers' matrices are these in other orders (adapters below give them exactly):
+The papers' matrices are these in other orders (adapters below give them exactly, under names
+that say what each maps):
 
-* seed 000 (Wu et al. 2019) writes ``q = [sigma, eta]`` scalar-last. Its eq. 5/11
+* Wu et al. (2019) write ``q = [sigma, eta]`` scalar-last. Their eq. 5/11
   ``S = [2(eta I - sigma^x), -2 sigma]`` (3x4, ``omega = S qdot``) is ``2 G(q)`` with the columns
   in scalar-last order, and eq. 8/32 ``Gamma = 1/2 [eta I + sigma^x; -sigma^T]`` (4x3,
   ``qdot = Gamma omega``) is ``1/2 G(q)^T`` with the rows in scalar-last order;
-  ``S Gamma = |q|^2 I`` (eq. 30/33) and ``S q = 0``. See :func:`seed000_S`, :func:`seed000_Gamma`.
-* seed 001 (Xu & Zhong 2014) writes ``q_e = [e0, e1, e2, e3]`` scalar-first, the same quaternion
-  as ours, but its attitude matrix ``T`` (eq. 3) is world -> body: ``T = R(q)^T``. Its eq. 6-9
+  ``S Gamma = |q|^2 I`` (eq. 30/33) and ``S q = 0``. See :func:`body_rate_matrix_scalar_last`
+  (S) and :func:`quat_rate_matrix_scalar_last` (Gamma).
+* Xu & Zhong (2014) write ``q_e = [e0, e1, e2, e3]`` scalar-first, the same quaternion as ours,
+  but their attitude matrix ``T`` (eq. 3) is world -> body: ``T = R(q)^T``. Their eq. 6-9
   ``omega_i = 2 q_e . G_i . qdot_e`` and ``G_e(q_e) = -[2 G_1 q_e, 2 G_2 q_e, 2 G_3 q_e]^T`` give
-  ``G_e = 2 G(q)`` (body angular velocity). Its eq. 29-31 write each entry of ``T`` as the
+  ``G_e = 2 G(q)`` (body angular velocity). Their eq. 29-31 write each entry of ``T`` as the
   quadratic form ``T_ij = q_e . T_ij . q_e``; eq. 30 prints T_11, T_22, T_12, T_23 (the rest of
   eq. 30 is garbled in our copy) and eq. 31 generates the other five as matrix products. See
-  :func:`seed001_G123`, :func:`seed001_Ge`, :func:`seed001_T`, :func:`seed001_T_forms`.
+  :func:`body_rate_bilinear_forms` (G_1, G_2, G_3), :func:`body_rate_matrix` (G_e),
+  :func:`world_to_body_rotmat` (T) and :func:`world_to_body_quadratic_forms` (the T_ij).
+
+References: Wu, Wang, Zhou & Wang (2019), *A modeling of diamond jointed-wing configuration UAV
+based on Lagrange's equation*, J. Air Force Eng. Univ. 20(5); Xu & Zhong (2014), *Symplectic
+integration for multibody dynamics based on quaternion parameters*, Appl. Math. Mech. 35(10).
 
 Euler angles
 ------------
 * ZYX (aerospace yaw-pitch-roll): ``ypr = [psi, theta, phi]`` (yaw, pitch, roll), in the order of
   the rotation sequence, ``R = Rz(psi) Ry(theta) Rx(phi)``; ``theta`` in [-pi/2, pi/2], singular
-  (gimbal lock) at ``theta = ±pi/2``. Seed 000's eq. 2 is this conversion written with a
+  (gimbal lock) at ``theta = ±pi/2``. Wu et al. (2019)'s eq. 2 is this conversion written with a
   scalar-first quaternion ``[a0, a1, a2, eta] = [w, x, y, z]`` (the copy's ``theta`` carries an
-  extra minus sign).
+  extra minus sign). :func:`rpy_from_quat` gives the same angles in roll-pitch-yaw order.
 * intrinsic z-x'-z'': ``zxz = [phi, theta, psi]``, ``R = Rz(phi) Rx(theta) Rz(psi)``; ``theta`` in
   [0, pi], singular at ``theta = 0, pi``.
 
@@ -60,22 +67,22 @@ __all__ = [
     "world_rate",
     "quat_rate_from_body_rate",
     "quat_rate_from_world_rate",
-    "quat_from_rotmat",
     "quat_from_euler_zyx",
     "rotmat_from_euler_zyx",
     "euler_zyx_from_rotmat",
     "euler_zyx_from_quat",
+    "rpy_from_quat",
     "quat_from_euler_zxz",
     "rotmat_from_euler_zxz",
     "euler_zxz_from_rotmat",
     "euler_zxz_from_quat",
     "rotational_kinetic_energy",
-    "seed000_S",
-    "seed000_Gamma",
-    "seed001_G123",
-    "seed001_Ge",
-    "seed001_T",
-    "seed001_T_forms",
+    "body_rate_matrix_scalar_last",
+    "quat_rate_matrix_scalar_last",
+    "body_rate_bilinear_forms",
+    "body_rate_matrix",
+    "world_to_body_rotmat",
+    "world_to_body_quadratic_forms",
 ]
 
 
@@ -178,53 +185,11 @@ def quat_rate_from_world_rate(q, omega_world):
 def rotational_kinetic_energy(J, q, qdot):
     """``1/2 omega^T J omega`` written in quaternion rates, ``2 qdot^T G^T J G qdot``.
 
-    This is seed 001 eq. 10/12 for the rotational part (J: body-frame inertia about the centre
+    This is Xu & Zhong (2014) eq. 10/12 for the rotational part (J: body-frame inertia about the centre
     of mass). J (3, 3), q (4,), qdot (4,) -> ().
     """
     Gq = G(q)
     return 2.0 * qdot @ (Gq.T @ (J @ (Gq @ qdot)))
-
-
-# --------------------------------------------------------------------------------------------
-# Rotation matrix -> quaternion (jit/vmap/grad-safe; quaternion.from_rotmat is numpy-only)
-# --------------------------------------------------------------------------------------------
-
-
-def quat_from_rotmat(R):
-    """Unit quaternion (w >= 0) of a rotation matrix, Shepperd's method: (3, 3) -> (4,).
-
-    Pure JAX version of :func:`diffmb.spatial.quaternion.from_rotmat`. All four candidate
-    formulas are evaluated with their square roots clamped away from zero and the
-    best-conditioned one is selected, so value and gradient stay finite.
-    """
-    r00, r11, r22 = R[0, 0], R[1, 1], R[2, 2]
-    t = jnp.stack(
-        [
-            1.0 + r00 + r11 + r22,
-            1.0 + r00 - r11 - r22,
-            1.0 - r00 + r11 - r22,
-            1.0 - r00 - r11 + r22,
-        ]
-    )
-    s = 2.0 * jnp.sqrt(jnp.maximum(t, 1e-12))  # s_k = 4 |q_k| on the chosen branch
-    a = R[2, 1] - R[1, 2]
-    b = R[0, 2] - R[2, 0]
-    c = R[1, 0] - R[0, 1]
-    d = R[0, 1] + R[1, 0]
-    e = R[0, 2] + R[2, 0]
-    f = R[1, 2] + R[2, 1]
-    cands = jnp.stack(
-        [
-            jnp.stack([0.25 * s[0], a / s[0], b / s[0], c / s[0]]),
-            jnp.stack([a / s[1], 0.25 * s[1], d / s[1], e / s[1]]),
-            jnp.stack([b / s[2], d / s[2], 0.25 * s[2], f / s[2]]),
-            jnp.stack([c / s[3], e / s[3], f / s[3], 0.25 * s[3]]),
-        ]
-    )
-    k = jnp.argmax(t)
-    q = jnp.take(cands, k, axis=0)
-    q = q / safe_norm(q)
-    return jnp.where(q[0] < 0.0, -q, q)
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,8 +231,20 @@ def euler_zyx_from_rotmat(R):
 
 
 def euler_zyx_from_quat(q):
-    """``[psi, theta, phi]`` (yaw, pitch, roll) of a unit quaternion: (..., 4) -> (..., 3)."""
+    """``[psi, theta, phi]`` (yaw, pitch, roll) of a quaternion: (..., 4) -> (..., 3).
+
+    Any non-zero norm: ``R(q)`` scales by ``|q|^2``, which the arctangents ignore.
+    """
     return euler_zyx_from_rotmat(quat.to_rotmat(q))
+
+
+def rpy_from_quat(q):
+    """``[phi, theta, psi]`` (roll, pitch, yaw), the ZYX angles of :func:`euler_zyx_from_quat` in
+    reverse order (``R = Rz(psi) Ry(theta) Rx(phi)``): (..., 4) -> (..., 3).
+
+    The aerospace attitude read-out of a scalar-first quaternion of any non-zero norm.
+    """
+    return euler_zyx_from_quat(q)[..., ::-1]
 
 
 def quat_from_euler_zxz(zxz):
@@ -307,29 +284,33 @@ def euler_zxz_from_quat(q):
 _SL = (1, 2, 3, 0)
 
 
-def seed000_S(q_sl):
-    """Seed 000 eq. 5/11: ``S = [2(eta I - sigma^x), -2 sigma]`` (3, 4), ``omega = S qdot_sl``.
+def body_rate_matrix_scalar_last(q_sl):
+    """Quaternion rate -> body angular velocity, scalar-last: ``omega = S qdot_sl``, (4,) -> (3, 4).
 
-    q_sl = [sigma(3), eta] is scalar-last; qdot_sl in the same order. Equals ``2 G(q)`` with the
-    columns permuted to scalar-last order.
+    Wu et al. (2019) eq. 5/11: ``S = [2(eta I - sigma^x), -2 sigma]``. q_sl = [sigma(3), eta] is
+    scalar-last; qdot_sl in the same order. Equals ``2 G(q)`` with the columns permuted to
+    scalar-last order.
     """
     return 2.0 * G(quat.from_scalar_last(q_sl))[..., _SL]
 
 
-def seed000_Gamma(q_sl):
-    """Seed 000 eq. 8/32: ``Gamma = 1/2 [eta I + sigma^x; -sigma^T]`` (4, 3).
+def quat_rate_matrix_scalar_last(q_sl):
+    """Body angular velocity -> quaternion rate, scalar-last: ``qdot_sl = Gamma omega``,
+    (4,) -> (4, 3).
 
-    ``qdot_sl = Gamma omega``. Equals ``1/2 G(q)^T`` with the rows permuted to scalar-last
-    order; ``S Gamma = |q|^2 I``.
+    Wu et al. (2019) eq. 8/32: ``Gamma = 1/2 [eta I + sigma^x; -sigma^T]``. Equals
+    ``1/2 G(q)^T`` with the rows permuted to scalar-last order; ``S Gamma = |q|^2 I``.
     """
     Gt = jnp.swapaxes(G(quat.from_scalar_last(q_sl)), -1, -2)
     return 0.5 * Gt[..., _SL, :]
 
 
-def seed001_G123():
-    """Seed 001 eq. 7, the constant skew matrices G_1, G_2, G_3 as printed: () -> (3, 4, 4).
+def body_rate_bilinear_forms():
+    """The bilinear forms giving the body angular velocity, ``omega_i = 2 q . G_i . qdot``:
+    () -> (3, 4, 4).
 
-    ``omega_body_i = 2 q . G_i . qdot`` (eq. 6), so ``G(q)[i] = q^T G_i = -(G_i q)^T``.
+    Xu & Zhong (2014) eq. 6-7: the constant skew matrices G_1, G_2, G_3 as printed;
+    ``G(q)[i] = q^T G_i = -(G_i q)^T``.
     """
     G1 = [[0, 1, 0, 0], [-1, 0, 0, 0], [0, 0, 0, -1], [0, 0, 1, 0]]
     G2 = [[0, 0, 1, 0], [0, 0, 0, 1], [-1, 0, 0, 0], [0, -1, 0, 0]]
@@ -337,26 +318,28 @@ def seed001_G123():
     return jnp.array([G1, G2, G3], dtype=jnp.float64)
 
 
-def seed001_Ge(q_e):
-    """Seed 001 eq. 9: ``G_e(q_e) = -[2 G_1 q_e, 2 G_2 q_e, 2 G_3 q_e]^T = 2 G(q)``: (4,) -> (3, 4).
+def body_rate_matrix(q_e):
+    """Quaternion rate -> body angular velocity, ``omega = G_e qdot``: (4,) -> (3, 4).
 
-    ``omega' = G_e qdot_e`` is the body angular velocity (eq. 8); q_e is our quaternion.
+    Xu & Zhong (2014) eq. 8-9: ``G_e(q_e) = -[2 G_1 q_e, 2 G_2 q_e, 2 G_3 q_e]^T = 2 G(q)``;
+    ``omega' = G_e qdot_e`` is the body angular velocity; q_e is our quaternion.
     """
     return 2.0 * G(q_e)
 
 
-def seed001_T(q_e):
-    """Seed 001 eq. 3: ``T = R(q)^T``, world -> body: (..., 4) -> (..., 3, 3).
+def world_to_body_rotmat(q_e):
+    """World -> body rotation matrix ``T = R(q)^T``: (..., 4) -> (..., 3, 3).
 
-    The paper writes a body point as ``x = q_c + T^T x'``.
+    Xu & Zhong (2014) eq. 3, where a body point is written ``x = q_c + T^T x'``.
     """
     return jnp.swapaxes(quat.to_rotmat(q_e), -1, -2)
 
 
-def seed001_T_forms():
-    """Seed 001 eq. 29-31: nine 4x4 matrices with ``T[i, j] = q . T_ij . q``: () -> (3, 3, 4, 4).
+def world_to_body_quadratic_forms():
+    """Nine 4x4 matrices with ``T[i, j] = q . T_ij . q`` (``T`` of :func:`world_to_body_rotmat`):
+    () -> (3, 3, 4, 4).
 
-    T_11, T_22, T_12, T_23 are the ones printed in eq. 30; the other five come from eq. 31:
+    Xu & Zhong (2014) eq. 29-31: T_11, T_22, T_12, T_23 are the ones printed in eq. 30; the other five come from eq. 31:
     ``T_33 = T_11 T_22``, ``T_31 = T_12 T_23``, ``T_21 = T_22 T_12 T_11``,
     ``T_13 = T_11 T_31 T_33``, ``T_32 = T_33 T_23 T_22``. The products need not be symmetric;
     only their symmetric parts enter the quadratic forms.

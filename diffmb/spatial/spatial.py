@@ -17,7 +17,11 @@ in A coordinates. Then::
 
 With diffmb's body -> world rotation ``R`` of a child relative to its parent, ``E = R^T``.
 
-Cross products: ``crm(m) = [[w^x, 0], [v^x, w^x]]`` and ``crf(m) = -crm(m)^T``.
+Cross products: ``crm(m) = [[w^x, 0], [v^x, w^x]]`` and ``crf(m) = -crm(m)^T`` are the 6x6
+matrices (Featherstone's names); :func:`cross_motion` / :func:`cross_force` apply them to a vector
+without forming them (the kernels of :mod:`diffmb.dynamics` use these). ``skew`` (``[a]x``) is
+:func:`diffmb.spatial.rotation.skew`.
+
 Spatial inertia about the frame origin (Featherstone's ``mcI``)::
 
     I = [[Ic + m [c]x [c]x^T, m [c]x], [m [c]x^T, m 1]]
@@ -78,17 +82,17 @@ def crf(m):
 
 
 def cross_motion(m, u):
-    """``crm(m) @ u`` with 3-vectors: (6,), (6,) -> (6,)."""
-    w, v = m[:3], m[3:]
-    ua, ul = u[:3], u[3:]
-    return jnp.concatenate([jnp.cross(w, ua), jnp.cross(v, ua) + jnp.cross(w, ul)])
+    """Motion cross product ``m x u = crm(m) @ u`` with 3-vectors: (..., 6), (..., 6) -> (..., 6)."""
+    w, v = m[..., :3], m[..., 3:]
+    ua, ul = u[..., :3], u[..., 3:]
+    return jnp.concatenate([jnp.cross(w, ua), jnp.cross(w, ul) + jnp.cross(v, ua)], axis=-1)
 
 
 def cross_force(m, f):
-    """``crf(m) @ f`` with 3-vectors: (6,), (6,) -> (6,)."""
-    w, v = m[:3], m[3:]
-    n, fl = f[:3], f[3:]
-    return jnp.concatenate([jnp.cross(w, n) + jnp.cross(v, fl), jnp.cross(w, fl)])
+    """Force cross product ``m x* f = crf(m) @ f`` with 3-vectors: (..., 6), (..., 6) -> (..., 6)."""
+    w, v = m[..., :3], m[..., 3:]
+    n, fl = f[..., :3], f[..., 3:]
+    return jnp.concatenate([jnp.cross(w, n) + jnp.cross(v, fl), jnp.cross(w, fl)], axis=-1)
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Seed 001 (Xu & Zhong 2014, ``001_fc471e0f5a9ec7a1.txt``), issue 7. The chain is the MJCF file
 ``diffmb/assets/chain4.xml`` (issue 4 item 4), converted to absolute coordinates
-(:func:`diffmb.formulations.maximal.from_mjmodel`) and integrated by
+(:func:`diffmb.formulations.maximal.maximal_from_mjmodel`) and integrated by
 :func:`diffmb.formulations.variational.simulate_variational` at dt = 0.002 s.
 
 Comparisons: the same chain as a tree of ball joints integrated by MuJoCo (RK4, dt = 5e-4 s;
@@ -48,7 +48,7 @@ def chain_system():
     import mujoco
 
     mj = mujoco.MjModel.from_xml_path(str(chain_path()))
-    sysm, u0 = mx.from_mjmodel(mj)
+    sysm, u0 = mx.maximal_from_mjmodel(mj)
     return mj, sysm, u0
 
 
