@@ -1,63 +1,82 @@
 """diffmb: differentiable multibody dynamics in pure JAX.
 
 Importing diffmb enables float64 in JAX (``jax_enable_x64``): multibody dynamics compared with
-Pinocchio and MuJoCo at 1e-9 needs double precision.
+Pinocchio and MuJoCo at 1e-9 needs double precision. The public surface is listed in
+``docs/api.md``; subpackages (``diffmb.spatial``, ``diffmb.dynamics``, ``diffmb.formulations``,
+``diffmb.forces``, ``diffmb.io``, ``diffmb.optim``, ``diffmb.models``, ...) are importable as
+attributes.
 """
 
 import jax as _jax
 
 _jax.config.update("jax_enable_x64", True)
 
-from . import spatial as spatial  # noqa: E402
+# --- subpackages and modules ------------------------------------------------------------------
+from . import controls as controls  # noqa: E402
+from . import dynamics as dynamics
+from . import forces as forces
+from . import formulations as formulations
+from . import io as io
+from . import models as models
+from . import optim as optim
+from . import spatial as spatial
+from . import systems as systems
 from . import topology as topology
-from ._version import __version__ as __version__  # noqa: E402
-from .dynamics.api import (  # noqa: E402
-    bias_force as bias_force,
-)
-from .dynamics.api import (
-    forward_dynamics as forward_dynamics,
-)
-from .dynamics.api import (
-    inverse_dynamics as inverse_dynamics,
-)
-from .dynamics.api import (
-    mass_matrix as mass_matrix,
-)
-from .dynamics.kinematics import (  # noqa: E402
-    body_jacobian as body_jacobian,
-)
-from .dynamics.kinematics import (
-    body_pose as body_pose,
-)
-from .dynamics.kinematics import (
-    body_poses as body_poses,
-)
-from .dynamics.kinematics import (
-    body_velocity as body_velocity,
-)
-from .dynamics.kinematics import (
-    center_of_mass as center_of_mass,
-)
-from .dynamics.kinematics import (
-    frame_point as frame_point,
-)
-from .dynamics.kinematics import (
-    kinetic_energy as kinetic_energy,
-)
-from .dynamics.kinematics import (
-    momentum as momentum,
-)
-from .dynamics.kinematics import (
-    point_jacobian as point_jacobian,
-)
-from .dynamics.kinematics import (
-    potential_energy as potential_energy,
-)
-from .dynamics.regressor import inertial_regressor as inertial_regressor  # noqa: E402
-from .io.mjcf import load_mjcf as load_mjcf  # noqa: E402
-from .io.urdf import load_urdf as load_urdf  # noqa: E402
-from .model import Model as Model  # noqa: E402
+from ._version import __version__ as __version__
+
+# --- models and loaders -----------------------------------------------------------------------
+from .model import InertiaWarning as InertiaWarning
+from .model import Model as Model
 from .model import ModelBuilder as ModelBuilder
 from .model import State as State
-from .simulate import Trajectory as Trajectory
-from .simulate import simulate as simulate  # noqa: E402
+from .io.mjcf import load_mjcf as load_mjcf
+from .io.mjcf import mjcf_forces as mjcf_forces
+from .io.urdf import load_urdf as load_urdf
+
+# --- rigid-body dynamics ----------------------------------------------------------------------
+from .dynamics.api import bias_force as bias_force
+from .dynamics.api import forward_dynamics as forward_dynamics
+from .dynamics.api import inverse_dynamics as inverse_dynamics
+from .dynamics.api import mass_matrix as mass_matrix
+from .dynamics.configuration import difference as difference
+from .dynamics.configuration import integrate as integrate
+from .dynamics.kinematics import body_jacobian as body_jacobian
+from .dynamics.kinematics import body_pose as body_pose
+from .dynamics.kinematics import body_poses as body_poses
+from .dynamics.kinematics import body_velocity as body_velocity
+from .dynamics.kinematics import center_of_mass as center_of_mass
+from .dynamics.kinematics import frame_point as frame_point
+from .dynamics.kinematics import kinetic_energy as kinetic_energy
+from .dynamics.kinematics import momentum as momentum
+from .dynamics.kinematics import point_jacobian as point_jacobian
+from .dynamics.kinematics import potential_energy as potential_energy
+from .dynamics.regressor import inertial_regressor as inertial_regressor
+
+# --- force elements and controls --------------------------------------------------------------
+from .controls import KnotTable as KnotTable
+from .forces import AbstractForce as AbstractForce
+from .forces import AbstractStatefulForce as AbstractStatefulForce
+from .forces import Actuators as Actuators
+from .forces import BodyAerodynamics as BodyAerodynamics
+from .forces import BodyWrench as BodyWrench
+from .forces import GeneralizedForce as GeneralizedForce
+from .forces import JointDamping as JointDamping
+from .forces import JointLimits as JointLimits
+from .forces import JointSpring as JointSpring
+
+# --- simulation -------------------------------------------------------------------------------
+from .simulation import SimulationError as SimulationError
+from .simulation import Trajectory as Trajectory
+from .simulation import simulate as simulate
+from .systems import AbstractDiscreteSystem as AbstractDiscreteSystem
+from .systems import AbstractODESystem as AbstractODESystem
+from .systems import AbstractSystem as AbstractSystem
+from .systems import TreeSystem as TreeSystem
+from .systems import forward as forward
+
+def __getattr__(name):  # the studies and benchmarks import plotting and peers: load on demand
+    if name in ("studies", "bench", "cli"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'diffmb' has no attribute {name!r}")

@@ -23,9 +23,9 @@ from diffmb.forces.elements import (
     JointDamping,
     JointLimits,
     JointSpring,
-    mjcf_forces,
     total_force,
 )
+from diffmb.io.mjcf import actuators_from_mjcf, mjcf_forces
 
 XML = Path(__file__).parent / "data" / "sim_actuated.xml"
 
@@ -162,11 +162,11 @@ def test_body_wrench_free_body():
 
 
 def test_elements_are_pytrees_with_trainable_leaves():
-    act = Actuators.from_mjcf(XML)
+    act = actuators_from_mjcf(XML)
     leaves = eqx.filter(act, eqx.is_inexact_array)
     assert leaves.gain.shape == (4,) and leaves.gear.shape == (4,)
     with pytest.raises(ValueError, match="activation dynamics"):
-        Actuators.from_mjcf(
+        actuators_from_mjcf(
             mujoco.MjModel.from_xml_string(
                 '<mujoco><worldbody><body><joint name="j"/><geom size=".1"/></body></worldbody>'
                 '<actuator><position joint="j" kp="1" timeconst="0.1"/></actuator></mujoco>'

@@ -20,8 +20,9 @@ from scipy.interpolate import CubicHermiteSpline
 import diffmb
 from diffmb import controls
 from diffmb.dynamics.configuration import integrate
-from diffmb.forces.elements import Actuators, JointDamping, JointSpring, mjcf_forces
-from diffmb.simulate import DT_MIN, MAX_STEPS, NONFINITE, SimulationError
+from diffmb.forces.elements import JointDamping, JointSpring
+from diffmb.io.mjcf import actuators_from_mjcf, mjcf_forces
+from diffmb.simulation import DT_MIN, MAX_STEPS, NONFINITE, SimulationError
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -155,7 +156,7 @@ def arm():
         jnp.array([0.9, 0.1, -0.3, 0.2]) / jnp.linalg.norm(jnp.array([0.9, 0.1, -0.3, 0.2]))
     )
     v0 = jnp.array([0.2, -0.5, 1.0, 0.3, -0.7])
-    return model, q0, v0, Actuators.from_mjcf(path)
+    return model, q0, v0, actuators_from_mjcf(path)
 
 
 def _orders(model, q0, v0, solver, dts, ref_dt, T):

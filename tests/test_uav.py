@@ -34,7 +34,7 @@ def _flights(t1, names):
 
     @jax.jit
     def run(p):
-        return {k: uav.rk4(forms[k], X0, p, t1, 0.01, 10)[1] for k in names}
+        return {k: uav.fly(forms[k], X0, p, t1, 0.01, 10)[1] for k in names}
 
     return {k: np.asarray(v) for k, v in run(P).items()}
 
@@ -55,7 +55,7 @@ def test_formulations_agree_20s():
 
 def test_mujoco_reference_agrees():
     Xm = study.mujoco_reference(P, X0, 0.5, 0.01, 10)
-    Xk = np.asarray(jax.jit(lambda p: uav.rk4(uav.rhs_kane, X0, p, 0.5, 0.01, 10)[1])(P))
+    Xk = np.asarray(jax.jit(lambda p: uav.fly(uav.rhs_kane, X0, p, 0.5, 0.01, 10)[1])(P))
     assert np.abs(Xm[:, :3] - Xk[:, :3]).max() < 1e-9
     assert np.abs(Xm - Xk).max() < 1e-9
 
@@ -77,7 +77,7 @@ def test_gradient_of_final_state_wrt_aero_coefficients():
         for i, k in enumerate(names):
             a = eqx.tree_at(lambda a, k=k: getattr(a, k), a, c[i])
         p = eqx.tree_at(lambda p: p.aero, P, a)
-        return uav.rk4(uav.rhs_kane, X0, p, 1.0, 0.01, 100)[1][-1]
+        return uav.fly(uav.rhs_kane, X0, p, 1.0, 0.01, 100)[1][-1]
 
     c0 = jnp.array([float(getattr(P.aero, k)) for k in names])
     # one compilation: value and forward-mode Jacobian together

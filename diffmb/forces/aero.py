@@ -1,4 +1,6 @@
-"""Aerodynamics of a small fixed-wing aircraft (seed 000): propellers and a stability-derivative body.
+"""Aerodynamics of a small fixed-wing aircraft (Wu et al. 2019, the UAV study): propellers, a
+stability-derivative body, and :class:`BodyAerodynamics`, the force element that applies the
+latter to a body of a :class:`~diffmb.Model`.
 
 Conventions (aircraft body axes, NED world): x forward, y right wing, z down; body rates
 ``omega = [p, q, r]``; airspeed ``v_body = [u, v, w]`` of the aerodynamic reference point relative
@@ -22,10 +24,14 @@ on the rotor against its spin.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax.numpy as jnp
 
+from ..dynamics.kinematics import body_pose, body_velocity
 from ..spatial.safe import safe_norm
+from .elements import AbstractForce
 
 __all__ = [
     "PropellerParams",
@@ -34,6 +40,7 @@ __all__ = [
     "air_data",
     "propeller_thrust_torque",
     "body_aero",
+    "BodyAerodynamics",
 ]
 
 
@@ -161,3 +168,38 @@ def body_aero(p: AeroDerivatives, v_body, omega_body, controls):
     Mm = qSc * (p.Cm0 + p.Cma * alpha + p.Cmde * de) + rate_c * p.Cmq * qr
     Mn = qSb * (p.Cnb * beta + p.Cnda * da + p.Cndr * dr) + rate_b * (p.Cnp * pr + p.Cnr * rr)
     return F, jnp.stack([Ml, Mm, Mn])
+
+
+class BodyAerodynamics(AbstractForce):
+    """:func:`body_aero` on one body of a :class:`~diffmb.Model`, as a force element.
+
+    The body's frame gives the aircraft axes (x forward, y right wing, z down); ``point`` (3,),
+    in that frame, is the aerodynamic reference point: its airspeed (still air) enters
+    :func:`body_aero`, and the force acts there. The control surfaces [aileron, elevator,
+    rudder] are ``ctrl[surfaces]`` (rad), so this element consumes the control vector.
+    """
+
+    uses_ctrl: ClassVar[bool] = True
+    aero: AeroDerivatives
+    point: jnp.ndarray
+    body: str = eqx.field(static=True)
+    surfaces: tuple = eqx.field(static=True, default=(0, 1, 2))
+
+    def __init__(self, aero: AeroDerivatives, body: str, point=(0.0, 0.0, 0.0),
+                 surfaces=(0, 1, 2)):
+        self.aero = aero
+        self.body = body
+        self.point = jnp.asarray(point, dtype=jnp.float64).reshape(3)
+        self.surfaces = tuple(int(i) for i in surfaces)
+
+    def __call__(self, model, t, q, v, ctrl):
+        R, p = body_pose(model, q, self.body)
+        w, vp = body_velocity(model, q, v, self.body, self.point)
+        u = jnp.asarray(ctrl, dtype=jnp.float64)[jnp.asarray(self.surfaces)]
+        F, M = body_aero(self.aero, R.T @ vp, R.T @ w, u)
+        Fw, Mw = R @ F, R @ M
+        b = model.body_index(self.body)
+        # f_ext acts at the body's com: transfer the moment from the reference point
+        arm = R @ (self.point - model.body_com[b])
+        wrench = jnp.concatenate([Fw, Mw + jnp.cross(arm, Fw)])
+        return jnp.zeros(model.nv), jnp.zeros((model.n_bodies, 6)).at[b].set(wrench)

@@ -48,14 +48,15 @@ from ..spatial import quaternion as quat
 
 __all__ = [
     "AbstractForce",
+    "AbstractStatefulForce",
     "JointDamping",
     "JointSpring",
     "Actuators",
     "GeneralizedForce",
     "JointLimits",
     "BodyWrench",
-    "mjcf_forces",
     "total_force",
+    "init_states",
 ]
 
 
@@ -66,6 +67,25 @@ class AbstractForce(eqx.Module):
 
     @abc.abstractmethod
     def __call__(self, model: Model, t, q, v, ctrl):
+        raise NotImplementedError
+
+
+class AbstractStatefulForce(AbstractForce):
+    """A force element with a state s that ``simulate`` integrates with (q, v) (stiction
+    springs, soil memory, oscillators):
+
+        s0 = element.init_state(model)
+        tau, f_ext, ds_dt = element(model, t, q, v, ctrl, s)
+
+    ``s`` is any pytree of arrays; ``Trajectory.aux`` returns it at the save times.
+    """
+
+    @abc.abstractmethod
+    def init_state(self, model: Model):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def __call__(self, model: Model, t, q, v, ctrl, state):
         raise NotImplementedError
 
 
@@ -128,7 +148,7 @@ class Actuators(AbstractForce):
         tau[dof_i] += gear_i f
 
     motor: gain 1, bias 0; position(kp, kv): gain kp, bias (0, -kp, -kv); velocity(kv): gain kv,
-    bias (0, 0, -kv). Build from a file with :meth:`from_mjcf`. ``ctrl`` has shape (nu,).
+    bias (0, 0, -kv). Build from a file with :func:`diffmb.io.mjcf.actuators_from_mjcf`. ``ctrl`` has shape (nu,).
     """
 
     uses_ctrl: ClassVar[bool] = True
@@ -175,29 +195,6 @@ class Actuators(AbstractForce):
     @property
     def nu(self) -> int:
         return len(self.dof)
-
-    @classmethod
-    def from_mjcf(cls, src, model: Model | None = None) -> Actuators:
-        """Read the actuators of an MJCF file or a compiled ``mujoco.MjModel``."""
-        from ..io.mjcf import _as_mjmodel, read_actuators
-
-        mj, _ = _as_mjmodel(src)
-        a = read_actuators(mj)
-        qadr = [int(mj.jnt_qposadr[list(mj.jnt_dofadr).index(d)]) for d in a["dof"]]
-        if model is not None and model.nv != mj.nv:
-            raise ValueError(f"{model.name}: actuators are for nv={mj.nv}, model has {model.nv}")
-        return cls(
-            a["dof"],
-            qadr,
-            a["gear"],
-            a["gain"],
-            a["bias"],
-            a["ctrlrange"],
-            list(a["ctrllimited"]),
-            a["forcerange"],
-            list(a["forcelimited"]),
-            a["names"],
-        )
 
     def actuator_force(self, q, v, ctrl):
         """Scalar actuator forces (nu,) before the gear maps them to joints."""
@@ -262,15 +259,6 @@ class JointLimits(AbstractForce):
         self.stiffness = jnp.broadcast_to(_arr(stiffness), (n,))
         self.damping = jnp.broadcast_to(_arr(damping), (n,))
 
-    @classmethod
-    def from_mjcf(cls, src, stiffness, damping) -> JointLimits:
-        """Limited hinge/slide joints of an MJCF file, with the given penalty k and b."""
-        from ..io.mjcf import read_joint_limits
-
-        lim = read_joint_limits(src)
-        r = lim["range"]
-        return cls(lim["dof"], lim["qadr"], r[:, 0], r[:, 1], stiffness, damping)
-
     def __call__(self, model, t, q, v, ctrl):
         if not self.dof:
             return jnp.zeros(model.nv), None
@@ -303,31 +291,29 @@ class BodyWrench(AbstractForce):
         return jnp.zeros(model.nv), f
 
 
-def mjcf_forces(src, *, limit_stiffness=None, limit_damping=0.0) -> tuple:
-    """The force elements that make an MJCF file simulate as a MuJoCo user expects.
+def init_states(forces, model: Model) -> tuple:
+    """The elements' initial states, aligned with ``forces`` (None for stateless elements)."""
+    return tuple(el.init_state(model) if callable(getattr(el, "init_state", None)) else None
+                 for el in forces)
 
-    Joint damping and springs (from the Model's arrays, which ``load_mjcf`` filled from the
-    file), the file's actuators if it has any, and -- only when ``limit_stiffness`` is given --
-    soft limits on its limited hinge/slide joints. Returns a tuple for ``simulate(forces=...)``.
+
+def total_force(forces, model: Model, t, q, v, ctrl, states=None):
+    """Sum of the elements' outputs: ``(tau (nv,), f_ext (nbody, 6) or None, ds)``.
+
+    ``states``: the stateful elements' states aligned with ``forces`` (None: no element has
+    state); ``ds`` is their time derivative, aligned likewise (None when ``states`` is None).
     """
-    from ..io.mjcf import _as_mjmodel
-
-    mj, _ = _as_mjmodel(src)
-    out = [JointDamping(), JointSpring()]
-    if mj.nu:
-        out.append(Actuators.from_mjcf(mj))
-    if limit_stiffness is not None:
-        out.append(JointLimits.from_mjcf(mj, limit_stiffness, limit_damping))
-    return tuple(out)
-
-
-def total_force(forces, model: Model, t, q, v, ctrl):
-    """Sum of the elements' outputs: tau (nv,), f_ext (nbody, 6) or None."""
     tau = jnp.zeros(model.nv)
     f_ext = None
-    for el in forces:
-        ti, fi = el(model, t, q, v, ctrl)
+    ds = []
+    for k, el in enumerate(forces):
+        if states is not None and states[k] is not None:
+            ti, fi, dsi = el(model, t, q, v, ctrl, states[k])
+        else:
+            ti, fi = el(model, t, q, v, ctrl)
+            dsi = None
+        ds.append(dsi)
         tau = tau + ti
         if fi is not None:
             f_ext = fi if f_ext is None else f_ext + fi
-    return tau, f_ext
+    return tau, f_ext, (None if states is None else tuple(ds))

@@ -1,7 +1,7 @@
-"""Multibody dynamics in absolute (maximal) coordinates with quaternions (seed 001).
+"""Multibody dynamics in absolute (maximal) coordinates with quaternions (Xu & Zhong 2014).
 
 Xu & Zhong (2014), *Symplectic integration for multibody dynamics based on quaternion
-parameters*, Appl. Math. Mech. 35(10) -- ``001_fc471e0f5a9ec7a1.txt``, eqs. (1)-(32).
+parameters*, Appl. Math. Mech. 35(10), eqs. (1)-(32).
 
 Coordinates
 -----------
@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..spatial import quaternion as quat
+from ..systems import AbstractODESystem, check_initial
 
 __all__ = [
     "Body",
@@ -73,6 +74,7 @@ __all__ = [
     "paper_point_jacobian",
     "dae_rhs",
     "simulate_dae",
+    "MaximalDAE",
     "project_velocity",
 ]
 
@@ -577,6 +579,32 @@ def dae_rhs(sysm: MaximalSystem, alpha=10.0, beta=10.0):
     return lambda t, y, args=None: _dae_vector_field(t, y, (sysm, alpha, beta))
 
 
+class MaximalDAE(AbstractODESystem):
+    """The index-1 DAE of :func:`dae_rhs` as a system for :func:`diffmb.simulate`.
+
+    State y = (u, u̇) (7n each); ``init`` projects the initial velocity onto the constraints.
+    Baumgarte's ``alpha``, ``beta`` are traced (differentiable).
+    """
+
+    sysm: MaximalSystem
+    alpha: jnp.ndarray = eqx.field(converter=lambda x: jnp.asarray(x, dtype=jnp.float64),
+                                   default=10.0)
+    beta: jnp.ndarray = eqx.field(converter=lambda x: jnp.asarray(x, dtype=jnp.float64),
+                                  default=10.0)
+
+    def init(self, q0, v0, params, dt):
+        n = self.sysm.nq
+        u0 = check_initial("MaximalDAE", "u0", q0, (n,))
+        ud0 = jnp.zeros(n) if v0 is None else check_initial("MaximalDAE", "udot0", v0, (n,))
+        return (u0, project_velocity(self.sysm, u0, ud0))
+
+    def vector_field(self, t, y, params):
+        return _dae_vector_field(t, y, (self.sysm, self.alpha, self.beta))
+
+    def outputs(self, ys, params):
+        return ys[0], ys[1], None
+
+
 def simulate_dae(
     sysm: MaximalSystem,
     u0,
@@ -592,38 +620,18 @@ def simulate_dae(
     max_steps: int = 1_000_000,
     t0: float = 0.0,
 ):
-    """Integrate the Baumgarte-stabilised DAE (:func:`dae_rhs`) with diffrax, adaptive steps.
+    """Integrate the Baumgarte-stabilised DAE (:func:`dae_rhs`) by :func:`diffmb.simulate`
+    with adaptive steps (initial step 1e-3).
 
     ``solver``: ``"tsit5"`` or ``"dopri8"``. Returns ``(ts, u, udot, status)`` at the times
-    ``saveat``; ``status`` is diffrax's result code (0 = success). The initial velocity is
-    projected onto the constraints first.
+    ``saveat``; ``status`` is :data:`diffmb.simulation.STATUS`'s code (0 = success). The initial
+    velocity is projected onto the constraints first.
     """
+    from ..simulation import simulate
+
     if solver not in ("tsit5", "dopri8"):
         raise ValueError(f"solver {solver!r} not in ['dopri8', 'tsit5']")
-    ts = jnp.asarray(np.asarray(saveat, float))
-    return _simulate_dae(sysm, jnp.asarray(u0), jnp.asarray(udot0), jnp.asarray(float(t0)),
-                         jnp.asarray(float(t1)), ts, jnp.asarray(float(alpha)),
-                         jnp.asarray(float(beta)), solver, float(rtol), float(atol),
-                         int(max_steps))
-
-
-@eqx.filter_jit
-def _simulate_dae(sysm, u0, udot0, t0, t1, ts, alpha, beta, solver, rtol, atol, max_steps):
-    import diffrax
-
-    slv = {"tsit5": diffrax.Tsit5, "dopri8": diffrax.Dopri8}[solver]()
-    ud0 = project_velocity(sysm, u0, udot0)
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_dae_vector_field),
-        slv,
-        t0=t0,
-        t1=t1,
-        dt0=jnp.asarray(1e-3),
-        y0=(u0, ud0),
-        args=(sysm, alpha, beta),
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=max_steps,
-        throw=False,
-    )
-    return sol.ts, sol.ys[0], sol.ys[1], sol.result._value
+    tr = simulate(MaximalDAE(sysm, alpha, beta), u0, udot0, t1=t1, dt=1e-3, t0=t0,
+                  saveat=saveat, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
+                  throw=False)
+    return tr.ts, tr.q, tr.v, tr.status

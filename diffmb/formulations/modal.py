@@ -30,12 +30,15 @@ zero-order-hold discretisation of each damped mode for sampled piecewise-constan
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, ArrayLike
+
+from ..systems import AbstractDiscreteSystem, AbstractODESystem, check_initial
 
 __all__ = [
     "generalized_eigh",
@@ -54,6 +57,8 @@ __all__ = [
     "unconstrained_step_response",
     "modal_zoh_response",
     "unconstrained_zoh_response",
+    "ModalZOHSystem",
+    "LinearSecondOrderSystem",
 ]
 
 
@@ -259,7 +264,8 @@ def modal_zoh_response(
     closed form, so the result is exact (to rounding) for any ω dt and differentiable in ω, ζ, g.
     ``method="fft"``: the discrete convolution ``x_k = Σ_{j<k} Φ^{k−1−j} Γ g_j`` with
     ``Φ^m = exp(A m dt)`` evaluated in closed form, done by FFT (fast to compile and run);
-    ``method="scan"``: the recursion ``x_{k+1} = Φ x_k + Γ g_k`` with ``lax.scan``.
+    ``method="scan"``: the recursion ``x_{k+1} = Φ x_k + Γ g_k`` stepped by :func:`diffmb.simulate`
+    (:class:`ModalZOHSystem`).
     """
     zeta = jnp.broadcast_to(jnp.asarray(zeta, dtype=jnp.float64), omega.shape)
     p00, p01, p10, p11 = _transition(omega, zeta, dt)
@@ -267,16 +273,13 @@ def modal_zoh_response(
     g1 = p01
     nt = force.shape[0]
     if method == "scan":
+        if nt == 1:
+            return jnp.zeros((1, omega.shape[0])), jnp.zeros((1, omega.shape[0]))
+        from ..simulation import simulate
 
-        def step(x, gk):
-            q, v = x
-            qn = p00 * q + p01 * v + g0 * gk
-            vn = p10 * q + p11 * v + g1 * gk
-            return (qn, vn), (q, v)
-
-        z = jnp.zeros_like(omega)
-        _, (eta, deta) = jax.lax.scan(step, (z, z), force)
-        return eta, deta
+        tr = simulate(ModalZOHSystem(omega, zeta, force, dt), None, None, t1=float(nt - 1),
+                      dt=1.0, throw=False)
+        return tr.q, tr.v
     if method != "fft":
         raise ValueError(f"method must be 'fft' or 'scan', got {method!r}")
     tm = (jnp.arange(nt, dtype=jnp.float64) * dt)[:, None]  # lags m = 0..nt-1
@@ -309,3 +312,67 @@ def unconstrained_zoh_response(
     fm = -acc @ (modes.D.T @ modes.I.T).T  # (nt, N)
     eta, _ = modal_zoh_response(modes.omega, zeta, fm, dt)
     return recover_unconstrained(modes, theta_u, eta)
+
+
+class ModalZOHSystem(AbstractDiscreteSystem):
+    """Modal coordinates ``η̈ + 2ζω η̇ + ω² η = g`` with g held constant over each sample: the
+    exact discrete step ``x_{k+1} = Φ x_k + Γ g_k`` (Φ = exp(A dt) in closed form).
+
+    Time is counted in samples: simulate it with ``dt=1`` (step k applies ``force[k]``); the
+    sample period ``dt`` is a traced field, so ω, ζ, g and dt are all differentiable.
+    State y = (η, η̇), each (N,); starts from rest unless q0/v0 are given.
+    """
+
+    omega: Array
+    zeta: Array
+    force: Array  # (nt, N)
+    dt: Array
+
+    def __init__(self, omega, zeta, force, dt):
+        self.omega = jnp.asarray(omega, dtype=jnp.float64)
+        self.zeta = jnp.broadcast_to(jnp.asarray(zeta, dtype=jnp.float64), self.omega.shape)
+        self.force = jnp.asarray(force, dtype=jnp.float64)
+        self.dt = jnp.asarray(dt, dtype=jnp.float64)
+
+    def init(self, q0, v0, params, h):
+        n = self.omega.shape
+        z = jnp.zeros(n)
+        return (z if q0 is None else check_initial("modal", "eta0", q0, n),
+                z if v0 is None else check_initial("modal", "eta_dot0", v0, n))
+
+    def step(self, t, y, h, params):
+        p00, p01, p10, p11 = _transition(self.omega, self.zeta, self.dt)
+        w2 = self.omega**2
+        g0 = -2.0 * self.zeta / self.omega * p01 - (p11 - 1.0) / w2
+        k = jnp.clip(jnp.round(t).astype(jnp.int32), 0, self.force.shape[0] - 1)
+        gk = self.force[k]
+        q, v = y
+        return (p00 * q + p01 * v + g0 * gk, p10 * q + p11 * v + p01 * gk), jnp.asarray(0)
+
+    def outputs(self, ys, params):
+        return ys[0], ys[1], None
+
+
+class LinearSecondOrderSystem(AbstractODESystem):
+    """``M q̈ + C q̇ + K q = f(t, params)`` (a reduced modal model, eqs. 8 and 13 of the flexible
+    arm) as an ODE system for :func:`diffmb.simulate`. ``force`` is a static callable; M, C, K
+    are traced. State y = (q, q̇)."""
+
+    M: Array
+    C: Array
+    K: Array
+    force: Callable = eqx.field(static=True)
+
+    def init(self, q0, v0, params, dt):
+        n = (self.M.shape[0],)
+        z = jnp.zeros(n)
+        return (z if q0 is None else check_initial("linear system", "q0", q0, n),
+                z if v0 is None else check_initial("linear system", "v0", v0, n))
+
+    def vector_field(self, t, y, params):
+        q, v = y
+        f = self.force(t, params)
+        return (v, jnp.linalg.solve(self.M, f - self.C @ v - self.K @ q))
+
+    def outputs(self, ys, params):
+        return ys[0], ys[1], None

@@ -1,4 +1,4 @@
-"""Lagrange's equations in quaternion coordinates with the multipliers eliminated (seed 000).
+"""Lagrange's equations in quaternion coordinates with the multipliers eliminated (Wu et al. 2019).
 
 One rigid body (reference point O, body frame B) carrying axisymmetric rotors that spin at
 prescribed rates Omega_k(t) relative to B about fixed axes a_k. Generalized coordinates (eq. 9)
@@ -10,7 +10,7 @@ unit-norm constraint Xi(q) pdot = 0 (eq. 12) is eliminated by the null-space mat
 Upsilon = diag(I, Gamma(q)) with Xi Upsilon = 0 (eqs. 29-31): pdot = Upsilon v, and
 Upsilon^T (d/dt dL/dpdot - dL/dp - tau) = 0 are six equations without the multiplier.
 
-Quaternions here are scalar-first [w, x, y, z] (diffmb's convention). The seed writes
+Quaternions here are scalar-first [w, x, y, z] (diffmb's convention). The paper writes
 q = [sigma, eta] scalar-last (Hughes); its maps become, in our order,
 
     S(q)     = 2 [-x_v, w I - [x_v]x]        (3, 4)   omega = S qdot     (eq. 5/11)
@@ -28,7 +28,7 @@ inertia of body + rotors about O in body axes, including the rotors' transverse 
 every parallel-axis term. Because rotors are axisymmetric J_O is constant in B. The potential is
 U = -m g.(r + R c) for any world gravity vector g (NED: g = [0, 0, +9.81]).
 
-The seed's printed form (J = J_b + J_c + J_d without parallel axis, A = 1/2 J Omega^2 with no
+The paper's printed form (J = J_b + J_c + J_d without parallel axis, A = 1/2 J Omega^2 with no
 omega coupling, U = m g e_z.r) is available as :func:`printed_lagrangian` for comparison only.
 """
 
@@ -67,12 +67,12 @@ __all__ = [
 
 
 def S_matrix(q):
-    """omega_body = S(q) qdot; seed 000 eq. 5/11 reordered to scalar-first: (4,) -> (3, 4)."""
+    """omega_body = S(q) qdot; Wu et al. (2019) eq. 5/11 reordered to scalar-first: (4,) -> (3, 4)."""
     return 2.0 * _rot.G(q)
 
 
 def Gamma_matrix(q):
-    """qdot = Gamma(q) omega_body; seed 000 eq. 8/32 reordered to scalar-first: (4,) -> (4, 3)."""
+    """qdot = Gamma(q) omega_body; Wu et al. (2019) eq. 8/32 reordered to scalar-first: (4,) -> (4, 3)."""
     return 0.5 * _rot.G(q).T
 
 
@@ -170,7 +170,7 @@ def lagrangian(body: RotorBody, p, pdot, Omega):
 
 
 def printed_lagrangian(m, J_sum, rotor_j, g, p, pdot, Omega):
-    """The seed's eqs. 13-19 taken literally (for the report only): J = J_b + J_c + J_d with no
+    """The paper's eqs. 13-19 taken literally (for the report only): J = J_b + J_c + J_d with no
     parallel-axis terms, A = 1/2 sum J Omega^2 independent of omega, U = m g e3.r with e3 = z."""
     w = S_matrix(p[3:]) @ pdot[3:]
     V = pdot[:3]

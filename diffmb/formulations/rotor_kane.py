@@ -1,4 +1,4 @@
-"""Kane's equations for a rigid body carrying spinning rotors, body by body (seed 000 eqs. 43-45).
+"""Kane's equations for a rigid body carrying spinning rotors, body by body (Wu et al. (2019) eqs. 43-45).
 
 Bodies j = 0..nb-1 (j = 0 the airframe b, then rotors c, d, ...) share the generalized speeds
 u = [V, omega] (6,): V = rdot of the reference point O (world), omega the airframe's angular

@@ -1,6 +1,6 @@
-"""Symplectic variational integrator in absolute coordinates (seed 001, eqs. 33-39).
+"""Symplectic variational integrator in absolute coordinates (Xu & Zhong (2014), eqs. 33-39).
 
-Xu & Zhong (2014), section 4 (``001_fc471e0f5a9ec7a1.txt``). The system is a
+Xu & Zhong (2014), section 4 (Xu & Zhong (2014)). The system is a
 :class:`~diffmb.formulations.maximal.MaximalSystem`: ``u = [r_c, q]`` per body (7 numbers each),
 constraints ``C(u) = [g(u); Phi(u)]`` (quaternion norms, then joints).
 
@@ -44,8 +44,6 @@ the constrained Legendre map above; ``p`` is the node momentum ``f_k`` itself.
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -53,6 +51,7 @@ import lineax as lx
 import numpy as np
 import optimistix as optx
 
+from ..systems import NONFINITE, SOLVER_FAILURE, SUCCESS, AbstractDiscreteSystem, check_initial
 from . import maximal as mx
 
 __all__ = [
@@ -63,6 +62,7 @@ __all__ = [
     "hamiltonian",
     "step",
     "simulate_variational",
+    "VariationalSystem",
     "STATUS",
 ]
 
@@ -168,62 +168,59 @@ def step(sysm: mx.MaximalSystem, u, p, h, guess=None, *, rtol=1e-12, atol=1e-12,
     return ub, p_next, nu, ok, sol.stats["num_steps"]
 
 
-def _save_indices(t0, t1, dt, saveat):
-    n_total = int(round((t1 - t0) / dt))
-    if n_total < 1 or abs(n_total * dt - (t1 - t0)) > 1e-9 * max(1.0, abs(t1 - t0)):
-        raise ValueError(f"(t1 - t0) = {t1 - t0} is not a whole number of steps dt = {dt}")
-    if saveat is None:
-        return list(range(n_total + 1)), n_total
-    idx = []
-    for t in np.atleast_1d(np.asarray(saveat, float)):
-        k = int(round((t - t0) / dt))
-        if abs(t0 + k * dt - t) > 1e-9 * max(1.0, abs(t)) or not 0 <= k <= n_total:
-            raise ValueError(f"save time {t} is not a node t0 + k dt in [{t0}, {t1}] (dt = {dt})")
-        idx.append(k)
-    if any(b < a for a, b in zip(idx, idx[1:], strict=False)):
-        raise ValueError("saveat must be non-decreasing")
-    return idx, n_total
+class VariationalSystem(AbstractDiscreteSystem):
+    """The symplectic variational step (eqs. 33-38) as a discrete system for
+    :func:`diffmb.simulate`.
+
+    State y = (u_k, u_{k-1}, f_k, ν_k, n_max): positions, the previous node (the Newton guess
+    extrapolates 2 u_k − u_{k−1}), the node momentum, the last multipliers and the largest Newton
+    count so far. ``init(u0, w0)`` takes u̇0 (or, with ``momentum=True``, the momentum f_0) and
+    removes its constraint-force part. ``outputs`` gives q = u, v = u̇ (from the projected
+    momentum) and ``aux = {"p", "energy", "newton_steps_max"}``.
+    """
+
+    sysm: mx.MaximalSystem
+    momentum: bool = eqx.field(static=True, default=False)
+    rtol: float = eqx.field(static=True, default=1e-12)
+    atol: float = eqx.field(static=True, default=1e-12)
+    max_newton: int = eqx.field(static=True, default=32)
+
+    def init(self, q0, v0, params, dt):
+        n = self.sysm.nq
+        u0 = check_initial("variational", "u0", q0, (n,))
+        w0 = jnp.zeros(n) if v0 is None else check_initial(
+            "variational", "p0" if self.momentum else "udot0", v0, (n,))
+        p0 = w0 if self.momentum else legendre(self.sysm, u0, w0)
+        p0, v0 = project_momentum(self.sysm, u0, p0)
+        nc = self.sysm.n_constraints
+        return (u0, u0 - dt * v0, p0, jnp.zeros(nc, u0.dtype), jnp.array(0.0))
+
+    def step(self, t, y, h, params):
+        u, u_prev, p, nu, nmax = y
+        un, pn, nun, ok, ns = step(self.sysm, u, p, h, (2.0 * u - u_prev, nu), rtol=self.rtol,
+                                   atol=self.atol, max_steps=self.max_newton)
+        code = jnp.where(ok, SUCCESS, jnp.where(jnp.all(jnp.isfinite(un)), SOLVER_FAILURE,
+                                                NONFINITE))
+        return (un, u, pn, nun, jnp.maximum(nmax, jnp.asarray(ns, jnp.float64))), code
+
+    def outputs(self, ys, params):
+        us, _, ps, _, nmax = ys
+        ok = jnp.all(jnp.isfinite(us), axis=-1)
+        us_ = jnp.where(ok[:, None], us, 0.0)  # failed saves: no Newton solve on inf
+        ps_ = jnp.where(ok[:, None], ps, 0.0)
+        pc, vs = jax.vmap(lambda u, p: project_momentum(self.sysm, u, p))(us_, ps_)
+        H = 0.5 * jnp.sum(vs * pc, axis=-1) + jax.vmap(
+            lambda u: mx.potential_energy(self.sysm, u))(us_)
+        nan = lambda a: jnp.where(ok.reshape((-1,) + (1,) * (a.ndim - 1)), a, jnp.nan)
+        return nan(us), nan(vs), {"p": nan(pc), "energy": nan(H),
+                                  "newton_steps_max": jnp.max(jnp.where(ok, nmax, 0))}
 
 
 @eqx.filter_jit
-def _run(sysm, u0, p0, h, t0, sel, n_chunks, stride, rtol, atol, max_newton):
-    """``n_chunks * stride`` steps; saves node ``sel[i] * stride``. ``h``, ``t0``, ``sel`` are
-    traced, so runs that differ only in dt or save nodes share one compilation."""
-    p0, v0 = project_momentum(sysm, u0, p0)
-    nc = sysm.n_constraints
-    carry0 = (u0, u0 - h * v0, p0, jnp.zeros(nc, u0.dtype), jnp.array(0), jnp.array(jnp.inf),
-              jnp.array(0), jnp.array(0))
+def _simulate_jit(system, u0, w0, t0, t1, dt, saveat):
+    from ..simulation import simulate
 
-    def one(carry, _):
-        u, u_prev, p, nu, status, tfail, k, nmax = carry
-        un, pn, nun, ok, ns = step(
-            sysm, u, p, h, (2.0 * u - u_prev, nu), rtol=rtol, atol=atol, max_steps=max_newton
-        )
-        fresh = (status == 0) & ~ok
-        code = jnp.where(jnp.all(jnp.isfinite(un)), 1, 2)
-        status = jnp.where(fresh, code, status)
-        tfail = jnp.where(fresh, t0 + (k + 1).astype(u.dtype) * h, tfail)
-        good = status == 0
-        pick = lambda a, b: jnp.where(good, a, b)  # noqa: E731
-        nmax = jnp.maximum(nmax, jnp.where(good, ns, 0))
-        return (pick(un, u), pick(u, u_prev), pick(pn, p), pick(nun, nu), status, tfail, k + 1,
-                nmax), None
-
-    def chunk(carry, _):
-        carry, _ = jax.lax.scan(one, carry, None, length=stride)
-        u, _, p, _, status, *_ = carry
-        bad = status != 0
-        nanify = lambda a: jnp.where(bad, jnp.nan, a)  # noqa: E731
-        return carry, (nanify(u), nanify(p))
-
-    carry, (us, ps) = jax.lax.scan(chunk, carry0, None, length=n_chunks)
-    us = jnp.concatenate([u0[None], us])[sel]
-    ps = jnp.concatenate([p0[None], ps])[sel]
-    ps, vs = jax.vmap(lambda u, p: project_momentum(sysm, u, p))(us, ps)
-    H = 0.5 * jnp.sum(vs * ps, axis=-1) + jax.vmap(lambda u: mx.potential_energy(sysm, u))(us)
-    ts = t0 + (sel * stride).astype(u0.dtype) * h
-    _, _, _, _, status, tfail, _, nmax = carry
-    return VariationalTrajectory(ts, us, vs, ps, H, status, tfail, nmax)
+    return simulate(system, u0, w0, t1=t1, dt=dt, t0=t0, saveat=saveat, throw=False)
 
 
 def simulate_variational(
@@ -260,23 +257,16 @@ def simulate_variational(
     Returns a :class:`VariationalTrajectory` (``q`` = u, ``v`` = udot, ``p``, ``energy``,
     ``status``, ``t_fail``).
     """
-    u0 = jnp.asarray(u0, dtype=jnp.float64)
-    if u0.shape != (sysm.nq,):
-        raise ValueError(f"u0 has shape {u0.shape}, expected ({sysm.nq},)")
     if udot0 is not None and p0 is not None:
         raise ValueError("give udot0 or p0, not both")
-    if p0 is None:
-        ud = jnp.zeros_like(u0) if udot0 is None else jnp.asarray(udot0, dtype=jnp.float64)
-        p0 = legendre(sysm, u0, ud)
-    p0 = jnp.asarray(p0, dtype=jnp.float64)
-    idx, _ = _save_indices(float(t0), float(t1), float(dt), saveat)
-    last = max(idx)
-    nz = [k for k in idx if k > 0]
-    stride = math.gcd(*nz) if nz else 1
-    n_chunks = last // stride
-    sel = jnp.asarray(np.asarray(idx) // stride)
-    traj = _run(sysm, u0, p0, jnp.asarray(float(dt)), jnp.asarray(float(t0)), sel, n_chunks,
-                stride, float(rtol), float(atol), int(max_newton))
+    system = VariationalSystem(sysm, momentum=p0 is not None, rtol=float(rtol), atol=float(atol),
+                               max_newton=int(max_newton))
+    save = None if saveat is None else tuple(np.atleast_1d(np.asarray(saveat, float)).tolist())
+    tr = _simulate_jit(system, u0, udot0 if p0 is None else p0, float(t0), float(t1), float(dt),
+                       save)
+    status = jnp.where(tr.status == SOLVER_FAILURE, 1, jnp.where(tr.status == SUCCESS, 0, 2))
+    traj = VariationalTrajectory(tr.ts, tr.q, tr.v, tr.aux["p"], tr.aux["energy"], status,
+                                 tr.t_fail, tr.aux["newton_steps_max"])
     if throw and not isinstance(traj.status, jax.core.Tracer):
         st = int(traj.status)
         if st != 0:

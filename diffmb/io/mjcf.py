@@ -16,7 +16,8 @@ import numpy as np
 from ..model import Model, ModelBuilder
 from ..spatial.quaternion import to_rotmat
 
-__all__ = ["load_mjcf", "from_mjmodel"]
+__all__ = ["load_mjcf", "from_mjmodel", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
+           "colliding_geom_pairs"]
 
 _JT = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
 
@@ -206,3 +207,137 @@ def read_joint_limits(src) -> dict:
     return dict(
         names=tuple(names), dof=tuple(dof), qadr=tuple(qadr), range=np.array(rng).reshape(-1, 2)
     )
+
+
+def actuators_from_mjcf(src, model: Model | None = None):
+    """The :class:`~diffmb.forces.Actuators` element of an MJCF file or a compiled ``MjModel``."""
+    from ..forces.elements import Actuators
+
+    mj, where = _as_mjmodel(src)
+    a = read_actuators(mj)
+    qadr = [int(mj.jnt_qposadr[list(mj.jnt_dofadr).index(d)]) for d in a["dof"]]
+    if model is not None and model.nv != mj.nv:
+        raise ValueError(f"{where}: actuators are for nv={mj.nv}, model {model.name} has {model.nv}")
+    return Actuators(a["dof"], qadr, a["gear"], a["gain"], a["bias"], a["ctrlrange"],
+                     list(a["ctrllimited"]), a["forcerange"], list(a["forcelimited"]), a["names"])
+
+
+def joint_limits_from_mjcf(src, stiffness=None, damping=None):
+    """:class:`~diffmb.forces.JointLimits` on the limited hinge/slide joints of a file.
+
+    With ``stiffness``/``damping`` given (scalars or one per limited joint) they are used as
+    they are. Otherwise each limit follows MuJoCo's soft constraint: with ``solref = (T, ζ)``
+    and ``solimp = (d_min, d_max, ...)``, MuJoCo's constrained acceleration is
+    a = (1 − d) a₀ − d (b v + k r), k = 1/(d_max² T² ζ²), b = 2/(d_max T), r the violation and
+    a₀ the unconstrained acceleration. A spring–damper on the joint with
+    tau = −m (d/(1 − d)) (k r + b v), m = 1/``dof_invweight0`` the joint's effective mass at
+    qpos0, has the same equilibrium violation r = (1 − d)/d · a₀/k and the same time constants
+    with the mass scaled by 1/(1 − d). d is taken at mid-transition, (d_min + d_max)/2. This is a
+    penalty form of MuJoCo's constraint, not its solver.
+    """
+    from ..forces.elements import JointLimits
+
+    mj, _ = _as_mjmodel(src)
+    lim = read_joint_limits(mj)
+    r = lim["range"]
+    if stiffness is None or damping is None:
+        ks, bs = [], []
+        for name in lim["names"]:
+            j = _joint_id(mj, name)
+            T, zeta = (float(x) for x in mj.jnt_solref[j, :2])
+            dmin, dmax = (float(x) for x in mj.jnt_solimp[j, :2])
+            m_eff = 1.0 / float(mj.dof_invweight0[int(mj.jnt_dofadr[j])])
+            if T > 0:
+                k, b = 1.0 / (dmax**2 * T**2 * zeta**2), 2.0 / (dmax * T)
+            else:  # negative solref: (−stiffness, −damping) given directly
+                k, b = -T, -zeta
+            dm = 0.5 * (dmin + dmax)
+            ks.append(m_eff * dm / (1.0 - dm) * k)
+            bs.append(m_eff * dm / (1.0 - dm) * b)
+        stiffness = np.array(ks) if stiffness is None else stiffness
+        damping = np.array(bs) if damping is None else damping
+    return JointLimits(lim["dof"], lim["qadr"], r[:, 0], r[:, 1], stiffness, damping)
+
+
+def _joint_id(mj, name):
+    import mujoco
+
+    j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name)
+    return int(j) if j >= 0 else int(name.removeprefix("joint"))
+
+
+def colliding_geom_pairs(src) -> list[tuple[str, str]]:
+    """Geom pairs that MuJoCo's collision filter would test (contype/conaffinity, parent-child
+    filtering, ``<exclude>``, explicit ``<pair>``), by name; empty when contacts are disabled."""
+    import mujoco
+
+    mj, _ = _as_mjmodel(src)
+    if mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_CONTACT):
+        return []
+    name = lambda g: mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+    excluded = {(int(s) >> 16, int(s) & 0xFFFF) for s in np.asarray(mj.exclude_signature)}
+    filterparent = not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT))
+    root = lambda b: int(mj.body_weldid[b])
+    out = [(name(int(mj.pair_geom1[i])), name(int(mj.pair_geom2[i]))) for i in range(mj.npair)]
+    for g1 in range(mj.ngeom):
+        for g2 in range(g1 + 1, mj.ngeom):
+            b1, b2 = root(int(mj.geom_bodyid[g1])), root(int(mj.geom_bodyid[g2]))
+            if b1 == b2:
+                continue
+            if not ((mj.geom_contype[g1] & mj.geom_conaffinity[g2])
+                    or (mj.geom_contype[g2] & mj.geom_conaffinity[g1])):
+                continue
+            if (min(b1, b2), max(b1, b2)) in excluded or (max(b1, b2), min(b1, b2)) in excluded:
+                continue
+            p1, p2 = root(int(mj.body_parentid[b1])), root(int(mj.body_parentid[b2]))
+            if filterparent and (p1 == b2 or p2 == b1) and b1 != 0 and b2 != 0:
+                continue
+            out.append((name(g1), name(g2)))
+    return out
+
+
+def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, limit_stiffness=None,
+                limit_damping=None) -> tuple:
+    """The force elements that make an MJCF file simulate as MuJoCo simulates it.
+
+    Always: joint damping and springs (the Model's arrays, which :func:`load_mjcf` filled from
+    the file) and the file's actuators if it has any. ``limits=True``: soft limits on the
+    limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
+    ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts``: contact
+    elements for the geom pairs MuJoCo would collide — not implemented yet, so a file with such
+    pairs raises ``NotImplementedError`` unless ``contacts=False`` (simulate without them).
+    ``fluid``: MuJoCo's fluid forces — not implemented yet: a file with ``density`` or
+    ``viscosity`` > 0 raises unless ``fluid=False``. Returns a tuple for ``simulate(forces=...)``
+    and :func:`diffmb.forward`.
+    """
+    import mujoco
+
+    from ..forces.elements import JointDamping, JointSpring
+
+    mj, where = _as_mjmodel(path)
+    out = [JointDamping(), JointSpring()]
+    if mj.nu:
+        out.append(actuators_from_mjcf(mj))
+    if limits and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT)):
+        if read_joint_limits(mj)["dof"]:
+            out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping))
+    elif limit_stiffness is not None:
+        out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping or 0.0))
+    if contacts:
+        pairs = colliding_geom_pairs(mj)
+        if pairs:
+            raise NotImplementedError(
+                f"{where}: MuJoCo would collide {len(pairs)} geom pair(s), e.g. {pairs[0]}; "
+                "contact elements are not implemented yet. Pass contacts=False to simulate "
+                "without contacts (or disable them in the file: <flag contact=\"disable\"/>)."
+            )
+    if fluid not in (None, False):
+        raise NotImplementedError(f"{where}: fluid={fluid!r}: MuJoCo's fluid forces are not "
+                                  "implemented yet")
+    if fluid is None and (mj.opt.density > 0 or mj.opt.viscosity > 0):
+        raise NotImplementedError(
+            f"{where}: the file sets density={mj.opt.density} / viscosity={mj.opt.viscosity}, "
+            "so MuJoCo applies fluid forces; they are not implemented yet. Pass fluid=False "
+            "to simulate without them."
+        )
+    return tuple(out)

@@ -1,12 +1,12 @@
-"""The diamond joined-wing UAV of seed 000: airframe b + two propellers c (left) and d (right).
+"""The diamond joined-wing UAV of Wu et al. (2019): airframe b + two propellers c (left) and d (right).
 
 World frame NED (x north, y east, z down; gravity +9.81 along z); body axes x forward, y right
 wing, z down. State x (13,) = [r (3), q (4, scalar-first, body -> world), V (3) = rdot world,
-omega (3) body rates], with r the airframe's centre of mass (the seed's reference point).
+omega (3) body rates], with r the airframe's centre of mass (the paper's reference point).
 
 Rotor directions: both rotors' axes are +x_b (tractor, thrust forward). The left rotor c spins
 at +Omega about +x_b (clockwise seen from behind), the right rotor d at -Omega (counter-clockwise
-seen from behind): equal and opposite spin momenta and torques, so at the seed's flight
+seen from behind): equal and opposite spin momenta and torques, so at the paper's flight
 condition the gyroscopic and torque couplings cancel and the motion stays symmetric.
 
 Every number is a traced leaf of :class:`UAVParams`; the table with units and reasoning is in
@@ -15,13 +15,13 @@ Every number is a traced leaf of :class:`UAVParams`; the table with units and re
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..formulations import rotor_kane as kane
-from ..formulations import quaternion_lagrange as ql
 from ..forces.aero import (
     AeroDerivatives,
     PropellerParams,
@@ -29,7 +29,10 @@ from ..forces.aero import (
     body_aero,
     propeller_thrust_torque,
 )
+from ..formulations import quaternion_lagrange as ql
+from ..formulations import rotor_kane as kane
 from ..spatial import quaternion as quat
+from ..systems import AbstractODESystem, check_initial
 
 __all__ = [
     "UAVParams",
@@ -46,7 +49,8 @@ __all__ = [
     "rhs_kane",
     "make_rhs_tree",
     "mjcf_string",
-    "rk4",
+    "UAVSystem",
+    "fly",
     "euler_zyx",
     "flight_outputs",
 ]
@@ -66,7 +70,7 @@ PARAM_TABLE = {
     "rotor_x": (0.25, "m", "props ahead of the airframe centre of mass (tractor on front wing)"),
     "rotor_y": (0.35, "m", "+-0.35 m: 0.40 m discs clear the fuselage"),
     "rotor_z": (0.02, "m", "thrust line 2 cm below the c.g. (NED z down): small nose-up moment"),
-    "rpm": (2000.0, "rev/min", "seed 000: both propellers at 2000 r/min, opposite directions"),
+    "rpm": (2000.0, "rev/min", "Wu et al. (2019): both propellers at 2000 r/min, opposite directions"),
     "prop_D": (0.40, "m", "16 in propeller, big and slow for 2000 r/min"),
     "prop_ct": ((0.110, -0.090, 0.0), "-", "C_T(J) = 0.11 - 0.09 J: P/D ~ 1, zero thrust at J ~ 1.2"),
     "prop_cq": ((0.0080, -0.0030, 0.0), "-", "C_Q(J): C_P = 2 pi C_Q ~ 0.05 at static thrust"),
@@ -151,7 +155,7 @@ def default_params() -> UAVParams:
 
 
 def initial_state(pitch_deg=3.0, altitude=60.0, speed=12.0):
-    """Seed 000 section 5.2: r = [0, 0, -60], q = [0, sin 1.5 deg, 0, cos 1.5 deg] (scalar-last),
+    """Wu et al. (2019) section 5.2: r = [0, 0, -60], q = [0, sin 1.5 deg, 0, cos 1.5 deg] (scalar-last),
     V = [12, 0, 0], omega = 0. Returned scalar-first."""
     half = np.deg2rad(pitch_deg) / 2.0
     q_seed = jnp.array([0.0, np.sin(half), 0.0, np.cos(half)])  # [sigma, eta], scalar-last
@@ -340,30 +344,45 @@ def make_rhs_tree(model):
 # --------------------------------------------------------------------------------------------
 
 
-def rk4(rhs, x0, params, t1, dt, save_every=1):
-    """Classical fixed-step RK4 (as in the seed) by lax.scan; the quaternion is integrated
-    additively and never projected. Returns (ts (n+1,), xs (n+1, 13)), saving every
-    ``save_every`` steps. ``t1/dt`` and ``save_every`` must be Python numbers."""
-    n = int(round(t1 / dt))
-    n_out = n // save_every
+class UAVSystem(AbstractODESystem):
+    """One formulation of the UAV as a system for :func:`diffmb.simulate`.
 
-    def step(x, t):
-        k1 = rhs(t, x, params)
-        k2 = rhs(t + dt / 2, x + dt / 2 * k1, params)
-        k3 = rhs(t + dt / 2, x + dt / 2 * k2, params)
-        k4 = rhs(t + dt, x + dt * k3, params)
-        return x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    ``rhs(t, x, params) -> ẋ`` is one of :func:`rhs_lagrange`, :func:`rhs_lagrange_closed`,
+    :func:`rhs_kane` or a :func:`make_rhs_tree` function; ``params`` (:class:`UAVParams`) is
+    simulate's ``params``. State y = (p (7,) = [r, q], w (6,) = [V, ω]); the quaternion is
+    integrated additively and never projected (the paper's form; its drift is reported).
+    """
 
-    def outer(x, i):
-        def inner(x, j):
-            return step(x, (i * save_every + j) * dt), None
+    rhs: Callable = eqx.field(static=True)
 
-        x, _ = jax.lax.scan(inner, x, jnp.arange(save_every, dtype=jnp.float64))
-        return x, x
+    def init(self, q0, v0, params, dt):
+        p0 = check_initial("UAV", "position/quaternion x[:7]", q0, (7,))
+        return (p0, check_initial("UAV", "velocities x[7:]", v0, (6,)))
 
-    _, xs = jax.lax.scan(outer, x0, jnp.arange(n_out, dtype=jnp.float64))
-    ts = jnp.arange(n_out + 1, dtype=jnp.float64) * (dt * save_every)
-    return ts, jnp.concatenate([x0[None], xs])
+    def vector_field(self, t, y, params):
+        xd = self.rhs(t, jnp.concatenate(y), params)
+        return (xd[:7], xd[7:])
+
+    def outputs(self, ys, params):
+        return ys[0], ys[1], None
+
+
+def fly(rhs, x0, params, t1, dt, save_every=1):
+    """The paper's fixed-step RK4 flight from x0 (13,) by :func:`diffmb.simulate`.
+
+    Returns (ts (n_out+1,), xs (n_out+1, 13)) every ``save_every`` steps of ``dt``, n_out =
+    ⌊t1 / dt / save_every⌋; ``t1``, ``dt`` and ``save_every`` are Python numbers. A flight
+    whose state becomes non-finite returns +inf from there on (no exception: fits use it).
+    Differentiable in forward (the fits' ``jacfwd``) and reverse mode.
+    """
+    from ..simulation import simulate
+
+    n_out = int(round(t1 / dt)) // save_every
+    n = n_out * save_every
+    saveat = None if save_every == 1 else [n * dt * (k * save_every / n) for k in range(n_out + 1)]
+    tr = simulate(UAVSystem(rhs), x0[:7], x0[7:], t1=n * dt, dt=dt, saveat=saveat,
+                  params=params, solver="rk4", adjoint="direct", throw=False)
+    return tr.ts, jnp.concatenate([tr.q, tr.v], axis=-1)
 
 
 def euler_zyx(q):

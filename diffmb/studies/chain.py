@@ -1,6 +1,6 @@
 """Study: the four-box chain in absolute coordinates with the symplectic variational integrator.
 
-Seed 001 (Xu & Zhong 2014, ``001_fc471e0f5a9ec7a1.txt``), issue 7. The chain is the MJCF file
+Xu & Zhong (2014) (Xu & Zhong 2014, Xu & Zhong (2014)), issue 7. The chain is the MJCF file
 ``diffmb/assets/chain4.xml`` (issue 4 item 4), converted to absolute coordinates
 (:func:`diffmb.formulations.maximal.maximal_from_mjmodel`) and integrated by
 :func:`diffmb.formulations.variational.simulate_variational` at dt = 0.002 s.
@@ -397,7 +397,7 @@ def _report(r, figs) -> str:
         if r["quick"]
         else ""
     )
-    return f"""# Four-box chain, absolute coordinates, symplectic variational integrator (seed 001)
+    return f"""# Four-box chain, absolute coordinates, symplectic variational integrator (Xu & Zhong 2014)
 
 {quick}Xu & Zhong (2014) section 5: four boxes (12 kg, 1 x 0.5 x 3 m, J = diag(9.25, 10, 1.25)
 kg m^2) joined by ball joints, released at rest from the Euler angles (pi/4, pi/4, 0),

@@ -2,7 +2,7 @@
 
 Source: Zhao, Zhao, Wang, Zhang, Qi (2012), "The precision analysis of constrained and
 unconstrained mode dimension reduction model for flexible manipulator", Spacecraft Environment
-Engineering 29(3) — seed ``003_296c1dceabf21c8b.txt`` (issue 8).
+Engineering 29(3).
 
 ``reproduce(out_dir, quick)`` writes ``results.json``, the figures and ``report.md``;
 ``identify(data_csv, out_dir)`` fits E and a modal damping ratio to a tip-deflection record.
@@ -440,7 +440,7 @@ def _report(r: dict, figs, quick: bool) -> str:
     L = []
     a = L.append
     a("# Rotating flexible arm: constrained vs unconstrained modal reduction\n")
-    a("Source: Zhao et al. (2012), *Spacecraft Environment Engineering* 29(3) (seed 003). "
+    a("Source: Zhao et al. (2012), *Spacecraft Environment Engineering* 29(3) (Zhao et al. 2012). "
       "Hub A (J_ay = 40 kg m², r_a = 0.5 m) turning about y, tube B (ρ = 100 kg/m³, D_o = 0.2 m, "
       "D_i = 0.198 m, l_b = 10 m, E = 1 GPa, 10 Hermite elements), tip body C (J_cy = 2 kg m², "
       "m_c = 2 kg); linear, no centrifugal stiffening, no gravity, initial state zero.\n")

@@ -1,6 +1,6 @@
-"""Study: the diamond joined-wing UAV (seed 000) by three formulations and a reference engine.
+"""Study: the diamond joined-wing UAV (Wu et al. 2019) by three formulations and a reference engine.
 
-``reproduce(out_dir, quick)`` flies the seed's initial state with
+``reproduce(out_dir, quick)`` flies the paper's initial state with
 
 * the quaternion Lagrange formulation with multipliers eliminated (``diffmb.formulations.quaternion_lagrange``,
   eqs. 22-36 by automatic differentiation of the Lagrangian, and the reduced eq. 40 written out),
@@ -11,7 +11,7 @@
   force law evaluated at every RK4 stage through ``xfrc_applied``, rotor speeds held by the motor
   torque that makes the rotor accelerations zero (computed from MuJoCo's own M^-1),
 
-all with the seed's fixed-step RK4 (dt = 0.01 s, quaternion integrated additively, unprojected).
+all with the paper's fixed-step RK4 (dt = 0.01 s, quaternion integrated additively, unprojected).
 It then trims the aircraft in level flight, linearises by ``jax.jacfwd`` and reports the modes,
 and identifies aerodynamic derivatives from a noisy synthetic flight with an elevator doublet.
 
@@ -73,7 +73,7 @@ def formulations(params):
 
 
 def mujoco_reference(params, x0, t1, dt=DT, save_every=1):
-    """RK4 in Python around ``mj_forward``: returns states (n_out+1, 13) like :func:`uav.rk4`."""
+    """RK4 in Python around ``mj_forward``: returns states (n_out+1, 13) like :func:`uav.fly`."""
     import mujoco
 
     mj = mujoco.MjModel.from_xml_string(uav.mjcf_string(params))
@@ -205,7 +205,7 @@ def synthetic_flight(path: pathlib.Path, t1=15.0, seed=0, rate_hz=50.0, params=N
     p_trim, x_trim, tr = trim(params) if trimmed is None else trimmed
     p = eqx.tree_at(lambda p: p.doublet, p_trim, jnp.array(DOUBLET))
     every = int(round(1.0 / (rate_hz * DT)))
-    ts, X = jax.jit(lambda pp: uav.rk4(uav.rhs_kane, x_trim, pp, t1, DT, every))(p)
+    ts, X = jax.jit(lambda pp: uav.fly(uav.rhs_kane, x_trim, pp, t1, DT, every))(p)
     Y = np.asarray(outputs_for_fit(X))
     rng = np.random.default_rng(seed)
     Yn = Y + rng.standard_normal(Y.shape) * np.array([NOISE[k] for k in MEAS])
@@ -221,33 +221,18 @@ def synthetic_flight(path: pathlib.Path, t1=15.0, seed=0, rate_hz=50.0, params=N
 
 
 def read_flight_csv(path: pathlib.Path):
-    path = pathlib.Path(path)
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        raise ValueError(f"{path}: empty file")
-    head = [h.strip() for h in rows[0]]
-    if head[0] != "t":
-        raise ValueError(f"{path}: row 1, column 1: first column must be 't', got {head[0]!r}")
-    missing = [c for c in CHANNELS if c not in head]
-    if missing:
-        raise ValueError(f"{path}: row 1: missing channel(s) {missing}; expected {list(CHANNELS)}")
-    data = np.empty((len(rows) - 1, len(head)))
-    for i, r in enumerate(rows[1:], start=2):
-        if len(r) != len(head):
-            raise ValueError(f"{path}: row {i}: {len(r)} columns, header has {len(head)}")
-        for j, v in enumerate(r):
-            try:
-                data[i - 2, j] = float(v)
-            except ValueError:
-                raise ValueError(f"{path}: row {i}, column {head[j]!r}: not a number: {v!r}") from None
-            if not np.isfinite(data[i - 2, j]):
-                raise ValueError(f"{path}: row {i}, column {head[j]!r}: not finite")
-    t = data[:, 0]
-    bad = np.nonzero(np.diff(t) <= 0)[0]
-    if bad.size:
-        raise ValueError(f"{path}: row {bad[0] + 3}, column 't': time not strictly increasing")
-    return t, {c: data[:, head.index(c)] for c in CHANNELS}
+    """``(t, {channel: values})`` of a flight record with the :data:`CHANNELS` (other columns
+    are ignored), read by :func:`diffmb.io.csvdata.read_csv`; errors name the file, row and
+    column."""
+    from ..io.csvdata import CSVError, read_csv
+
+    try:
+        return read_csv(path, CHANNELS)
+    except CSVError as e:
+        if e.line is None or e.column is None:
+            raise
+        col = e.name if e.name is not None else f"#{e.column}"
+        raise ValueError(f"{e.path}: row {e.line}, column {col!r}: {e.reason}") from None
 
 
 def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_steps=60):
@@ -277,7 +262,7 @@ def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_step
             aero = eqx.tree_at(lambda a, k=k: getattr(a, k), aero, pr[k])
         p = eqx.tree_at(lambda p: p.aero, base, aero)
         x0 = _level_state(pr["theta0"], pr["V0"], pr["h0"])
-        _, X = uav.rk4(uav.rhs_kane, x0, p, t1, DT, every)
+        _, X = uav.fly(uav.rhs_kane, x0, p, t1, DT, every)
         return (outputs_for_fit(X) - Y) / sig
 
     p0 = {k: float(getattr(params.aero, k)) * start_scale for k in names}
@@ -287,12 +272,12 @@ def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_step
 
 
 # ----------------------------------------------------------------------------------------------
-# Energy check on the seed's printed form (report only)
+# Energy check on the paper's printed form (report only)
 # ----------------------------------------------------------------------------------------------
 
 
 def printed_rhs(t, x, args):
-    """The seed's eqs. 13-19 literally: J = J_b + J_c + J_d (no parallel axis), A = 1/2 J Omega^2,
+    """The paper's eqs. 13-19 literally: J = J_b + J_c + J_d (no parallel axis), A = 1/2 J Omega^2,
     U = m g e3.r (NED: gravity then points up). ``args = (params, gravity_sign)``; gravity_sign =
     -1 repairs only the sign of gravity."""
     pp, gs = args
@@ -346,7 +331,7 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     forms = formulations(P)
     sims, cost, simfn = {}, {}, {}
     for name, rhs in forms.items():
-        simfn[name] = jax.jit(lambda p, x, rhs=rhs: uav.rk4(rhs, x, p, t1, DT, 1))
+        simfn[name] = jax.jit(lambda p, x, rhs=rhs: uav.fly(rhs, x, p, t1, DT, 1))
         sim = lambda p, f=simfn[name]: f(p, x0)
         t0 = time.perf_counter()
         ts, X = sim(P)
@@ -391,7 +376,7 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
         ax.set_ylabel(lab)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-        ax.set_title(f"Fig. {7 + i} (seed 000): {key}")
+        ax.set_title(f"Fig. {7 + i} (Wu et al. 2019): {key}")
         fn = f"fig{7 + i}_{key}.png"
         fig.tight_layout()
         fig.savefig(out_dir / fn, dpi=70 if quick else 110)
@@ -410,10 +395,10 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     plt.close(fig)
     figs.append("formulation_differences.png")
 
-    # --- the seed's printed form -----------------------------------------------------------------
+    # --- the paper's printed form -----------------------------------------------------------------
     tic = time.perf_counter()
     printed = {}
-    psim = jax.jit(lambda a, x: uav.rk4(printed_rhs, x, a, t1, DT, 1))
+    psim = jax.jit(lambda a, x: uav.fly(printed_rhs, x, a, t1, DT, 1))
     for label, gs in (("printed_literal", 1.0), ("printed_gravity_fixed", -1.0)):
         Xp = np.asarray(psim((P, jnp.asarray(gs)), x0)[1])
         op = np.asarray(uav.flight_outputs(jnp.asarray(Xp)))
@@ -480,7 +465,7 @@ def _fit_sim(t, ch, fit, P):
     x0 = _level_state(jnp.asarray(fit.params["theta0"]), jnp.asarray(fit.params["V0"]),
                       jnp.asarray(fit.params["h0"]))
     every = int(round(float(np.median(np.diff(t))) / DT))
-    _, X = uav.rk4(uav.rhs_kane, x0, p, float(t[-1] - t[0]), DT, every)
+    _, X = uav.fly(uav.rhs_kane, x0, p, float(t[-1] - t[0]), DT, every)
     return np.asarray(outputs_for_fit(X))
 
 
@@ -546,14 +531,14 @@ def _report(res, figs) -> str:
 
     L = []
     a = L.append
-    a("# Study: diamond joined-wing UAV (seed 000) — Lagrange with eliminated multipliers, Kane, tree, MuJoCo\n")
+    a("# Study: diamond joined-wing UAV (Wu et al. 2019) — Lagrange with eliminated multipliers, Kane, tree, MuJoCo\n")
     a(f"Quick mode: {res['quick']} (quick shortens the MuJoCo reference to 10 s; "
       "everything else, the identification flight included, is identical).\n")
     a("## Vehicle and initial state\n")
     a("NED world, body x forward / y right / z down. r is the airframe's centre of mass "
-      "(the seed's reference point); the aircraft's composite centre of mass is "
+      "(the paper's reference point); the aircraft's composite centre of mass is "
       "ahead of it because the propellers are; the stability derivatives are referred to the "
-      "composite c.g. Initial state (seed section 5.2): r = [0, 0, -60] m, seed quaternion "
+      "composite c.g. Initial state (the paper's section 5.2): r = [0, 0, -60] m, paper's quaternion "
       "[0, sin 1.5 deg, 0, cos 1.5 deg] (scalar-last) = [cos 1.5 deg, 0, sin 1.5 deg, 0] scalar-first, "
       "i.e. pitch 3 deg; V = [12, 0, 0] m/s (alpha0 = 3 deg, gamma0 = 0); omega = 0. "
       "Both propellers at 2000 rev/min about +x_b (tractor): left rotor c at +Omega "
@@ -588,7 +573,7 @@ def _report(res, figs) -> str:
       f"{s['yaw_rate_derived']:.4g} rad/s vs printed {s['yaw_rate_printed']:.4g} rad/s "
       f"(gyroscopic coupling missing); max state difference {s['max_abs_state_diff_vs_derived']:.3g} |")
     a("\nDerived flight altitude at 20 s: see Fig. 7. With counter-rotating rotors the spin "
-      "momenta cancel, which is why the seed's omission does not show in its symmetric flight.\n")
+      "momenta cancel, which is why the paper's omission does not show in its symmetric flight.\n")
     a("## Formulations agree\n")
     a("| comparison | max abs state difference over the flight |\n|---|---|")
     a(f"| Lagrange (autodiff, eqs. 22-36) vs Kane (eqs. 43-45) | {res['lagrange_vs_kane_max_abs']:.3g} |")
@@ -600,7 +585,7 @@ def _report(res, figs) -> str:
     a(f"\nmax | |q| - 1 | of the unprojected RK4 integration: {res['quat_norm_max_dev']:.3g}.\n")
     for f in figs:
         a(f"![{f}]({f})\n")
-    a("## Method comparison (the seed's section 5-6, with measured cost)\n")
+    a("## Method comparison (the paper's section 5-6, with measured cost)\n")
     a("| formulation | us per RK4 step (4 rhs evaluations, jit, this machine) | first call incl. compile [s] |\n|---|---|---|")
     for k, v in res["cost_us_per_rk4_step"].items():
         fc = res["first_call_s"].get(k)
@@ -610,7 +595,7 @@ def _report(res, figs) -> str:
       "elimination with Upsilon = diag(I, Gamma) is the same code for any body with rotors "
       "(`quaternion_lagrange.eom` takes any L). Automatic differentiation of L makes it the most "
       "expensive per step (second derivatives of L in 7 coordinates). Written out by hand (eq. 40 "
-      "corrected) it becomes the cheapest, but then the derivation, where the seed slipped, is by hand.\n"
+      "corrected) it becomes the cheapest, but then the derivation, where the paper slipped, is by hand.\n"
       "* **Kane** works body by body with partial velocities: no energies, no multipliers, internal "
       "motor torques vanish automatically; adding a body means adding its partial velocity "
       "matrices. Cost between the two.\n"

@@ -1,0 +1,610 @@
+"""The one time loop: :func:`simulate` integrates any system of :mod:`diffmb.systems` over diffrax.
+
+Systems
+-------
+``simulate(model, q0, v0, ...)`` wraps a :class:`~diffmb.Model`, its force elements and its
+control in a :class:`~diffmb.systems.TreeSystem`, which moves ``y = (q, v)`` (``(q, v, s)`` when
+an element or the control has state) with
+
+    q̇ = qdot(model, q, v)      (identity for hinge/slide/translation; ½ q ⊗ [0, ω] per ball)
+    v̇ = forward_dynamics(model, q, v, Σ tau_elements + [ctrl], Σ f_ext_elements)
+
+Gravity is the Model's (inside ``forward_dynamics``); force elements add everything else.
+``simulate(system, q0, v0, ...)`` integrates any other system the same way: an ODE system by a
+diffrax solver, a discrete system (:class:`~diffmb.systems.AbstractDiscreteSystem`, e.g. the
+variational step) by its own step map on the fixed grid, both in the loop below.
+
+Quaternions (``quaternion=``)
+-----------------------------
+* ``"exact"`` (default): the rate map ½ q ⊗ [0, ω] is linear in q, hence tangent to the sphere
+  |q| = const, so the exact flow keeps |q| = 1; a Runge–Kutta step leaves it only by the local
+  truncation error. After every accepted step each ball quaternion is projected back onto the
+  unit sphere (a wrapped diffrax solver, :class:`ProjectedSolver`), and the dynamics are
+  evaluated at q/|q| inside the stages. Projection after each step keeps the solver's order
+  (the projection error is of the same order as the local error), and |q| − 1 stays at rounding
+  level over any horizon. Saved states are normalised too (adaptive solvers interpolate).
+* ``"unprojected"``: the same q̇ = ½ q ⊗ ω integrated as a plain ODE in R⁴ with no projection
+  and the dynamics evaluated at the raw q (what the papers do); |q| drifts with the
+  truncation error. Offered for comparison.
+
+Solvers
+-------
+``solver`` is a name below or a diffrax solver instance (``diffrax.Heun()``, ...); ``adjoint``
+a name below or a diffrax adjoint instance.
+
+* ``"rk4"``: classic fixed-step Runge–Kutta 4. ``n = round((t1 − t0)/dt)`` steps of
+  h = (t1 − t0)/n; every save time must fall on a step (within 1e-9 of a step) or a
+  ``ValueError`` says which does not. ``saveat=None`` saves every step, t0 included.
+  Steps end exactly on t0 + (t1 − t0) k/n (diffrax's ConstantStepSize), save times are
+  snapped to those floats, so saved states are step end points, not interpolants.
+* ``"tsit5"``, ``"dopri5"``, ``"dopri8"``: adaptive explicit RK with a PID controller (``rtol``,
+  ``atol``; ``dt`` is only an initial guess, chosen automatically when None).
+* ``"kvaerno5"``: adaptive implicit ESDIRK for stiff systems (same tolerances).
+* ``saveat=None`` with an adaptive solver saves (t0, t1).
+* ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
+  rk4 (``dt`` then required; used to measure convergence orders).
+
+Time loop and adjoints
+----------------------
+Fixed steps (``"rk4"``, or ``adaptive=False``, or a discrete system) run in diffmb's own
+``lax.scan`` over the step grid (``loop="auto"``): reverse mode then transposes one compact step
+per iteration (see ``docs/performance.md`` for what this saves). Memory of the default
+``"recursive"`` adjoint: with ``checkpoints=None`` the state after every step is kept up to 1024
+steps, and the reverse pass of a step recomputes its stages; beyond, or with ``checkpoints=c``,
+the steps are grouped into ``c`` (default ⌈√n⌉) chunks of which only the entry states are
+stored and each chunk is recomputed once in the reverse pass — memory O(c + n/c) steps, one
+extra forward pass. ``loop="diffrax"`` runs ``diffeqsolve`` instead (same states to round-off).
+
+Adaptive solvers, ``progress=True`` and ``"backsolve"`` always use ``diffeqsolve``. Adjoints:
+``"recursive"`` (default; ``diffrax.RecursiveCheckpointAdjoint(checkpoints)`` for adaptive
+solves), ``"direct"`` (forward mode: ``jax.jvp``/``jacfwd`` through the solve; fixed steps run
+in the same scan with the stages in a plain loop, adaptive ones by ``DirectAdjoint``),
+``"backsolve"`` (continuous adjoint, O(1) memory, approximate gradient).
+
+Failures
+--------
+``traj.status`` (int32, 0 = success, see :data:`STATUS`) and ``traj.t_fail`` (the time the
+integration stopped; +inf when it succeeded) are always returned, under ``jit``/``vmap`` too.
+A non-finite state stops the solve at the end of the step that produced it (a diffrax
+``Event``), a step size below ``dtmin`` (default 1e-12·|t1 − t0|) or ``max_steps`` steps stop it
+as well. Saves after the failure hold ``inf``. Outside a trace, ``throw=True`` raises
+:class:`SimulationError` naming the failure and its time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .model import Model
+from .systems import (
+    DT_MIN,
+    MAX_STEPS,
+    NONFINITE,
+    SOLVER_FAILURE,
+    SUCCESS,
+    AbstractDiscreteSystem,
+    AbstractODESystem,
+    AbstractSystem,
+    TreeSystem,
+)
+
+__all__ = [
+    "simulate",
+    "Trajectory",
+    "SimulationError",
+    "STATUS",
+    "SUCCESS",
+    "MAX_STEPS",
+    "DT_MIN",
+    "NONFINITE",
+    "SOLVER_FAILURE",
+    "RK4",
+    "ProjectedSolver",
+]
+
+STATUS = {
+    SUCCESS: "success",
+    MAX_STEPS: "maximum number of steps reached (increase max_steps)",
+    DT_MIN: "step size collapsed below dtmin (stiff or singular dynamics?)",
+    NONFINITE: "the state became non-finite (NaN/inf)",
+    SOLVER_FAILURE: "the solver failed (e.g. non-converged implicit solve)",
+}
+
+
+class SimulationError(RuntimeError):
+    """Raised outside a trace when a simulation fails and ``throw=True``."""
+
+
+class Trajectory(eqx.Module):
+    """Saved states of a simulation.
+
+    ts (ns,), q (ns, nq), v (ns, nv); status: int32 code (see :data:`STATUS`); t_fail: time
+    at which the integration stopped early (+inf on success); num_steps: accepted steps;
+    aux: the saved states of stateful elements/controls, or what a system adds (None if none).
+    Under ``vmap`` every field gains the batch axis in front.
+    """
+
+    ts: jnp.ndarray
+    q: jnp.ndarray
+    v: jnp.ndarray
+    status: jnp.ndarray
+    t_fail: jnp.ndarray
+    num_steps: jnp.ndarray
+    aux: object = None
+
+    @property
+    def ok(self):
+        return self.status == SUCCESS
+
+    def message(self) -> str:
+        s = np.asarray(self.status)
+        tf = np.asarray(self.t_fail)
+        if s.ndim == 0:
+            return STATUS.get(int(s), f"unknown status {int(s)}") + (
+                "" if int(s) == 0 else f" at t = {float(tf):.9g}"
+            )
+        bad = np.flatnonzero(s.reshape(-1) != 0)
+        if bad.size == 0:
+            return "success"
+        i = int(bad[0])
+        return (
+            f"{bad.size} of {s.size} simulations failed; first (index {i}): "
+            f"{STATUS.get(int(s.reshape(-1)[i]), '?')} at t = {float(tf.reshape(-1)[i]):.9g}"
+        )
+
+
+class RK4(diffrax.AbstractERK):
+    """Classic 4th-order Runge–Kutta (Kutta 1901), fixed step; no error estimate."""
+
+    tableau = diffrax.ButcherTableau(
+        c=np.array([0.5, 0.5, 1.0]),
+        b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+        b_error=np.array([0.0, 0.0, 0.0, 0.0]),
+        a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    )
+    interpolation_cls = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def order(self, terms):
+        return 4
+
+
+class ProjectedSolver(diffrax.AbstractWrappedSolver):
+    """Wraps a diffrax solver; after every step the state is mapped by ``project`` (a pure,
+    hashable function of y, e.g. the projection of ball quaternions onto the unit sphere)."""
+
+    solver: diffrax.AbstractSolver
+    project: Callable = eqx.field(static=True)
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        return self.solver.interpolation_cls
+
+    @property
+    def term_compatible_contr_kwargs(self):
+        return self.solver.term_compatible_contr_kwargs
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def strong_order(self, terms):
+        return self.solver.strong_order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        y1, y_error, dense_info, solver_state, result = self.solver.step(
+            terms, t0, t1, y0, args, solver_state, made_jump
+        )
+        return (self.project(y1), y_error, dense_info, solver_state, result)
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+
+def _vector_field(t, y, args):
+    system, params = args
+    return system.vector_field(t, y, params)
+
+
+_ADAPTIVE = {
+    "tsit5": diffrax.Tsit5,
+    "dopri5": diffrax.Dopri5,
+    "dopri8": diffrax.Dopri8,
+    "kvaerno5": diffrax.Kvaerno5,
+}
+
+
+def _grid(t0, t1, dt, saveat, what="rk4"):
+    span = t1 - t0
+    if dt is None or not dt > 0:
+        raise ValueError("fixed-step integration needs a step dt > 0")
+    n = int(round(span / dt))
+    if n < 1:
+        raise ValueError(f"{what}: (t1 - t0)/dt = {span / dt:.6g} rounds to no step")
+    if n > 50_000_000:
+        raise ValueError(f"{what}: (t1 - t0)/dt = {n} steps; that many fixed steps would not fit"
+                         " in memory (choose a larger dt or an adaptive solver)")
+    grid = lambda k: t1 if k == n else t0 + span * (float(k) / float(n))
+    if saveat is None:
+        return n, np.array([grid(k) for k in range(n + 1)])
+    out = []
+    for s in np.asarray(saveat, dtype=float).reshape(-1):
+        k = (s - t0) / span * n
+        kr = int(round(k))
+        if abs(k - kr) > 1e-9 * max(1.0, abs(k)) or not 0 <= kr <= n:
+            raise ValueError(
+                f"{what}: save time {s!r} is not on a step: steps are t0 + k*h with h = "
+                f"{span / n!r} (t0={t0!r}, t1={t1!r}, {n} steps); nearest step k={kr}"
+            )
+        out.append(grid(kr))
+    return n, np.array(out)
+
+
+def _is_concrete(x) -> bool:
+    try:
+        np.asarray(x)
+        return True
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return False
+
+
+def _as_system(system, forces, control, quaternion, method, solver) -> AbstractSystem:
+    if isinstance(system, Model):
+        return TreeSystem(system, tuple(forces), control, quaternion=quaternion, method=method)
+    if not isinstance(system, AbstractSystem):
+        raise TypeError(
+            f"simulate: expected a diffmb.Model or a system of diffmb.systems, got "
+            f"{type(system).__name__}"
+        )
+    if tuple(forces) or control is not None:
+        raise ValueError(f"simulate: forces and control belong to a Model; {system.name} is a "
+                         "system that carries its own loads")
+    return system
+
+
+def _solver(solver, adaptive):
+    """(diffrax solver, adaptive?) from a name or a diffrax solver instance."""
+    if isinstance(solver, diffrax.AbstractSolver):
+        if adaptive is None:
+            adaptive = not isinstance(solver, RK4) and getattr(solver, "tableau", None) is not None \
+                and np.any(np.asarray(solver.tableau.b_error) != 0)
+        return solver, bool(adaptive)
+    if solver not in ("rk4", *_ADAPTIVE):
+        raise ValueError(
+            f"unknown solver {solver!r}; choose 'rk4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"
+            " or pass a diffrax solver"
+        )
+    if adaptive is None:
+        adaptive = solver != "rk4"
+    if adaptive and solver == "rk4":
+        raise ValueError('solver="rk4" has no error estimate: it runs with fixed steps only')
+    return (RK4() if solver == "rk4" else _ADAPTIVE[solver]()), adaptive
+
+
+def _forward_mode_stages(solver):
+    """The solver with its Runge–Kutta stage loop as a plain ``lax`` scan, which forward-mode
+    autodiff (``jax.jvp``, ``jacfwd``) can differentiate (diffrax's default is reverse-only)."""
+    if isinstance(solver, diffrax.AbstractRungeKutta) and solver.scan_kind is None:
+        return eqx.tree_at(lambda s: s.scan_kind, solver, "lax", is_leaf=lambda x: x is None)
+    return solver
+
+
+def _adjoint(adjoint, checkpoints):
+    if isinstance(adjoint, diffrax.AbstractAdjoint):
+        return adjoint
+    if adjoint == "recursive":
+        return diffrax.RecursiveCheckpointAdjoint(checkpoints=checkpoints)
+    if adjoint == "direct":
+        return diffrax.DirectAdjoint()
+    if adjoint == "backsolve":
+        return diffrax.BacksolveAdjoint()
+    raise ValueError(f"adjoint must be 'recursive', 'direct' or 'backsolve' or a diffrax adjoint,"
+                     f" got {adjoint!r}")
+
+
+def simulate(
+    system,
+    q0,
+    v0=None,
+    t1: float = None,
+    dt: float | None = None,
+    *,
+    t0: float = 0.0,
+    solver="rk4",
+    saveat: Sequence[float] | None = None,
+    forces: Sequence = (),
+    control: Callable | None = None,
+    params=None,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    adjoint="recursive",
+    checkpoints: int | None = None,
+    max_steps: int | None = None,
+    dtmin: float | None = None,
+    adaptive: bool | None = None,
+    quaternion: str = "exact",
+    method: str = "aba",
+    progress: bool = False,
+    throw: bool = True,
+    loop: str = "auto",
+) -> Trajectory:
+    """Integrate a system from (q0, v0) at t0 to t1; returns a :class:`Trajectory`.
+
+    ``system``: a :class:`~diffmb.Model` (with ``forces``, ``control``, ``quaternion`` and
+    ``method``: see :class:`~diffmb.systems.TreeSystem`), or any system of
+    :mod:`diffmb.systems`. q0 (nq,), v0 (nv,) for a Model; for other systems what their
+    ``init`` takes. ``forces``: :class:`~diffmb.forces.AbstractForce` elements.
+    ``control(t, q, v, params) -> u``: fed to the elements that consume controls (actuators),
+    or added to tau as a generalized force (nv,) when none does; a
+    :class:`diffmb.controls.KnotTable` is such a callable. ``params`` is passed to ``control``
+    (and to a system's vector field) as is: differentiate with respect to it. ``t0``, ``t1``,
+    ``dt`` and ``saveat`` are Python numbers (they fix the step grid and the output shapes).
+    See the module docstring for solvers, quaternion handling, adjoints and failure codes.
+
+    Each call traces and compiles anew; inside a user's ``jax.jit`` (or ``eqx.filter_jit``)
+    the compiled loop is reused for new parameter values.
+
+    Example::
+
+        traj = diffmb.simulate(model, q0, v0, t1=2.0, dt=0.002, solver="rk4",
+                               saveat=[0.5, 1.0, 1.5, 2.0])
+        traj.ts, traj.q, traj.v, traj.status
+    """
+    if solver == "variational":
+        from .formulations.maximal import MaximalSystem
+        from .formulations.variational import simulate_variational
+
+        if not isinstance(system, MaximalSystem):
+            raise ValueError('solver="variational" integrates a MaximalSystem '
+                             "(diffmb.formulations.maximal)")
+        # q is u (7 numbers per body: com position, quaternion); v is u̇ (com velocities and
+        # quaternion rates); the returned trajectory also carries the node momenta and H.
+        return simulate_variational(system, q0, v0, t1=t1, dt=dt, t0=t0, saveat=saveat,
+                                    rtol=min(rtol, 1e-12), atol=min(atol, 1e-12), throw=throw)
+    from .formulations.maximal import MaximalSystem
+
+    if isinstance(system, MaximalSystem):
+        raise ValueError("a MaximalSystem is integrated by solver='variational' or as "
+                         "diffmb.formulations.maximal.MaximalDAE(system)")
+    system = _as_system(system, forces, control, quaternion, method, solver)
+    if t1 is None:
+        raise ValueError(f"{system.name}: simulate needs the final time t1")
+    t0, t1 = float(t0), float(t1)
+    if not np.isfinite(t0) or not np.isfinite(t1) or not t1 > t0:
+        raise ValueError(f"{system.name}: simulate needs finite t1 > t0, got t0={t0}, t1={t1}")
+    discrete = isinstance(system, AbstractDiscreteSystem)
+    if loop not in ("auto", "diffrax"):
+        raise ValueError(f"loop must be 'auto' or 'diffrax', got {loop!r}")
+
+    if discrete:
+        n, save_ts = _grid(t0, t1, dt, saveat, system.name)
+        y0 = system.init(q0, v0, params, (t1 - t0) / n)
+        ts, ys, status, t_end = _fixed_step_loop(_discrete_step(system), (system, params), t0, t1,
+                                                 n, save_ts, y0, checkpoints)
+        return _finish(system, params, "step map", throw, ts, ys, status, t_end,
+                       jnp.asarray(n, jnp.int32))
+    if not isinstance(system, AbstractODESystem):
+        raise TypeError(f"{system.name}: a system must be an AbstractODESystem or an "
+                        "AbstractDiscreteSystem")
+
+    base, adaptive = _solver(solver, adaptive)
+    if not adaptive:
+        n, save_ts = _grid(t0, t1, dt, saveat, solver if isinstance(solver, str) else "solver")
+        controller = diffrax.ConstantStepSize()
+        dt0 = (t1 - t0) / n
+        if max_steps is None:
+            max_steps = n + 1
+    else:
+        save_ts = np.array([t0, t1]) if saveat is None else np.asarray(saveat, float).reshape(-1)
+        if save_ts.size and (save_ts.min() < t0 or save_ts.max() > t1):
+            raise ValueError(f"saveat must lie in [t0, t1] = [{t0}, {t1}]")
+        dmin = 1e-12 * (t1 - t0) if dtmin is None else float(dtmin)
+        controller = diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dmin, force_dtmin=False)
+        dt0 = dt
+        if max_steps is None:
+            max_steps = 100_000
+    if np.any(np.diff(save_ts) < 0):
+        raise ValueError("saveat must be non-decreasing")
+    y0 = system.init(q0, v0, params, dt0)
+
+    project = system.projection()
+    sol_ = base if project is None else ProjectedSolver(base, project)
+    adj = _adjoint(adjoint, checkpoints)
+    name = solver if isinstance(solver, str) else type(solver).__name__
+    args = (system, params)
+
+    recursive = isinstance(adj, diffrax.RecursiveCheckpointAdjoint) and (
+        adjoint == "recursive" or adj.checkpoints is None)
+    direct = isinstance(adj, diffrax.DirectAdjoint)
+    if not adaptive and loop == "auto" and (recursive or direct) and not progress:
+        if direct:  # forward mode: the stages in a plain scan (the default loop is reverse-only)
+            base = _forward_mode_stages(base)
+            sol_ = base if project is None else ProjectedSolver(base, project)
+        ts, ys, status, t_end = _fixed_step_loop(_ode_step(sol_), args, t0, t1, n, save_ts, y0,
+                                                 checkpoints)
+        return _finish(system, params, name, throw, ts, ys, status, t_end,
+                       jnp.asarray(n, jnp.int32))
+
+    use_event = not isinstance(adj, diffrax.BacksolveAdjoint)
+    if use_event:
+        saveat_ = diffrax.SaveAt(
+            subs=[diffrax.SubSaveAt(ts=jnp.asarray(save_ts)), diffrax.SubSaveAt(t1=True)]
+        )
+        event = diffrax.Event(_nonfinite_cond)
+    else:
+        saveat_ = diffrax.SaveAt(ts=jnp.asarray(save_ts))
+        event = None
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(_vector_field),
+        sol_,
+        jnp.asarray(t0, dtype=jnp.float64),  # arrays, not Python floats: a new t1 or dt does
+        jnp.asarray(t1, dtype=jnp.float64),  # not recompile (only shapes and max_steps do)
+        None if dt0 is None else jnp.asarray(dt0, dtype=jnp.float64),
+        y0,
+        args,
+        saveat=saveat_,
+        stepsize_controller=controller,
+        adjoint=adj,
+        event=event,
+        max_steps=max_steps,
+        throw=False,
+        progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
+    )
+    if use_event:
+        ts, ys = sol.ts[0], sol.ys[0]
+        t_end = sol.ts[1][0]
+    else:
+        ts, ys = sol.ts, sol.ys
+        t_end = None
+
+    R = diffrax.RESULTS
+    res = sol.result
+    status = jnp.where(
+        res == R.successful,
+        SUCCESS,
+        jnp.where(
+            res == R.max_steps_reached,
+            MAX_STEPS,
+            jnp.where(
+                res == R.dt_min_reached,
+                DT_MIN,
+                jnp.where(res == R.event_occurred, NONFINITE, SOLVER_FAILURE),
+            ),
+        ),
+    ).astype(jnp.int32)
+    return _finish(system, params, name, throw, ts, ys, status, t_end,
+                   sol.stats["num_accepted_steps"])
+
+
+def _all_finite(y, axis=None):
+    leaves = jax.tree.leaves(y)
+    if not leaves:
+        return jnp.asarray(True)
+    out = [jnp.all(jnp.isfinite(x), axis=axis) for x in leaves]
+    r = out[0]
+    for o in out[1:]:
+        r = r & o
+    return r
+
+
+def _finish(system, params, solver, throw, ts, ys, status, t_end, num_steps):
+    """Status of non-finite saves, failure time, the system's outputs, errors."""
+    finite = _all_finite(ys)
+    status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
+    if t_end is None:  # backsolve: locate the first non-finite save
+        bad = ~_all_finite(jax.tree.map(lambda a: a.reshape(a.shape[0], -1), ys), axis=-1)
+        t_end = jnp.where(jnp.any(bad), ts[jnp.argmax(bad)], ts[-1])
+    t_fail = jnp.where(status == SUCCESS, jnp.inf, t_end)
+    q, v, aux = system.outputs(ys, params)
+    traj = Trajectory(ts=ts, q=q, v=v, status=status, t_fail=t_fail, num_steps=num_steps,
+                      aux=aux)
+    if throw and _is_concrete(status) and np.any(np.asarray(status) != SUCCESS):
+        raise SimulationError(
+            f"{system.name}: simulation failed: {traj.message()} (solver={solver!r}). "
+            "Pass throw=False to get the trajectory and its status instead."
+        )
+    return traj
+
+
+def _ode_step(solver):
+    """One step of a diffrax solver as (y, solver state, ta, tb, args) -> (y1, state1, code)."""
+    term = diffrax.ODETerm(_vector_field)
+
+    def init(t0, h, y0, args):
+        return solver.init(term, t0, t0 + h, y0, args)
+
+    def step(y, sstate, ta, tb, args):
+        y1, _, _, sstate1, res = solver.step(term, ta, tb, y, args, sstate, False)
+        code = jnp.where(res == diffrax.RESULTS.successful, SUCCESS, SOLVER_FAILURE)
+        return y1, sstate1, code
+
+    return init, step
+
+
+def _discrete_step(system):
+    def init(t0, h, y0, args):
+        return None
+
+    def step(y, sstate, ta, tb, args):
+        sys_, params = args
+        y1, code = sys_.step(ta, y, tb - ta, params)
+        return y1, sstate, code
+
+    return init, step
+
+
+def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
+    """n steps on the grid t_k = t0 + (t1 − t0) k / n in a ``lax.scan``.
+
+    Returns the states at ``save_ts`` (which lie on the grid), the status and the time at which
+    the integration stopped. The first step that fails (non-finite result or a failure code)
+    freezes the carried state at the last good one and records the end time of that step; saves
+    from there on hold +inf (as with the diffrax loop's event).
+    """
+    init, one_step = stepper
+    span = t1 - t0
+    t_of = lambda k: jnp.where(k == n, t1, t0 + span * (k / n))
+    k_save = np.rint((np.asarray(save_ts) - t0) / span * n).astype(np.int64)
+    state0 = init(t0, span / n, y0, args)
+
+    def step(carry, k):
+        y, sstate, t_end, status = carry
+        ta, tb = t_of(k), t_of(k + 1)
+        y1, sstate1, code = one_step(y, sstate, ta, tb, args)
+        ok = status == SUCCESS
+        code = jnp.where(_all_finite(y1), code, NONFINITE)
+        good = ok & (code == SUCCESS)
+        y1 = jax.tree.map(lambda a, b: jnp.where(good, a, b), y1, y)
+        t_end = jnp.where(ok & ~good, tb, t_end)
+        status = jnp.where(ok, code, status).astype(jnp.int32)
+        return (y1, sstate1, t_end, status), y1
+
+    if checkpoints is None and n <= 1024:
+        chunks, size = 1, n
+    else:
+        chunks = int(np.ceil(np.sqrt(n))) if checkpoints is None else max(1, int(checkpoints))
+        size = int(np.ceil(n / chunks))
+    total = chunks * size  # steps beyond n (padding of the last chunk) leave the carry alone
+
+    def chunk(carry, ks):
+        def guarded(c, k):
+            new, y = step(c, k)
+            new = jax.tree.map(lambda a, b: jnp.where(k < n, a, b), new, c)
+            return new, y
+
+        return jax.lax.scan(guarded if total > n else step, carry, ks)
+
+    carry0 = (y0, state0, jnp.asarray(t1, jnp.float64), jnp.asarray(SUCCESS, jnp.int32))
+    ks = jnp.arange(total, dtype=jnp.float64)
+    if chunks == 1:
+        (_, _, t_end, status), ys = chunk(carry0, ks)
+    else:
+        body = jax.checkpoint(chunk, prevent_cse=False)
+        (_, _, t_end, status), ys = jax.lax.scan(body, carry0, ks.reshape(chunks, size))
+        ys = jax.tree.map(lambda a: a.reshape(total, *a.shape[2:]), ys)
+    ys = jax.tree.map(lambda a, b: jnp.concatenate([b[None], a[:n]])[k_save], ys, y0)
+    # saves at or after the failed step hold +inf (the carried state froze at the last good one)
+    k_fail = jnp.round((t_end - t0) / span * n)
+    after = (status != SUCCESS) & (jnp.asarray(k_save, jnp.float64) >= k_fail)
+    ys = jax.tree.map(
+        lambda a: jnp.where(after.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.inf, a), ys)
+    return jnp.asarray(save_ts, jnp.float64), ys, status, t_end
+
+
+def _nonfinite_cond(t, y, args, **kwargs):
+    return ~_all_finite(y)

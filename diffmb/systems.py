@@ -1,0 +1,256 @@
+"""What :func:`diffmb.simulate` integrates: the system interface and the tree system.
+
+A system says what is integrated; :func:`diffmb.simulate` owns the one time loop. Every system
+is an equinox Module (abstract or final, equinox's pattern) with
+
+* ``init(q0, v0, params, dt) -> y0``: the state pytree the integrator moves, built from the
+  user's initial positions and velocities (and checked: shapes, finiteness, named);
+* ``project(y) -> y``: applied after every accepted step (default: none), a pure function of y;
+* ``outputs(ys, params) -> (q, v, aux)``: what a :class:`~diffmb.simulation.Trajectory` shows of
+  the saved states (leading axis: the saves);
+
+and, by kind,
+
+* :class:`AbstractODESystem`: ``vector_field(t, y, params) -> dy/dt``, integrated by a diffrax
+  solver (Runge–Kutta, fixed or adaptive steps);
+* :class:`AbstractDiscreteSystem`: ``step(t, y, h, params) -> (y_next, code)``, its own one-step
+  map on a fixed grid (a variational integrator, the exact discretisation of a linear system);
+  ``code`` is 0, or a failure code of :data:`diffmb.simulation.STATUS`.
+
+Final systems: :class:`TreeSystem` (a :class:`~diffmb.Model` with force elements and a control,
+here), :class:`~diffmb.formulations.maximal.MaximalDAE` (absolute coordinates, Baumgarte DAE),
+:class:`~diffmb.formulations.variational.VariationalSystem` (the symplectic step),
+:class:`~diffmb.formulations.modal.LinearModalSystem` and
+:class:`~diffmb.formulations.modal.ModalZOHSystem` (modal models), and
+:class:`~diffmb.models.uav.UAVSystem` (the UAV's quaternion-Lagrange, rotor-Kane and tree forms).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .dynamics.api import forward_dynamics
+from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
+from .forces.elements import init_states, total_force
+from .model import Model
+
+__all__ = [
+    "AbstractSystem",
+    "AbstractODESystem",
+    "AbstractDiscreteSystem",
+    "TreeSystem",
+    "forward",
+    "check_initial",
+]
+
+# failure codes shared with simulate's STATUS
+SUCCESS, MAX_STEPS, DT_MIN, NONFINITE, SOLVER_FAILURE = 0, 1, 2, 3, 4
+
+
+class AbstractSystem(eqx.Module):
+    """A system integrated by :func:`diffmb.simulate` (see the module docstring)."""
+
+    @abc.abstractmethod
+    def init(self, q0, v0, params, dt):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def outputs(self, ys, params):
+        raise NotImplementedError
+
+    def projection(self) -> Callable | None:
+        """A pure function y -> y applied after every step (no traced data), or None."""
+        return None
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+
+class AbstractODESystem(AbstractSystem):
+    """A system given by its vector field dy/dt = f(t, y, params)."""
+
+    @abc.abstractmethod
+    def vector_field(self, t, y, params):
+        raise NotImplementedError
+
+
+class AbstractDiscreteSystem(AbstractSystem):
+    """A system advanced by its own step map y_{k+1} = Φ(t_k, y_k, h) on a fixed grid."""
+
+    @abc.abstractmethod
+    def step(self, t, y, h, params):
+        raise NotImplementedError
+
+
+def check_initial(name: str, what: str, x, shape) -> jnp.ndarray:
+    """``x`` as float64 of ``shape``; a clear error naming ``what`` if not (finite when concrete)."""
+    x = jnp.asarray(x, dtype=jnp.float64)
+    if x.shape != tuple(shape):
+        raise ValueError(f"{name}: {what} has shape {x.shape}, expected {tuple(shape)}")
+    try:
+        xa = np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return x
+    if not np.all(np.isfinite(xa)):
+        bad = np.flatnonzero(~np.isfinite(xa.reshape(-1)))
+        raise ValueError(f"{name}: {what} has non-finite entries at indices {bad.tolist()}")
+    return x
+
+
+def _has_state(obj) -> bool:
+    return callable(getattr(obj, "init_state", None))
+
+
+class TreeSystem(AbstractODESystem):
+    """A :class:`~diffmb.Model` with force elements and a control: y = (q, v) or (q, v, s).
+
+    q̇ = qdot(model, q, v) (the exact quaternion-rate map for ball nodes) and
+    v̇ = forward_dynamics(model, q, v, Σ tau + [ctrl], Σ f_ext). ``s`` holds the states of the
+    elements and of the control that declare ``init_state(model)``:
+    ``s = (element states: a tuple aligned with ``forces``, None for a stateless element, or None
+    when no element has state; the control's state or None)``.
+
+    ``quaternion="exact"`` evaluates the dynamics at q/|q| and projects the ball quaternions
+    back onto the unit sphere after every step; ``"unprojected"`` integrates q̇ = ½ q ⊗ ω as a
+    plain ODE in R⁴ (the papers' form). ``method`` selects the forward-dynamics algorithm.
+    """
+
+    model: Model
+    forces: tuple = ()
+    control: Callable | None = None
+    quaternion: str = eqx.field(static=True, default="exact")
+    method: str = eqx.field(static=True, default="aba")
+
+    def __check_init__(self):
+        if self.quaternion not in ("exact", "unprojected"):
+            raise ValueError(f"quaternion must be 'exact' or 'unprojected', got {self.quaternion!r}")
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def stateful(self) -> bool:
+        return any(_has_state(f) for f in self.forces) or _has_state(self.control)
+
+    def init(self, q0, v0, params, dt):
+        m = self.model
+        q0 = check_initial(m.name, "q0", q0, (m.nq,))
+        v0 = jnp.zeros(m.nv) if v0 is None else v0
+        v0 = check_initial(m.name, "v0", v0, (m.nv,))
+        lay = ball_layout(m)
+        if lay.nb:
+            try:
+                n2 = np.sum(np.asarray(q0)[lay.q_idx] ** 2, axis=-1)
+            except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+                n2 = None
+            if n2 is not None and np.any(n2 < 1e-12):
+                starts = np.asarray(lay.q_idx)[n2 < 1e-12, 0].tolist()
+                raise ValueError(f"{m.name}: q0 has a zero quaternion at q[{starts[0]}:"
+                                 f"{starts[0] + 4}] (a ball or free joint's rotation)")
+        if not self.stateful:
+            return (q0, v0)
+        return (q0, v0, self.initial_state())
+
+    def initial_state(self):
+        """s0: the elements' and the control's ``init_state(model)``."""
+        sc = self.control.init_state(self.model) if _has_state(self.control) else None
+        stateful = any(_has_state(f) for f in self.forces)
+        return (init_states(self.forces, self.model) if stateful else None, sc)
+
+    def projection(self):
+        lay = ball_layout(self.model)
+        if self.quaternion != "exact" or not lay.nb:
+            return None
+        return _TreeProjection(lay)
+
+    def vector_field(self, t, y, params):
+        q, v = y[0], y[1]
+        s = y[2] if len(y) > 2 else None
+        qd = normalize(self.model, q) if self.quaternion == "exact" else q
+        a, ds = _accelerations(self.model, self.forces, self.control, t, qd, v, params, s,
+                               self.method)
+        dq = qdot(self.model, q, v)
+        return (dq, a) if s is None else (dq, a, ds)
+
+    def outputs(self, ys, params):
+        q = ys[0]
+        lay = ball_layout(self.model)
+        if self.quaternion == "exact" and lay.nb:
+            q = unit_quaternions(lay, q)
+        return q, ys[1], (ys[2] if len(ys) > 2 else None)
+
+
+class _TreeProjection:
+    """y -> y with unit ball quaternions (hashable: a static field of the projected solver)."""
+
+    def __init__(self, layout):
+        self.layout = layout
+
+    def __call__(self, y):
+        return (unit_quaternions(self.layout, y[0]), *y[1:])
+
+    def __hash__(self):
+        return hash(id(self.layout))
+
+    def __eq__(self, other):
+        return isinstance(other, _TreeProjection) and other.layout is self.layout
+
+
+def _consumes_ctrl(forces) -> bool:
+    return any(getattr(f, "uses_ctrl", False) for f in forces)
+
+
+def _accelerations(model, forces, control, t, q, v, params, s, method):
+    """a (nv,) and the state derivative ds (None without state) at (t, q, v, s)."""
+    fs, sc = (None, None) if s is None else s
+    dsc = None
+    if control is None:
+        ctrl = None
+    elif _has_state(control):
+        ctrl, dsc = control(t, q, v, params, sc)
+    else:
+        ctrl = control(t, q, v, params)
+    if control is not None and ctrl is None:
+        raise ValueError(f"{model.name}: the control returned None; return the control vector"
+                         " (zeros for none)")
+    tau, f_ext, dfs = total_force(forces, model, t, q, v, ctrl, fs)
+    if ctrl is not None and not _consumes_ctrl(forces):
+        ctrl = jnp.asarray(ctrl)
+        if ctrl.shape != (model.nv,):
+            raise ValueError(
+                f"{model.name}: no force element consumes the control, so it is a generalized"
+                f" force and must have shape ({model.nv},); got {ctrl.shape}. Pass actuators"
+                " (diffmb.forces.Actuators / GeneralizedForce) in `forces`."
+            )
+        tau = tau + ctrl
+    a = forward_dynamics(model, q, v, tau, f_ext, method=method)
+    return a, (None if s is None else (dfs, dsc))
+
+
+def forward(model: Model, q, v, *, t=0.0, forces=(), ctrl=None, state=None, method="aba"):
+    """The accelerations that :func:`diffmb.simulate` integrates (MuJoCo's ``qacc``).
+
+    q (nq,), v (nv,); ``forces``: force elements; ``ctrl``: the control vector (fed to the
+    elements that consume controls, else a generalized force (nv,)). Returns ``a`` (nv,), or
+    ``(a, ds)`` when an element has state (``state``: the elements' states as ``simulate``
+    carries them, a tuple aligned with ``forces``; default their ``init_state(model)``).
+    Evaluated at q as given (no normalisation of quaternions).
+    """
+    forces = tuple(forces)
+    q = check_initial(model.name, "q", q, (model.nq,))
+    v = check_initial(model.name, "v", v, (model.nv,))
+    stateful = any(_has_state(f) for f in forces)
+    s = None
+    if stateful:
+        s = (init_states(forces, model) if state is None else tuple(state), None)
+    ctl = None if ctrl is None else (lambda t_, q_, v_, p_: ctrl)
+    a, ds = _accelerations(model, forces, ctl, t, q, v, None, s, method)
+    return a if not stateful else (a, ds[0])

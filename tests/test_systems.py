@@ -1,0 +1,239 @@
+"""The system interface, `diffmb.forward`, stateful elements and controls, `mjcf_forces`.
+
+Oracles: MuJoCo's `mj_forward` (qacc) and its own integration, scipy's expm of a linear system
+(a Maxwell element on a mass), the classical RK4 recursion written out, closed-form controls.
+"""
+
+from pathlib import Path
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import diffmb
+from diffmb.forces.elements import AbstractStatefulForce
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_public_surface():
+    for name in ("optim", "controls", "spatial", "dynamics", "formulations", "forces", "io",
+                 "models", "systems", "topology"):
+        assert hasattr(diffmb, name), name
+    assert hasattr(diffmb.spatial, "rotation") and hasattr(diffmb.optim, "fit")
+    for name in ("forward", "mjcf_forces", "SimulationError", "integrate", "difference",
+                 "KnotTable", "JointDamping", "JointSpring", "Actuators", "JointLimits",
+                 "BodyWrench", "GeneralizedForce", "AbstractForce", "TreeSystem", "Trajectory"):
+        assert hasattr(diffmb, name), name
+    assert callable(diffmb.simulate)
+
+
+def test_forward_equals_mujoco_qacc():
+    path = DATA / "sim_actuated.xml"
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+    model = diffmb.load_mjcf(path)
+    forces = diffmb.mjcf_forces(path)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        q = mj.qpos0 + rng.normal(size=mj.nq) * 0.4
+        for j in range(mj.njnt):
+            if mj.jnt_type[j] in (0, 1):
+                a = mj.jnt_qposadr[j] + (3 if mj.jnt_type[j] == 0 else 0)
+                q[a:a + 4] /= np.linalg.norm(q[a:a + 4])
+        v = rng.normal(size=mj.nv)
+        u = rng.normal(size=mj.nu)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+        mujoco.mj_forward(mj, d)
+        a = diffmb.forward(model, q, v, forces=forces, ctrl=u)
+        np.testing.assert_allclose(np.asarray(a), d.qacc, atol=1e-9 * max(1, np.abs(d.qacc).max()))
+
+
+def _slider(mass=2.0):
+    b = diffmb.ModelBuilder(name="slider")
+    b.gravity = np.zeros(3)
+    b.add_body("cart", mass=mass, inertia=[0.1, 0.1, 0.1],
+               joints=[dict(type="slide", name="x", axis=[1.0, 0.0, 0.0])])
+    return b.build()
+
+
+class Maxwell(AbstractStatefulForce):
+    """Spring k in series with a dashpot c between the cart and the wall; s = spring stretch."""
+
+    k: jnp.ndarray
+    c: jnp.ndarray
+
+    def init_state(self, model):
+        return jnp.zeros(1)
+
+    def __call__(self, model, t, q, v, ctrl, state):
+        return -self.k * state, None, v - self.k / self.c * state
+
+
+def test_stateful_element_matches_expm():
+    m, k, c = 2.0, 30.0, 4.0
+    model = _slider(m)
+    el = Maxwell(jnp.asarray(k), jnp.asarray(c))
+    tr = diffmb.simulate(model, jnp.zeros(1), jnp.array([1.0]), t1=2.0, solver="dopri8",
+                         rtol=1e-12, atol=1e-12, saveat=[0.5, 1.0, 2.0], forces=(el,))
+    A = np.array([[0, 1, 0], [0, 0, -k / m], [0, 1, -k / c]])  # (x, v, s)
+    ref = np.array([sl.expm(A * t) @ [0.0, 1.0, 0.0] for t in (0.5, 1.0, 2.0)])
+    np.testing.assert_allclose(np.asarray(tr.q)[:, 0], ref[:, 0], atol=1e-10)
+    np.testing.assert_allclose(np.asarray(tr.v)[:, 0], ref[:, 1], atol=1e-10)
+    np.testing.assert_allclose(np.asarray(tr.aux[0][0])[:, 0], ref[:, 2], atol=1e-10)
+    assert len(tr.aux[0]) == 1 and tr.aux[1] is None  # (element states, control state)
+    a, ds = diffmb.forward(model, jnp.zeros(1), jnp.array([1.0]), forces=(el,),
+                           state=(jnp.array([0.1]),))
+    np.testing.assert_allclose(a, [-k * 0.1 / m])
+    np.testing.assert_allclose(ds[0], [1.0 - k / c * 0.1])
+    # a gradient reaches the element's parameters through the state
+    g = jax.grad(lambda kk: diffmb.simulate(model, jnp.zeros(1), jnp.array([1.0]), t1=1.0,
+                                            dt=0.01, forces=(Maxwell(kk, jnp.asarray(c)),)
+                                            ).q[-1, 0])(jnp.asarray(k))
+    h = 1e-5
+    fd = [diffmb.simulate(model, jnp.zeros(1), jnp.array([1.0]), t1=1.0, dt=0.01,
+                          forces=(Maxwell(jnp.asarray(kk), jnp.asarray(c)),)).q[-1, 0]
+          for kk in (k + h, k - h)]
+    np.testing.assert_allclose(float(g), float(fd[0] - fd[1]) / (2 * h), rtol=1e-6)
+
+
+class Oscillator(eqx.Module):
+    """A control with state: phase φ' = ω, u = A sin φ (a one-oscillator CPG)."""
+
+    amplitude: jnp.ndarray
+    omega: jnp.ndarray
+
+    def init_state(self, model):
+        return jnp.zeros(())
+
+    def __call__(self, t, q, v, params, phase):
+        return self.amplitude * jnp.sin(phase) * jnp.ones(1), self.omega
+
+
+def test_stateful_control_equals_closed_form_control():
+    model = _slider()
+    A, w = 3.0, 5.0
+    tr = diffmb.simulate(model, jnp.zeros(1), None, t1=1.0, dt=1e-3,
+                         control=Oscillator(jnp.asarray(A), jnp.asarray(w)))
+    ref = diffmb.simulate(model, jnp.zeros(1), None, t1=1.0, dt=1e-3,
+                          control=lambda t, q, v, p: A * jnp.sin(w * t) * jnp.ones(1))
+    np.testing.assert_allclose(tr.q, ref.q, atol=1e-12)
+    np.testing.assert_allclose(tr.aux[1], w * np.asarray(tr.ts), atol=1e-12)
+    # closed form of x'' = (A/m) sin(w t) from rest
+    m = 2.0
+    x = A / m * (tr.ts[-1] / w - np.sin(w * tr.ts[-1]) / w**2)
+    np.testing.assert_allclose(tr.q[-1, 0], x, atol=1e-9)
+
+
+def test_solver_and_adjoint_objects():
+    model = _slider()
+    ctl = lambda t, q, v, p: jnp.cos(t) * jnp.ones(1)
+    kw = dict(t1=1.0, dt=0.01, control=ctl)
+    by_name = diffmb.simulate(model, jnp.zeros(1), **kw)
+    by_obj = diffmb.simulate(model, jnp.zeros(1), solver=diffmb.simulation.RK4(),
+                             adjoint=diffrax.RecursiveCheckpointAdjoint(), **kw)
+    np.testing.assert_array_equal(by_name.q, by_obj.q)
+    heun = diffmb.simulate(model, jnp.zeros(1), solver=diffrax.Heun(), adaptive=False, **kw)
+    exact = 0.5 * (1.0 - np.cos(1.0))  # x'' = cos(t)/2, from rest
+    assert abs(float(heun.q[-1, 0]) - exact) < 1e-4
+    assert abs(float(by_name.q[-1, 0]) - exact) < 1e-9
+
+
+def test_bad_initial_state_and_control_are_named():
+    model = _slider()
+    with pytest.raises(ValueError, match="q0 has non-finite"):
+        diffmb.simulate(model, jnp.array([np.nan]), t1=0.1, dt=0.01)
+    with pytest.raises(ValueError, match="v0 has shape"):
+        diffmb.simulate(model, jnp.zeros(1), jnp.zeros(2), t1=0.1, dt=0.01)
+    with pytest.raises(ValueError, match="control returned None"):
+        diffmb.simulate(model, jnp.zeros(1), t1=0.1, dt=0.01, control=lambda t, q, v, p: None)
+    b = diffmb.ModelBuilder(name="ball")
+    b.add_body("b", mass=1.0, inertia=[1.0, 1.0, 1.0], joints=[dict(type="ball", name="j")])
+    with pytest.raises(ValueError, match="zero quaternion"):
+        diffmb.simulate(b.build(), jnp.zeros(4), t1=0.1, dt=0.01)
+    with pytest.raises(TypeError, match="expected a diffmb.Model"):
+        diffmb.simulate("model.xml", jnp.zeros(1), t1=0.1, dt=0.01)
+
+
+_CONTACT_XML = """
+<mujoco>
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="ball" pos="0 0 1"><freejoint/><geom name="ball" type="sphere" size="0.1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+_LIMIT_XML = """
+<mujoco>
+  <compiler angle="radian"/>
+  <option gravity="0 0 -9.81" timestep="0.001" integrator="RK4"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="link" pos="0 0 1">
+      <joint name="hinge" type="hinge" axis="0 1 0" range="-0.5 0.5" limited="true" damping="0.2"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.03" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_mjcf_forces_refuses_what_it_cannot_simulate(tmp_path):
+    f = tmp_path / "contact.xml"
+    f.write_text(_CONTACT_XML)
+    with pytest.raises(NotImplementedError, match="contacts=False"):
+        diffmb.mjcf_forces(f)
+    assert len(diffmb.mjcf_forces(f, contacts=False)) == 2
+    g = tmp_path / "fluid.xml"
+    g.write_text(_LIMIT_XML.replace('timestep="0.001"', 'timestep="0.001" density="1000"'))
+    with pytest.raises(NotImplementedError, match="fluid=False"):
+        diffmb.mjcf_forces(g)
+    with pytest.raises(NotImplementedError):
+        diffmb.mjcf_forces(g, fluid="mujoco")
+
+
+def test_joint_limits_hold_like_mujoco(tmp_path):
+    """A link falling onto its range limit comes to rest there as in MuJoCo (solref mapping)."""
+    f = tmp_path / "limit.xml"
+    f.write_text(_LIMIT_XML)
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    d = mujoco.MjData(mj)
+    for _ in range(3000):
+        mujoco.mj_step(mj, d)
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f)
+    assert any(isinstance(e, diffmb.JointLimits) for e in forces)
+    tr = diffmb.simulate(model, jnp.zeros(1), None, t1=3.0, dt=1e-3, forces=forces)
+    assert abs(float(d.qpos[0]) - 0.5) < 0.01  # MuJoCo rests on the upper limit
+    assert abs(float(tr.q[-1, 0]) - float(d.qpos[0])) < 2e-4  # 6.4e-4 penetration in MuJoCo
+    free = diffmb.simulate(model, jnp.zeros(1), None, t1=3.0, dt=1e-3,
+                           forces=diffmb.mjcf_forces(f, limits=False))
+    assert float(free.q[-1, 0]) > 1.0  # without limits it swings through
+
+
+def test_uav_flight_is_the_classical_rk4_recursion():
+    from diffmb.models import uav
+
+    P = uav.default_params()
+    x0 = uav.initial_state()
+    rhs, dt, n = uav.rhs_kane, 0.01, 50
+
+    def rk4(x, t):
+        k1 = rhs(t, x, P)
+        k2 = rhs(t + dt / 2, x + dt / 2 * k1, P)
+        k3 = rhs(t + dt / 2, x + dt / 2 * k2, P)
+        k4 = rhs(t + dt, x + dt * k3, P)
+        return x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
+
+    x = x0
+    for i in range(n):
+        x, _ = rk4(x, i * dt)
+    ts, xs = uav.fly(rhs, x0, P, n * dt, dt, 10)
+    assert xs.shape == (6, 13)
+    np.testing.assert_allclose(np.asarray(xs[-1]), np.asarray(x), rtol=1e-12, atol=1e-12)
