@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check diffmb tests experiments
+	$(BIN)/ruff check diffmb tests
 
 bench: $(STAMP)
 	$(BIN)/diffmb bench --out out/bench

@@ -6,15 +6,21 @@
     diffmb list
 
 Each study is a module ``diffmb.studies.<name>`` with ``reproduce(out_dir, quick)`` (and, where
-it identifies parameters, ``identify(data_csv, out_dir)``); this file is only the registry.
+it identifies parameters, ``identify(data_csv, out_dir)``); the benchmarks are the modules of
+``diffmb.bench``; this file is only the registry. User errors print one line and exit with code
+2; Ctrl-C exits with 130 and SIGTERM with 143, with a one-line message instead of a traceback.
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import importlib
 import json
+import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -29,6 +35,27 @@ STUDIES = {
 
 class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread (a BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` keeps going)."""
+
+
+def _out_dir(path) -> Path:
+    """Create the output directory ``path``, or say in one line why it cannot be."""
+    out = Path(path)
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is" if p == out else f"is under {p}, which is"
+                raise CLIError(f"--out {out}: {what} a file, not a directory")
+            break
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"--out {out}: cannot create the directory ({e.strerror or e})") from None
+    return out
 
 
 def _study_module(name: str):
@@ -46,12 +73,11 @@ def _reproduce(args) -> int:
     names = list(STUDIES) if args.study == "all" else [args.study]
     for n in names:
         _study_module(n)  # fail fast on unknown names
-    out = Path(args.out)
+    out = _out_dir(args.out)
     failed = []
     for n in names:
         mod = _study_module(n)
-        d = out / n if args.study == "all" else out
-        d.mkdir(parents=True, exist_ok=True)
+        d = _out_dir(out / n) if args.study == "all" else out
         t0 = time.perf_counter()
         print(f"[diffmb] reproduce {n} -> {d} ({'quick' if args.quick else 'full'})", flush=True)
         try:
@@ -86,8 +112,7 @@ def _identify(args) -> int:
     data = Path(args.data)
     if not data.is_file():
         raise CLIError(f"{data}: no such data file")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _out_dir(args.out)
     try:
         res = mod.identify(data, out)
     except ValueError as e:  # bad data: the message names file, row and column
@@ -98,15 +123,19 @@ def _identify(args) -> int:
 
 
 def _bench(args) -> int:
-    from .bench import run_all
+    from .bench import UnknownBenchmark, run_all, select, write_json
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        select(args.only)  # unknown names fail before anything runs
+    except UnknownBenchmark as e:
+        raise CLIError(str(e)) from None
+    out = _out_dir(args.out)
     res = run_all(out, quick=args.quick, only=args.only)
-    (out / "bench.json").write_text(json.dumps(res, indent=2))
+    write_json(out / "bench.json", res)
+    num = lambda x, spec: "null" if x is None else format(x, spec)
     for case, r in res.items():
         print(f"{case:48s} {r['value']:12.4g} {r['unit']:10s} vs {r['peer']}: "
-              f"{r['peer_value']:.4g}  ratio {r['ratio']:.3g}")
+              f"{num(r['peer_value'], '.4g')}  ratio {num(r['ratio'], '.3g')}")
     return 0
 
 
@@ -124,27 +153,88 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks against peers measured in the same run")
     b.add_argument("--out", required=True)
     b.add_argument("--quick", action="store_true")
-    b.add_argument("--only", default=None, help="comma-separated subset of benchmarks")
+    b.add_argument("--only", default=None,
+                   help="comma-separated subset of: core, sim, variational (default: all)")
     sub.add_parser("list", help="list the studies")
     return p
 
 
+def _run(args) -> int:
+    if args.cmd == "reproduce":
+        return _reproduce(args)
+    if args.cmd == "identify":
+        return _identify(args)
+    if args.cmd == "bench":
+        return _bench(args)
+    for n, m in STUDIES.items():
+        print(f"{n:14s} {m}")
+    return 0
+
+
+class _Signals:
+    """SIGINT and SIGTERM raised as exceptions in the main thread (KeyboardInterrupt, _Terminated)
+    and raised again every second until ``main`` has caught one: an exception raised while a
+    garbage-collector callback runs (JAX registers one) is printed and swallowed by Python."""
+
+    def __init__(self):
+        self.caught = False
+        self.previous = {}
+
+    def install(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # a background job ignores ^C
+                    self.previous[sig] = signal.signal(sig, self._raise)
+            except ValueError:  # not the main thread: leave the handlers as they are
+                return
+
+    def restore(self):
+        self.caught = True
+        for sig, h in self.previous.items():
+            signal.signal(sig, h if h is not None else signal.SIG_DFL)
+
+    def _raise(self, signum, frame):
+        if not self.caught:
+            timer = threading.Timer(1.0, self._again, (signum,))
+            timer.daemon = True
+            timer.start()
+        raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+
+    def _again(self, signum):
+        if not self.caught:
+            _thread.interrupt_main(signum)
+
+
+def _interrupted(code: int, message: str, hard: bool) -> int:
+    print(message, file=sys.stderr)
+    if hard:  # the process's own command line: leave at once, without the interpreter's
+        # finalisation, during which XLA's still-running threads can crash the process
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 def main(argv=None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``: then an interruption ends the
+    process at once with its exit code); returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    signals = _Signals()
+    signals.install()
     try:
-        if args.cmd == "reproduce":
-            return _reproduce(args)
-        if args.cmd == "identify":
-            return _identify(args)
-        if args.cmd == "bench":
-            return _bench(args)
-        for n, m in STUDIES.items():
-            print(f"{n:14s} {m}")
-        return 0
+        return _run(args)
     except CLIError as e:
         print(f"diffmb: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        signals.restore()
+        return _interrupted(130, f"\ndiffmb: {args.cmd} interrupted (Ctrl-C)", argv is None)
+    except _Terminated:
+        signals.restore()
+        return _interrupted(143, f"diffmb: {args.cmd} terminated (SIGTERM)", argv is None)
+    finally:
+        signals.restore()
 
 
 if __name__ == "__main__":

@@ -8,11 +8,9 @@ sweeps of ABA), each level handled by one batched operation. The traced program 
 few hundred operations whatever the number of joints: it compiles in seconds and vectorises over
 batches well.
 
-Speed on CPU (measured, see experiments/bench_core.py): small products are written as unrolled
-sums of elementwise products (``mv``, ``mm``...), not reductions or dots — XLA's CPU backend ends
-a fusion at every reduce and calls a library routine per tiny batched dot, and materialising every
-6 × 6 intermediate made the kernels memory-bound (3x slower on the four-box chain). Joint types
-absent from a model are skipped statically.
+Small products are unrolled sums of elementwise products (``mv``, ``mm``...), not reductions or
+dots, so that XLA fuses each kernel into a few loops; joint types absent from a model are skipped
+statically (docs/performance.md tells why and what it measured).
 
 Conventions: spatial motion [ω; v_O] and force [n_O; f] about the world origin O (Featherstone
 §2.x). Every node is padded to w dof slots (w = 3 if the model has a ball or free joint, else 1);
@@ -142,8 +140,8 @@ def _reduce_form(f_reduce):
     """Give an unrolled primal the derivative of its reduction form ``f_reduce`` (same value).
 
     The unrolled sums below are fast forward but slice their inputs element by element, and the
-    transpose of every slice is a pad: reverse mode through them became hundreds of tiny pad-add
-    kernels (the ABA vector-Jacobian product cost 20x the forward call on the four-box chain).
+    transpose of every slice is a pad: reverse mode through them would be hundreds of tiny
+    pad-add kernels (docs/performance.md).
     The tangent rule is the bilinear reduction form instead, whose transpose is broadcasts,
     multiplies and a few reductions.
     """

@@ -5,8 +5,8 @@ inertia adds to its parent's without a transform. Armature enters each pivot D�
 joint-space inertia, as in Pinocchio and MuJoCo.
 
 Derivatives (``aba`` is a ``jax.custom_jvp``). Differentiating the sweeps themselves works but is
-slow in reverse mode: their transpose is hundreds of tiny kernels (the vector–Jacobian product
-of the four-box chain cost 8x the call). Instead the tangent comes from inverse dynamics, as in
+slow in reverse mode: their transpose is hundreds of tiny kernels (docs/performance.md).
+Instead the tangent comes from inverse dynamics, as in
 Carpentier & Mansard (RSS 2018): with a = FD(x) and ID(q, v, a; params) = τ,
 
     ȧ = M(q)⁻¹ (τ̇ − ∂ID/∂(q, v, params, f_ext) · (q̇, v̇, ṗ, ḟ))     (a held fixed in ID),

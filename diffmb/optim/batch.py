@@ -75,8 +75,8 @@ _RUNNERS: dict = {}
 
 def _vectorised(fn, static, block):
     """vmap of ``fn(static, item)`` over a batch; with ``block``, in blocks of that many cases
-    (``lax.map(..., batch_size=block)``): on a CPU this keeps each block's intermediates in cache,
-    which measured 2x faster than one vmap over thousands of cases (experiments/bench_core.py)."""
+    (``lax.map(..., batch_size=block)``): on a CPU this keeps each block's intermediates in cache
+    (docs/performance.md)."""
     one = lambda b: fn(static, b)
     if block is None:
         return lambda bt: jax.vmap(one)(bt)

@@ -1,22 +1,23 @@
 """Core benchmark: amortised per-state time of the dynamics functions under jit + vmap against
 Pinocchio's per-call time from Python, measured in the same run.
 
-    python experiments/bench_core.py [--quick] [--out DIR]      (or: diffmb bench --only core)
+    python -m diffmb.bench.core [--quick] --out DIR      (or: diffmb bench --only core)
 
 Cases: a generated 22-joint branching tree (same URDF loaded by both), and two humanoids of
 example-robot-data (g1 29 dof, Talos reduced 32 dof). Reports per-state microseconds at batch 1
 and at a large batch (4096; 512 with --quick) — once as one ``jit(vmap)`` over the whole batch and
 once in blocks of 64 cases (``diffmb.optim.batch_map(..., block=64)``, one device: a block's
 intermediates stay in cache) — the ratio to Pinocchio's per-call time from Python (one thread),
-and compile times. The JAX runs may use both cores through XLA's intra-op threads.
+and compile times. The JAX runs may use both cores through XLA's intra-op threads. Pinocchio
+and example-robot-data are optional: without Pinocchio every ``peer_value`` is null; without
+example-robot-data the two humanoids are skipped (and said so). Writes ``DIR/bench_core.json``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -26,17 +27,20 @@ import jax.numpy as jnp
 import numpy as np
 
 import diffmb
-from diffmb.bench import case
+from diffmb.bench import case, main_for, run_module, write_json
 from diffmb.optim import batch_map
 
+MODULE = "diffmb.bench.core"  # re-launched by module name (works from an installed wheel)
 BLOCK = 64  # cases vectorised together in the blocked runs (diffmb.optim.batch_map(block=...))
 
 
-def erd(rel):
-    import sysconfig
-
-    return os.path.join(sysconfig.get_paths()["purelib"], "cmeel.prefix", "share",
-                        "example-robot-data", "robots", rel)
+def erd(rel) -> str | None:
+    """Path of an example-robot-data file (installed by pip under ``cmeel.prefix``), or None."""
+    for site in [sysconfig.get_paths()["purelib"], *sys.path]:
+        p = os.path.join(site, "cmeel.prefix", "share", "example-robot-data", "robots", rel)
+        if site and os.path.isfile(p):
+            return p
+    return None
 
 
 def tree_urdf(n=22, seed=0) -> str:
@@ -76,6 +80,15 @@ def _time(f, *args, reps):
     return best
 
 
+def _pinocchio():
+    try:
+        import pinocchio
+    except ImportError:
+        print("pinocchio is not installed: peer values are null", flush=True)
+        return None
+    return pinocchio
+
+
 def _pin_time(fn, reps=2000):
     best = float("inf")
     for _ in range(3):
@@ -87,17 +100,19 @@ def _pin_time(fn, reps=2000):
 
 
 def bench_model(label, path, batch, methods, results):
-    import pinocchio as pin
-
+    pin = _pinocchio()
     model = diffmb.load_urdf(path)
-    pm = pin.buildModelFromUrdf(path)
-    pd = pm.createData()
-    qp, vp = pin.randomConfiguration(pm), np.random.default_rng(1).normal(size=pm.nv)
-    pin_t = {
-        "mass_matrix": _pin_time(lambda: pin.crba(pm, pd, qp)),
-        "bias_force": _pin_time(lambda: pin.nle(pm, pd, qp, vp)),
-        "forward": _pin_time(lambda: pin.aba(pm, pd, qp, vp, vp)),
-    }
+    pin_t = dict.fromkeys(("mass_matrix", "bias_force", "forward"))
+    if pin is not None:
+        pm = pin.buildModelFromUrdf(path)
+        pd = pm.createData()
+        qp, vp = pin.randomConfiguration(pm), np.random.default_rng(1).normal(size=pm.nv)
+        pin_t = {
+            "mass_matrix": _pin_time(lambda: pin.crba(pm, pd, qp)),
+            "bias_force": _pin_time(lambda: pin.nle(pm, pd, qp, vp)),
+            "forward": _pin_time(lambda: pin.aba(pm, pd, qp, vp, vp)),
+        }
+    pin_us = {k: None if t is None else t * 1e6 for k, t in pin_t.items()}
     rng = np.random.default_rng(0)
     q = jnp.asarray(rng.uniform(-1, 1, model.nq))
     v = jnp.asarray(rng.normal(size=model.nv))
@@ -124,11 +139,15 @@ def bench_model(label, path, batch, methods, results):
         for B, how, g in runs:
             qb, vb = jnp.tile(q, (B, 1)), jnp.tile(v, (B, 1))
             per = _time(g, qb, vb, reps=max(3, 2000 // B)) / B
-            results[f"{label}/{name}/batch{B}{how}"] = case(
-                per * 1e6, "us/state", f"pinocchio {peer} per call", pin_t[peer] * 1e6)
+            r = results[f"{label}/{name}/batch{B}{how}"] = case(
+                per * 1e6, "us/state", f"pinocchio {peer} per call", pin_us[peer])
             print(f"{label:10s} {name:18s} B={B:5d}{how:10s} {per*1e6:9.2f} us/state  "
-                  f"pinocchio {pin_t[peer]*1e6:7.2f} us  ratio {per/pin_t[peer]:.3g}  "
-                  f"(compile {compile_s:.1f} s)", flush=True)
+                  f"pinocchio {_fmt(r['peer_value'], '7.2f')} us  ratio {_fmt(r['ratio'], '.3g')}"
+                  f"  (compile {compile_s:.1f} s)", flush=True)
+
+
+def _fmt(x, spec):
+    return "n/a" if x is None else format(x, spec)
 
 
 def sharded_aba_per_state(path: str, batch: int, block: int) -> float:
@@ -146,15 +165,13 @@ def sharded_aba_per_state(path: str, batch: int, block: int) -> float:
 def _two_device_aba(label, path, batch, results, pin_us, block=BLOCK):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
                JAX_PLATFORMS="cpu")
-    p = subprocess.run([sys.executable, __file__, "--sharded-aba", path, str(batch), str(block)],
-                       env=env, capture_output=True, text=True, timeout=900)
-    if p.returncode != 0:
-        raise RuntimeError(f"two-device run failed:\n{p.stderr[-2000:]}")
-    per = float(p.stdout.strip().splitlines()[-1])
-    results[f"{label}/forward_aba/batch{batch}_2dev_blocked{block}"] = case(
+    args = ["--sharded-aba", path, str(batch), str(block)]
+    per = float(run_module(MODULE, args, env, "two-device run", 900))
+    r = results[f"{label}/forward_aba/batch{batch}_2dev_blocked{block}"] = case(
         per * 1e6, "us/state", "pinocchio forward per call", pin_us)
     print(f"{label:10s} forward_aba        B={batch:5d}_2dev     {per*1e6:9.2f} us/state  "
-          f"pinocchio {pin_us:7.2f} us  ratio {per*1e6/pin_us:.3g}", flush=True)
+          f"pinocchio {_fmt(r['peer_value'], '7.2f')} us  ratio {_fmt(r['ratio'], '.3g')}",
+          flush=True)
 
 
 def run(out_dir: Path, quick: bool = False) -> dict:
@@ -169,10 +186,16 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     heavy = ["aba", "crba"] if quick else ["aba", "crba", "lagrange", "kane"]
     for label, rel in (("g1_29dof", "g1_description/urdf/g1_29dof_rev_1_0.urdf"),
                        ("talos", "talos_data/robots/talos_reduced.urdf")):
-        bench_model(label, erd(rel), batch, heavy, results)
+        path = erd(rel)
+        if path is None:
+            print(f"{label}: example-robot-data is not installed ({rel}): skipped", flush=True)
+            continue
+        bench_model(label, path, batch, heavy, results)
         # both cores as two host devices, each vectorising its half of the batch in blocks
-        _two_device_aba(label, erd(rel), batch, results,
+        _two_device_aba(label, path, batch, results,
                         results[f"{label}/forward_aba/batch{batch}"]["peer_value"])
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    write_json(Path(out_dir) / "bench_core.json", results)
     return results
 
 
@@ -180,8 +203,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--sharded-aba":
         print(sharded_aba_per_state(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
         sys.exit(0)
-    quick = "--quick" in sys.argv
-    out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else Path("out/bench")
-    out.mkdir(parents=True, exist_ok=True)
-    res = run(out, quick)
-    (out / "bench_core.json").write_text(json.dumps(res, indent=2))
+    sys.exit(main_for("core", run))

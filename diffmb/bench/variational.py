@@ -11,21 +11,21 @@ Cases (all measured in the same run, on this machine):
     is checked against central differences (max relative error reported).
 ``--quick`` halves the horizons.
 
-Run: ``python experiments/bench_variational.py [--quick] --out DIR`` (writes
-DIR/bench_variational.json).
+Run: ``python -m diffmb.bench.variational [--quick] --out DIR`` (writes
+DIR/bench_variational.json), or ``diffmb bench --only variational``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import pathlib
+import sys
+from importlib import resources
 
 import numpy as np
 
-from diffmb.bench import best_time, case
+from diffmb.bench import best_time, case, main_for, write_json
 
-CHAIN = pathlib.Path(__file__).resolve().parents[1] / "diffmb" / "assets" / "chain4.xml"
+CHAIN = pathlib.Path(str(resources.files("diffmb") / "assets" / "chain4.xml"))
 EULER = [(np.pi / 4, np.pi / 4, 0.0)] * 2 + [(np.pi / 4, 3 * np.pi / 4, 0.0)] * 2
 DT = 0.002
 
@@ -96,7 +96,7 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
     horizon = 2.0 if quick else 4.0
     res, info = {}, {}
     mj = mujoco.MjModel.from_xml_path(str(CHAIN))
-    sysm, u0 = mx.from_mjmodel(mj)
+    sysm, u0 = mx.maximal_from_mjmodel(mj)
 
     # --- variational: speed and energy error ---------------------------------------------------
     n_var = int(round(horizon / DT))
@@ -189,14 +189,9 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
 
     out.mkdir(parents=True, exist_ok=True)
     payload = {**res, "_details": info, "_device": str(jax.devices()[0])}
-    (out / "bench_variational.json").write_text(json.dumps(payload, indent=2))
+    write_json(out / "bench_variational.json", payload)
     return payload
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="out/bench")
-    ap.add_argument("--quick", action="store_true")
-    a = ap.parse_args()
-    r = run(pathlib.Path(a.out), quick=a.quick)
-    print(json.dumps({k: v for k, v in r.items() if not k.startswith("_")}, indent=2))
+    sys.exit(main_for("variational", run))

@@ -24,27 +24,30 @@ Cases (all measured in the same run, on this machine):
     checkpointing (every step's state kept up to 1024 steps, √n chunks beyond).
 ``--quick`` shrinks the horizon to 100 steps (batch sizes unchanged).
 
-Run: ``python experiments/bench_sim.py [--quick] --out DIR`` (writes DIR/bench_sim.json).
+Run: ``python -m diffmb.bench.sim [--quick] --out DIR`` (writes DIR/bench_sim.json), or
+``diffmb bench --only sim``. The subprocesses re-launch this module by name (``-m``), so it runs
+from an installed package. Without MJX its ``peer_value`` is null.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
+from importlib import resources
 
-# A subprocess for the gradient ratio is pinned to one core before JAX starts its threads.
+from diffmb.bench import best_time, case, main_for, pin_process, run_module, write_json
+
+# A subprocess for the gradient ratio is pinned to one core before it computes anything (every
+# thread, including those JAX started when diffmb was imported).
 if __name__ == "__main__" and os.environ.get("DIFFMB_BENCH_PIN_CPU"):
-    os.sched_setaffinity(0, {int(os.environ["DIFFMB_BENCH_PIN_CPU"])})
+    pin_process(int(os.environ["DIFFMB_BENCH_PIN_CPU"]))
 
 import numpy as np  # noqa: E402
 
-from diffmb.bench import best_time, case  # noqa: E402
-
-CHAIN = pathlib.Path(__file__).resolve().parents[1] / "diffmb" / "assets" / "chain4.xml"
+MODULE = "diffmb.bench.sim"  # re-launched by module name (works from an installed wheel)
+CHAIN = pathlib.Path(str(resources.files("diffmb") / "assets" / "chain4.xml"))
 
 
 def sharded_sps(nsteps: int, dt: float, batch: int, block: int) -> float:
@@ -69,13 +72,9 @@ def sharded_sps(nsteps: int, dt: float, batch: int, block: int) -> float:
 
 
 def _run_self(args, env, what, timeout):
-    """Run this script with ``args`` in a fresh process; its last line of output."""
-    p = subprocess.run(
-        [sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-    if p.returncode != 0:
-        raise RuntimeError(f"{what} failed:\n{p.stderr[-2000:]}")
-    return p.stdout.strip().splitlines()[-1]
+    """Run this module (``python -m diffmb.bench.sim *args``) in a fresh process; its last line
+    of output."""
+    return run_module(MODULE, args, env, what, timeout)
 
 
 def _sharded_sps_subprocess(ndev, nsteps, dt, batch, block):
@@ -264,7 +263,7 @@ def run(out_dir, quick: bool = False) -> dict:
         sharded=dict(devices=ndev, block=block, how="batch_simulate over host devices"),
         devices=[str(x) for x in jax.devices()],
     )
-    (out_dir / "bench_sim.json").write_text(json.dumps({**res, "_meta": meta}, indent=2))
+    write_json(out_dir / "bench_sim.json", {**res, "_meta": meta})
     return res
 
 
@@ -276,8 +275,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--grad-ratios":
         print(json.dumps(grad_ratios(int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:])))
         sys.exit(0)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="out/bench")
-    a = ap.parse_args()
-    print(json.dumps(run(a.out, a.quick), indent=2))
+    sys.exit(main_for("sim", run))

@@ -1,0 +1,151 @@
+"""Benchmarks against peers measured in the same run: ``diffmb bench`` and ``python -m diffmb.bench``.
+
+Each benchmark is a module of this package, ``diffmb.bench.<name>`` for a name in
+:data:`BENCHMARKS`, exposing ``run(out_dir, quick) -> {case: {"value", "unit", "peer",
+"peer_value", "ratio"}}`` and runnable alone as ``python -m diffmb.bench.<name> --out DIR
+[--quick]``. Peers are measured in the same run, so ratios are the numbers to read, not absolute
+times. A peer that is not installed (or fails) reports ``peer_value: null`` and ``ratio: null``.
+Everything here ships with the package: no path outside it is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# benchmark name -> what it measures; order is the order of a full run
+BENCHMARKS = {
+    "core": "dynamics kernels (ABA, CRBA, RNEA, Lagrange, Kane) under jit(vmap) vs Pinocchio",
+    "sim": "simulate on the four-box chain vs MuJoCo C and MJX; gradient cost and memory",
+    "variational": "symplectic variational step vs RK4 at equal energy error; its gradient",
+}
+
+
+class UnknownBenchmark(ValueError):
+    """A benchmark name that is not one of :data:`BENCHMARKS`."""
+
+
+def case(value, unit, peer, peer_value, **extra) -> dict:
+    """One benchmark record: our value beside a peer's, measured in the same run.
+
+    ``peer_value`` None or NaN (peer not installed or failed) gives ``peer_value`` and ``ratio``
+    None (``null`` in JSON)."""
+    pv = None if peer_value is None or not math.isfinite(float(peer_value)) else float(peer_value)
+    ratio = float(value) / pv if pv else None
+    return {"value": float(value), "unit": unit, "peer": peer, "peer_value": pv, "ratio": ratio,
+            **extra}
+
+
+def best_time(f, reps=3) -> float:
+    """Best wall time of ``reps`` calls of ``f()`` (the least disturbed by other load)."""
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def available() -> list[str]:
+    return list(BENCHMARKS)
+
+
+def select(only: str | None) -> list[str]:
+    """The benchmark names of a comma-separated ``only`` (all when empty), checked up front."""
+    if not only:
+        return available()
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    bad = [n for n in names if n not in BENCHMARKS]
+    if bad or not names:
+        what = ", ".join(repr(n) for n in bad) if bad else repr(only)
+        raise UnknownBenchmark(f"unknown benchmark {what}; valid names: {', '.join(BENCHMARKS)}")
+    return list(dict.fromkeys(names))
+
+
+def load(name: str):
+    """The module ``diffmb.bench.<name>``."""
+    select(name)
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def run_all(out_dir: Path, quick: bool = False, only: str | None = None) -> dict:
+    """Run the benchmarks named in ``only`` (default: all); ``{"<name>/<case>": record}``."""
+    names = select(only)  # every name is checked before anything runs
+    results = {}
+    for n in names:
+        res = load(n).run(Path(out_dir), quick=quick)
+        results.update({f"{n}/{k}": v for k, v in res.items() if not k.startswith("_")})
+    return results
+
+
+def jsonable(x):
+    """``x`` with every non-finite float replaced by None, so that the JSON is standard."""
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def write_json(path: Path, obj) -> None:
+    """Write ``obj`` as standard JSON (NaN and inf become null) atomically."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(jsonable(obj), indent=2, allow_nan=False))
+    os.replace(tmp, path)
+
+
+def run_module(module: str, args, env, what: str, timeout: float) -> str:
+    """Run ``python -m module *args`` in a fresh process; its last line of output."""
+    p = subprocess.run([sys.executable, "-m", module, *args], env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{p.stderr[-2000:]}")
+    return p.stdout.strip().splitlines()[-1]
+
+
+def pin_process(cpu: int) -> None:
+    """Restrict every thread of this process (and the threads it starts later) to one core.
+
+    ``import diffmb`` already starts JAX's thread pools, so pinning only the calling thread would
+    leave them free; Linux lets each thread be pinned through ``/proc/self/task``."""
+    tids = [0]
+    if os.path.isdir("/proc/self/task"):
+        tids += [int(t) for t in os.listdir("/proc/self/task")]
+    for t in tids:
+        try:
+            os.sched_setaffinity(t, {cpu})
+        except OSError:  # a thread that has exited since the listing
+            pass
+
+
+def main_for(name: str, run, argv=None) -> int:
+    """``python -m diffmb.bench.<name> --out DIR [--quick]``: run one benchmark (which writes
+    ``DIR/bench_<name>.json``) and print its cases."""
+    ap = argparse.ArgumentParser(prog=f"python -m {__name__}.{name}",
+                                 description=BENCHMARKS[name])
+    ap.add_argument("--out", default="out/bench", help="output directory")
+    ap.add_argument("--quick", action="store_true", help="shorter horizons and batches")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    res = run(out, quick=a.quick)
+    res = {k: v for k, v in res.items() if not k.startswith("_")}
+    print(json.dumps(jsonable(res), indent=2))
+    return 0
+
+
+def main(argv=None) -> int:
+    """``python -m diffmb.bench [--quick] [--only NAMES] --out DIR``: the same as ``diffmb bench``."""
+    from ..cli import main as cli_main
+
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])

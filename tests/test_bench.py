@@ -1,0 +1,104 @@
+"""The benchmarks ship inside the package and their runner fails clearly; nothing is timed here."""
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import diffmb
+import diffmb.bench as bench
+from diffmb import cli
+
+PACKAGE = Path(diffmb.__file__).resolve().parent
+VALID = "valid names: core, sim, variational"
+
+
+def test_benchmarks_are_modules_of_the_installed_package():
+    assert Path(bench.__file__).resolve().parent == PACKAGE / "bench"
+    assert list(bench.BENCHMARKS) == ["core", "sim", "variational"]
+    for name in bench.BENCHMARKS:
+        spec = importlib.util.find_spec(f"diffmb.bench.{name}")
+        assert spec is not None and Path(spec.origin).resolve().parent == PACKAGE / "bench"
+        mod = importlib.import_module(f"diffmb.bench.{name}")
+        assert callable(mod.run)
+        assert "experiments" not in Path(spec.origin).read_text()  # no path outside the package
+    sim = importlib.import_module("diffmb.bench.sim")
+    assert sim.CHAIN.is_file() and PACKAGE in sim.CHAIN.resolve().parents
+    assert sim.MODULE == "diffmb.bench.sim"  # subprocesses re-launch it with `python -m`
+
+
+def test_runner_rejects_unknown_names_before_running_anything(monkeypatch, tmp_path):
+    def no_run(name):
+        raise AssertionError(f"benchmark {name!r} started")
+
+    monkeypatch.setattr(bench, "load", no_run)
+    with pytest.raises(bench.UnknownBenchmark, match=f"'nope'; {VALID}"):
+        bench.run_all(tmp_path, quick=True, only="core,nope")
+    with pytest.raises(ValueError, match=VALID):
+        bench.select(",")
+    assert bench.select("sim, core,sim") == ["sim", "core"]
+
+
+def test_cli_bench_unknown_name_is_one_line_and_code_2(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(bench, "run_all", lambda *a, **k: pytest.fail("benchmarks ran"))
+    out = tmp_path / "out"
+    assert cli.main(["bench", "--quick", "--only", "core,warp", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"diffmb: error: unknown benchmark 'warp'; {VALID}\n"
+    assert not out.exists()
+
+
+def test_cli_out_under_a_file_is_a_clear_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(bench, "run_all", lambda *a, **k: pytest.fail("benchmarks ran"))
+    f = tmp_path / "results.txt"
+    f.write_text("not a directory")
+    assert cli.main(["bench", "--only", "core", "--out", str(f / "bench")]) == 2
+    err = capsys.readouterr().err
+    assert "is under" in err and "a file, not a directory" in err and "Traceback" not in err
+    assert cli.main(["reproduce", "arm", "--quick", "--out", str(f)]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+
+
+def test_records_with_a_missing_peer_are_null_in_json(tmp_path):
+    assert bench.case(2.0, "s", "peer", 4.0)["ratio"] == 0.5
+    for missing in (None, float("nan")):
+        r = bench.case(2.0, "s", "not installed", missing)
+        assert r["peer_value"] is None and r["ratio"] is None
+    bench.write_json(tmp_path / "bench.json", {"a": bench.case(1.0, "s", "p", float("nan")),
+                                               "b": {"x": math.inf}})
+    data = json.loads((tmp_path / "bench.json").read_text())  # standard JSON: no NaN
+    assert data == {"a": {"value": 1.0, "unit": "s", "peer": "p", "peer_value": None,
+                          "ratio": None}, "b": {"x": None}}
+
+
+def test_ctrl_c_gives_code_130_without_traceback(monkeypatch, tmp_path, capsys):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "run_all", interrupted)
+    assert cli.main(["bench", "--only", "core", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_sigterm_gives_code_143_without_traceback(tmp_path):
+    code = (
+        "import os, signal, time, sys\n"
+        "import diffmb.bench, diffmb.cli\n"
+        "def run_all(*a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(60)\n"
+        "diffmb.bench.run_all = run_all\n"
+        "sys.exit(diffmb.cli.main())\n"
+    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    p = subprocess.run([sys.executable, "-c", code, "bench", "--only", "sim", "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 143, p.stderr
+    assert "terminated (SIGTERM)" in p.stderr and "Traceback" not in p.stderr
