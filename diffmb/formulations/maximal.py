@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..spatial import quaternion as quat
+from ..spatial import rotation
 from ..systems import AbstractODESystem, check_initial
 
 __all__ = [
@@ -247,20 +248,12 @@ def build_system(
 
 
 def _R_np(q):
-    """Rotation matrix of a unit quaternion [w, x, y, z] (numpy, for builders)."""
-    w, x, y, z = np.asarray(q, float)
-    return np.array(
-        [
-            [w * w + x * x - y * y - z * z, 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), w * w - x * x + y * y - z * z, 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z],
-        ]
-    )
+    """Rotation matrix of a unit quaternion (numpy, for builders)."""
+    return np.asarray(quat.to_rotmat(jnp.asarray(q, dtype=jnp.float64)))
 
 
 def _qmul_np(p, q):
-    pw, pv, qw, qv = p[0], np.asarray(p[1:]), q[0], np.asarray(q[1:])
-    return np.r_[pw * qw - pv @ qv, pw * qv + qw * pv + np.cross(pv, qv)]
+    return np.asarray(quat.mul(jnp.asarray(p, dtype=jnp.float64), jnp.asarray(q, dtype=jnp.float64)))
 
 
 def maximal_from_mjmodel(mj, qpos=None):
@@ -355,16 +348,10 @@ def state_from_mjdata(mj, d):
 # ----------------------------------------------------------------------------------------------
 
 
-def E_matrix(q):
-    """``E(q)`` with ``omega_body = 2 E(q) qdot``, ``E(q) q = 0``: (..., 4) -> (..., 3, 4)."""
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    rows = [[-x, w, z, -y], [-y, -z, w, x], [-z, y, -x, w]]
-    return jnp.stack([jnp.stack(r, axis=-1) for r in rows], axis=-2)
-
-
-def G_e(q):
-    """The paper's ``G_e(q)`` (eq. 9): ``omega' = G_e(q) qdot``, ``G_e = 2 E(q)``."""
-    return 2.0 * E_matrix(q)
+# The paper's names for the quaternion-rate maps of diffmb.spatial.rotation (eqs. 6-9):
+# E(q) is rotation.G (omega_body = 2 E(q) qdot, E q = 0), G_e = 2 E = rotation.body_rate_matrix.
+E_matrix = rotation.G
+G_e = rotation.body_rate_matrix
 
 
 def _split(u):
@@ -376,7 +363,7 @@ def body_omega(u, udot):
     """Body-frame angular velocities ``(n, 3)`` from quaternion rates (eq. 8)."""
     _, q = _split(u)
     _, qd = _split(udot)
-    return jnp.einsum("nij,nj->ni", G_e(q), qd)
+    return rotation.body_rate(q, qd)
 
 
 def mass_matrix(sysm: MaximalSystem, u):
@@ -499,21 +486,9 @@ def lagrangian(sysm: MaximalSystem, u, udot, lam, gam):
 
 
 def paper_T_matrices():
-    """The 4 x 4 matrices ``T_ij`` of eqs. (29)-(31), ``T_ij(q) = q . T_ij . q``, as (3, 3, 4, 4).
-
-    ``T_11, T_22, T_12, T_23`` are printed in eq. (30); the others follow from eq. (31).
-    Here ``T`` is the paper's world -> body matrix (eq. 3), i.e. ``R(q)^T``.
-    """
-    T11 = np.diag([1.0, 1, -1, -1])
-    T22 = np.diag([1.0, -1, 1, -1])
-    T12 = np.fliplr(np.eye(4))
-    T23 = np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]], float)
-    T33 = T11 @ T22
-    T31 = T12 @ T23
-    T21 = T22 @ T12 @ T11
-    T13 = T11 @ T31 @ T33
-    T32 = T33 @ T23 @ T22
-    return np.array([[T11, T12, T13], [T21, T22, T23], [T31, T32, T33]])
+    """The 4 x 4 matrices ``T_ij`` of eqs. (29)-(31), ``T_ij(q) = q . T_ij . q``, as (3, 3, 4, 4)
+    (:func:`diffmb.spatial.rotation.world_to_body_quadratic_forms`); ``T = R(q)^T``."""
+    return rotation.world_to_body_quadratic_forms()
 
 
 def paper_point_jacobian(q, x0):

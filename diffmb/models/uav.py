@@ -32,6 +32,7 @@ from ..forces.aero import (
 from ..formulations import quaternion_lagrange as ql
 from ..formulations import rotor_kane as kane
 from ..spatial import quaternion as quat
+from ..spatial import rotation
 from ..systems import AbstractODESystem, check_initial
 
 __all__ = [
@@ -51,7 +52,6 @@ __all__ = [
     "mjcf_string",
     "UAVSystem",
     "fly",
-    "euler_zyx",
     "flight_outputs",
 ]
 
@@ -385,22 +385,12 @@ def fly(rhs, x0, params, t1, dt, save_every=1):
     return tr.ts, jnp.concatenate([tr.q, tr.v], axis=-1)
 
 
-def euler_zyx(q):
-    """(roll, pitch, yaw) of a scalar-first quaternion, ZYX (aerospace) convention."""
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    n2 = w * w + x * x + y * y + z * z
-    phi = jnp.arctan2(2 * (w * x + y * z), n2 - 2 * (x * x + y * y))
-    theta = jnp.arcsin(jnp.clip(2 * (w * y - z * x) / n2, -1.0, 1.0))
-    psi = jnp.arctan2(2 * (w * z + x * y), n2 - 2 * (y * y + z * z))
-    return jnp.stack([phi, theta, psi], axis=-1)
-
-
 def flight_outputs(x):
     """Altitude [m], speed [m/s], angle of attack [rad], pitch [rad] of states (..., 13)."""
 
     def one(xx):
         R = quat.to_rotmat(xx[3:7])
         V, alpha, _ = air_data(R.T @ xx[7:10])
-        return jnp.stack([-xx[2], V, alpha, euler_zyx(xx[3:7])[1]])
+        return jnp.stack([-xx[2], V, alpha, rotation.rpy_from_quat(xx[3:7])[1]])
 
     return jax.vmap(one)(x.reshape(-1, 13)).reshape(x.shape[:-1] + (4,))

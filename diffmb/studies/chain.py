@@ -431,7 +431,7 @@ order) has a max relative energy error of {tr['energy_rel_dev_max']:.2e} and the
 with Dopri8 at 1e-10 {dae['energy_rel_dev_max']:.2e}: both are more accurate per unit time
 here, but neither has a structural bound -- their errors accumulate with the horizon and are
 set by the step/tolerance, whereas the variational error stays bounded at any horizon
-(`experiments/bench_variational.py` compares costs at equal energy error).
+(`diffmb.bench.variational` compares costs at equal energy error).
 
 ## Constraints
 
