@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import diffmb  # noqa: F401
-from diffmb.formulations import rotor_kane as kane
 from diffmb.formulations import quaternion_lagrange as ql
+from diffmb.formulations import rotor_kane as kane
 from diffmb.spatial import quaternion as quat
 
 
