@@ -108,6 +108,22 @@ def test_transforms_closed_form():
         bounded(0.0, 1.0).inverse(1.5)
 
 
+def test_transform_vector_derivative_matches_grad():
+    from diffmb.optim.params import Transforms, identity
+
+    tr = Transforms((positive(), bounded(1.0, 3.0), bounded(lo=2.0), bounded(hi=2.0), identity(),
+                     positive()))
+    z = jnp.array([-2.0, 0.3, 1.5, -0.7, 4.0, 0.5])
+    p = tr.forward(z)
+    for i, t in enumerate(tr.items):
+        assert float(p[i]) == pytest.approx(float(t.forward(z[i])), rel=1e-15)
+        assert float(tr.derivative(z)[i]) == pytest.approx(float(jax.grad(t.forward)(z[i])),
+                                                           rel=1e-13)
+    np.testing.assert_allclose(tr.inverse(np.asarray(p)), z, rtol=1e-12)
+    with pytest.raises(ValueError, match="initial value of 'b'"):
+        tr.inverse([1.0, 0.5, 3.0, 1.0, 0.0, 1.0], ["a", "b", "c", "d", "e", "f"])
+
+
 def test_gradient_through_named_parameter_matches_finite_differences():
     b = diffmb.ModelBuilder("pend")
     b.add_body("l1", -1, mass=1.0, com=(0, 0, -0.5), inertia=(0.02, 0.02, 0.001),

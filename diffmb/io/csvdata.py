@@ -1,11 +1,17 @@
-"""Reader for measured time series (DESIGN.md, "Measured data (CSV)").
+"""The one reader and writer of measured time series (DESIGN.md, "Measured data (CSV)").
 
 Format: a header row whose first name is ``t``, then one row per sample. ``t`` is time in
 seconds, strictly increasing; every other column is a named channel in SI units. Lines that
 start with ``#`` (before or after the header) are comments. Anything else — a missing or
 non-numeric value, NaN or infinity, a row with the wrong number of cells, a duplicated or empty
-column name, non-increasing time, a requested channel the file does not have — raises
-``ValueError`` naming the file, the line (1-based, as an editor shows it) and the column.
+column name, a column the caller does not allow, non-increasing time, a requested channel the
+file does not have — raises :class:`CSVError` (a ``ValueError``) naming the file, the line
+(1-based, as an editor shows it) and the column; its attributes ``path``, ``line``,
+``column``, ``name`` and ``reason`` hold the same facts for callers that report them
+differently.
+
+Users: :func:`diffmb.optim.read_joint_csv` (joint channels ``q_*``, ``v_*``, ``tau_*``) and the
+studies' readers.
 """
 
 from __future__ import annotations
@@ -17,22 +23,42 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["read_csv", "write_csv"]
+__all__ = ["read_csv", "write_csv", "CSVError"]
+
+
+class CSVError(ValueError):
+    """A malformed CSV file; the message names the file, line and column where known."""
+
+    def __init__(self, path, reason, line=None, column=None, name=None):
+        self.path, self.reason, self.line, self.column, self.name = (
+            str(path), reason, line, column, name)
+        where = str(path)
+        if line is not None:
+            where += f", line {line}"
+        if column is not None:
+            where += f", column {column}" + (f" ({name!r})" if name is not None else "")
+        super().__init__(f"{where}: {reason}")
 
 
 def read_csv(
-    path: str | pathlib.Path, channels: Iterable[str] | None = None
+    path: str | pathlib.Path,
+    channels: Iterable[str] | None = None,
+    *,
+    allowed: Iterable[str] | None = None,
+    expected: str | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Read ``path``; return ``(t (n,), {channel: (n,) float64})``.
 
     ``channels``: names to return (all if None); each must be a column of the file.
+    ``allowed``: if given, every column after ``t`` must be one of these names (else an error
+    naming the header line and column; ``expected`` describes the allowed names in it).
     """
     path = pathlib.Path(path)
     where = str(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ValueError(f"{where}: cannot read file ({exc})") from exc
+        raise CSVError(where, f"cannot read file ({exc})") from exc
     rows = []
     for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or (len(row) == 1 and row[0].strip() == ""):
@@ -41,24 +67,24 @@ def read_csv(
             continue
         rows.append((lineno, [c.strip() for c in row]))
     if not rows:
-        raise ValueError(f"{where}: no header row (expected first column 't')")
+        raise CSVError(where, "no header row (expected first column 't')")
     head_line, header = rows[0]
     if header[0] != "t":
-        raise ValueError(
-            f"{where}, line {head_line}, column 1: first column must be 't', got {header[0]!r}"
-        )
+        raise CSVError(where, f"first column must be 't', got {header[0]!r}", head_line, 1)
+    allowed = None if allowed is None else set(allowed)
     seen = {}
     for j, name in enumerate(header, start=1):
         if name == "":
-            raise ValueError(f"{where}, line {head_line}, column {j}: empty column name")
+            raise CSVError(where, "empty column name", head_line, j)
         if name in seen:
-            raise ValueError(
-                f"{where}, line {head_line}, column {j}: duplicate column name {name!r} "
-                f"(also column {seen[name]})"
-            )
+            raise CSVError(where, f"duplicate column name {name!r} (also column {seen[name]})",
+                           head_line, j)
+        if j > 1 and allowed is not None and name not in allowed:
+            raise CSVError(where, f"unknown channel {name!r}; expected "
+                           f"{expected or sorted(allowed)}", head_line, j)
         seen[name] = j
     if len(rows) < 2:
-        raise ValueError(f"{where}: no data rows after the header (line {head_line})")
+        raise CSVError(where, f"no data rows after the header (line {head_line})")
     if channels is None:
         wanted = list(header[1:])
     else:
@@ -67,46 +93,42 @@ def read_csv(
             if c == "t":
                 continue
             if c not in seen:
-                raise ValueError(
-                    f"{where}: unknown channel {c!r}; the file has columns {header[1:]}"
-                )
+                raise CSVError(where, f"unknown channel {c!r}; the file has columns {header[1:]}")
         wanted = [c for c in wanted if c != "t"]
     ncol = len(header)
     data = np.empty((len(rows) - 1, ncol))
     for i, (lineno, row) in enumerate(rows[1:]):
         if len(row) != ncol:
-            raise ValueError(
-                f"{where}, line {lineno}: expected {ncol} values, found {len(row)}"
-            )
+            raise CSVError(where, f"expected {ncol} values, found {len(row)}", lineno)
         for j, cell in enumerate(row):
-            col = f"column {j + 1} ({header[j]!r})"
             if cell == "":
-                raise ValueError(f"{where}, line {lineno}, {col}: missing value")
+                raise CSVError(where, "missing value", lineno, j + 1, header[j])
             try:
                 v = float(cell)
             except ValueError:
-                raise ValueError(
-                    f"{where}, line {lineno}, {col}: non-numeric value {cell!r}"
-                ) from None
+                raise CSVError(where, f"non-numeric value {cell!r}", lineno, j + 1,
+                               header[j]) from None
             if not math.isfinite(v):
-                raise ValueError(f"{where}, line {lineno}, {col}: value is {cell!r} (not finite)")
+                raise CSVError(where, f"value is {cell!r} (not finite)", lineno, j + 1, header[j])
             data[i, j] = v
     t = data[:, 0]
     dt = np.diff(t)
     bad = np.nonzero(~(dt > 0.0))[0]
     if bad.size:
         k = int(bad[0]) + 1
-        raise ValueError(
-            f"{where}, line {rows[1:][k][0]}, column 1 ('t'): "
-            f"time not strictly increasing ({t[k - 1]!r} then {t[k]!r})"
-        )
+        raise CSVError(where, f"time not strictly increasing ({t[k - 1]!r} then {t[k]!r})",
+                       rows[1:][k][0], 1, "t")
     return t, {c: data[:, seen[c] - 1].copy() for c in wanted}
 
 
 def write_csv(path: str | pathlib.Path, t: np.ndarray, channels: dict[str, np.ndarray],
-              fmt: str = "%.10g") -> None:
-    """Write ``t`` and named channels in the format :func:`read_csv` reads."""
+              fmt: str = "%.10g", comment: str | None = None) -> None:
+    """Write ``t`` and named channels in the format :func:`read_csv` reads; ``comment`` (any
+    number of lines) goes above the header as ``#`` lines."""
     names = list(channels)
     cols = [np.asarray(t, dtype=float)] + [np.asarray(channels[n], dtype=float) for n in names]
     arr = np.column_stack(cols)
-    np.savetxt(path, arr, delimiter=",", header=",".join(["t"] + names), comments="", fmt=fmt)
+    head = ",".join(["t"] + names)
+    if comment:
+        head = "\n".join("# " + line for line in comment.splitlines()) + "\n" + head
+    np.savetxt(path, arr, delimiter=",", header=head, comments="", fmt=fmt)

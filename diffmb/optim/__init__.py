@@ -1,7 +1,14 @@
 """Optimisation on top of :func:`diffmb.simulate`: named parameters and transforms
 (:mod:`.params`), output-error identification (:func:`fit`), trajectory optimisation
-(:func:`trajopt`), batched and device-sharded simulation (:func:`batch_simulate`), and the
-generic least-squares core (:func:`least_squares`)."""
+(:func:`trajopt`), batched and device-sharded simulation (:func:`batch_simulate`).
+
+One place per concept: :mod:`.lsq` is the one least-squares core (Levenberg–Marquardt,
+Gauss–Newton or Adam with atomic checkpoints and a progress bar; covariance and
+identifiability), which :func:`least_squares`, :func:`fit` and :func:`trajopt` use;
+:mod:`.params` holds the parameter transforms; :mod:`.shooting` the multiple-shooting
+mechanics of :func:`fit` and :func:`trajopt`; measured CSV data are read by
+:mod:`diffmb.io.csvdata` (:func:`read_joint_csv` and :func:`write_joint_csv` are its joint-space
+front ends)."""
 
 from .batch import batch_map as batch_map  # noqa: F401
 from .batch import batch_simulate as batch_simulate

@@ -39,7 +39,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..model import Model
-from ..simulate import SimulationError, Trajectory, simulate
+from ..simulation import SimulationError, Trajectory, simulate
 
 __all__ = ["batch_map", "batch_simulate", "batch_mesh"]
 
@@ -160,7 +160,7 @@ def batch_simulate(
     ``control``, ...). ``shard`` / ``devices``: see the module docstring; ``block``: see
     :func:`batch_map`. Failures: the
     returned ``status``/``t_fail`` hold them; ``throw=True`` raises
-    :class:`~diffmb.simulate.SimulationError` naming the first failed case.
+    :class:`~diffmb.simulation.SimulationError` naming the first failed case.
     """
     q0s = jnp.asarray(q0s, dtype=jnp.float64)
     v0s = jnp.asarray(v0s, dtype=jnp.float64)

@@ -1,14 +1,46 @@
-"""Generic nonlinear least squares with parameter transforms, covariance and identifiability.
+"""The least-squares core of :mod:`diffmb.optim`: every fit and every trajectory optimisation
+minimises ``½‖r(z)‖²`` with :func:`solve`, and reports statistics with :func:`covariance`.
 
-``least_squares(residual_fn, params0, args)`` minimises ``½‖r(p, args)‖²`` over named scalar
-parameters with optimistix (Levenberg–Marquardt or Gauss–Newton), in transformed coordinates:
+:func:`solve` iterates from Python, one step at a time, so that every iteration is shown (tqdm),
+handed to a callback and checkpointed. The caller supplies ``res_jac(z) -> (r, J)`` (jitted JAX;
+the small dense linear algebra of a step is numpy) and, optionally, a cheaper ``res(z) -> r``
+for trial points (without it trial points are evaluated by ``res_jac``, and an accepted trial's
+Jacobian is reused).
+
+* ``"lm"``: Levenberg–Marquardt with Marquardt's diagonal scaling and Nielsen's damping update
+  (Madsen, Nielsen & Tingleff, *Methods for Non-Linear Least Squares Problems*, 2004, Alg. 3.16;
+  Moré 1978 for the scaling D = max over iterations of diag(JᵀJ)). A step is accepted when the
+  gain ratio ρ > 0; non-finite trial residuals (a failed simulation) count as a rejection.
+* ``"gn"``: Gauss–Newton step (least-squares solve of J h = −r) with backtracking (halving).
+* ``"adam"``: optax.adam on ½‖r‖² (gradient Jᵀr), fixed learning rate.
+
+It stops when a step is below ``xtol·‖z‖ + atol``, when an accepted step lowers the cost by
+less than ``ftol`` relatively, when ``max|Jᵀr| ≤ gtol`` (if ``gtol > 0``), or after
+``max_steps`` iterations (then ``success`` is False; Adam always runs ``max_steps``).
+
+Checkpoint
+----------
+After every iteration the loop state (z, damping μ, ν, scaling, iteration, cost history, and for
+Adam the optax state) is written to ``checkpoint`` with numpy's ``.npz`` format into a temporary
+file in the same folder, flushed and fsynced, then moved over the old one with ``os.replace``
+(atomic on POSIX and Windows): a crash leaves either the previous or the new checkpoint, never a
+torn one. If ``checkpoint`` exists when the loop starts, it resumes from it (after checking it
+belongs to the same problem: the caller's fingerprint and the solver). No pickle is used.
+
+Named parameters
+----------------
+``least_squares(residual_fn, params0, args)`` is the front end for named scalar parameters,
+solved in transformed coordinates (:class:`~diffmb.optim.params.Transform`):
 
 * ``positive`` names: ``p = exp(z)``;
 * a lower bound only: ``p = lo + exp(z)``; an upper bound only: ``p = hi − exp(z)``;
 * both bounds: ``p = lo + (hi − lo) σ(z)`` with σ the logistic function;
 * otherwise ``p = z``.
 
-At the optimum the Jacobian ``J = ∂r/∂p`` is taken in the *original* coordinates, and
+Statistics
+----------
+At the optimum the Jacobian ``J = ∂r/∂p`` is taken in the *original* coordinates (the transform
+is diagonal: ``J_p = J_z / (dp/dz)``), and
 
     s² = ‖r‖² / (m − n_p),   cov = s² (JᵀJ)⁻¹,   std = √diag(cov)
 
@@ -23,88 +55,252 @@ covariance uses the pseudo-inverse.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import pathlib
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-__all__ = ["LSQResult", "least_squares", "covariance", "UnidentifiableWarning"]
+from .params import Transforms, bounded
+
+__all__ = ["LSQResult", "least_squares", "covariance", "UnidentifiableWarning", "solve",
+           "Solution"]
+
+SOLVERS = ("lm", "gn", "adam")
 
 
 class UnidentifiableWarning(UserWarning):
     """The data cannot identify some parameters (rank-deficient Fisher information)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class LSQResult:
-    """Outcome of :func:`least_squares`; all numbers are numpy / Python floats.
+# ----------------------------------------------------------------------------------------------
+# The iteration
+# ----------------------------------------------------------------------------------------------
 
-    ``params`` and ``std`` map names to estimates and standard errors; ``cov`` is (n_p, n_p) in
-    the order of ``names``; ``residual_norm = ‖r‖₂`` at the optimum, ``cost = ½‖r‖²``,
-    ``s2`` the residual variance estimate, ``dof = m − n_p``; ``jac`` the Jacobian in original
-    coordinates; ``singular_values`` those of the column-scaled Jacobian; ``unidentifiable`` the
-    names flagged; ``success`` whether the solver converged within ``max_steps``.
-    """
 
-    params: dict[str, float]
-    std: dict[str, float]
-    cov: np.ndarray
-    names: tuple[str, ...]
-    residual_norm: float
+@dataclasses.dataclass
+class Solution:
+    """Outcome of :func:`solve`: ``z`` (n,), ``r`` (m,) and ``J`` (m, n) at z, ``cost`` = ½‖r‖²,
+    ``history`` (one dict per iteration: iteration, cost, accepted, mu), ``n_iter``,
+    ``success``, ``message``, ``resumed_from`` (the iteration a checkpoint held, or None)."""
+
+    z: np.ndarray
+    r: np.ndarray
+    J: np.ndarray
     cost: float
-    s2: float
-    dof: int
-    n_steps: int
+    history: list
+    n_iter: int
     success: bool
-    jac: np.ndarray
-    singular_values: np.ndarray
-    unidentifiable: tuple[str, ...]
-
-    @property
-    def correlation(self) -> np.ndarray:
-        d = np.sqrt(np.diag(self.cov))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return self.cov / np.outer(d, d)
+    message: str
+    resumed_from: int | None
 
 
-def _transforms(names, positive, lower, upper):
-    fwd, inv = {}, {}
-    for n in names:
-        lo = lower.get(n)
-        hi = upper.get(n)
-        if lo is None and n in positive:
-            lo = 0.0
-        if lo is not None and hi is not None:
-            if not hi > lo:
-                raise ValueError(f"parameter {n!r}: upper bound {hi} must exceed lower {lo}")
-            fwd[n] = lambda z, lo=lo, hi=hi: lo + (hi - lo) * jax.nn.sigmoid(z)
-            inv[n] = lambda p, lo=lo, hi=hi: math.log((p - lo) / (hi - p))
-        elif lo is not None:
-            fwd[n] = lambda z, lo=lo: lo + jnp.exp(z)
-            inv[n] = lambda p, lo=lo: math.log(p - lo)
-        elif hi is not None:
-            fwd[n] = lambda z, hi=hi: hi - jnp.exp(z)
-            inv[n] = lambda p, hi=hi: math.log(hi - p)
+def _save(path: pathlib.Path, meta: dict, arrays: dict):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    payload = {k: np.asarray(v) for k, v in arrays.items()}
+    payload["__meta__"] = np.array(json.dumps(meta))
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _load(path: pathlib.Path):
+    with np.load(path, allow_pickle=False) as f:
+        meta = json.loads(str(f["__meta__"]))
+        arrays = {k: f[k] for k in f.files if k != "__meta__"}
+    return meta, arrays
+
+
+def _cost(r) -> float:
+    r = np.asarray(r)
+    return 0.5 * float(r @ r) if np.all(np.isfinite(r)) else math.inf
+
+
+def solve(
+    res_jac: Callable,
+    z0,
+    *,
+    res: Callable | None = None,
+    solver: str = "lm",
+    max_steps: int = 100,
+    ftol: float = 1e-10,
+    xtol: float = 1e-10,
+    atol: float | None = None,
+    gtol: float = 0.0,
+    learning_rate: float = 1e-2,
+    progress: bool = True,
+    desc: str = "fit",
+    checkpoint=None,
+    callback: Callable | None = None,
+    fingerprint: dict | None = None,
+) -> Solution:
+    """Minimise ½‖r(z)‖² from ``z0`` (n,) (see the module docstring).
+
+    Args:
+        res_jac: ``z -> (r (m,), J (m, n))``; res: ``z -> r`` for trial points (optional).
+        solver: ``"lm"``, ``"gn"`` or ``"adam"``; max_steps: iteration cap.
+        ftol, xtol, atol, gtol: stopping tolerances (``atol`` defaults to ``xtol²``).
+        learning_rate: Adam's. progress: tqdm bar labelled ``desc``.
+        checkpoint: path of the resumable state file; fingerprint: a JSON-able dict that
+            identifies the problem (a checkpoint of another problem is refused).
+        callback: ``callback({"iteration", "cost", "z", "accepted"})`` after each iteration.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be 'lm', 'gn' or 'adam', got {solver!r}")
+    atol = xtol * xtol if atol is None else float(atol)
+    fingerprint = dict(fingerprint or {})
+    fingerprint["solver"] = solver
+    last: dict = {}
+
+    def eval_rj(z):  # res_jac with a one-entry cache (an accepted trial's J is reused)
+        key = np.asarray(z, float).tobytes()
+        if last.get("key") != key:
+            r_, J_ = res_jac(z)
+            last.update(key=key, rj=(np.asarray(r_), np.asarray(J_)))
+        return last["rj"]
+
+    def eval_r(z):
+        return np.asarray(res(z)) if res is not None else eval_rj(z)[0]
+
+    z = np.array(z0, dtype=float)
+    st = {"mu": None, "nu": 2.0, "k": 0, "done": False, "message": "", "history": []}
+    D = None
+    opt = opt_state = None
+    if solver == "adam":
+        import optax
+
+        opt = optax.adam(learning_rate)
+        opt_state = opt.init(jnp.asarray(z))
+    resumed_from = None
+    if checkpoint is not None and pathlib.Path(checkpoint).exists():
+        meta, arr = _load(pathlib.Path(checkpoint))
+        if meta.get("fingerprint") != json.loads(json.dumps(fingerprint)):
+            raise ValueError(
+                f"checkpoint {checkpoint} belongs to a different problem "
+                f"({meta.get('fingerprint')} != {fingerprint}); delete it or choose another path"
+            )
+        z = arr["z"].astype(float)
+        D = arr["D"] if "D" in arr else None
+        st.update(meta["state"])
+        if solver == "adam":
+            leaves, tdef = jax.tree.flatten(opt_state)
+            opt_state = jax.tree.unflatten(
+                tdef, [jnp.asarray(arr[f"opt{i}"]) for i in range(len(leaves))]
+            )
+        resumed_from = st["k"]
+
+    def save():
+        if checkpoint is None:
+            return
+        arrays = {"z": z}
+        if D is not None:
+            arrays["D"] = D
+        if solver == "adam":
+            for i, leaf in enumerate(jax.tree.leaves(opt_state)):
+                arrays[f"opt{i}"] = np.asarray(leaf)
+        _save(pathlib.Path(checkpoint), {"fingerprint": fingerprint, "state": st}, arrays)
+
+    bar = None
+    try:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_steps, initial=min(st["k"], max_steps), desc=desc,
+                   disable=not progress, leave=False)
+    except ImportError:  # pragma: no cover
+        pass
+
+    r, J = eval_rj(z)
+    F = _cost(r)
+    if not math.isfinite(F):
+        raise FloatingPointError(f"{desc}: the residual is not finite at the initial guess")
+    if not st["history"]:
+        st["history"].append({"iteration": 0, "cost": F})
+    while not st["done"] and st["k"] < max_steps:
+        g = J.T @ r
+        accepted = False
+        if solver == "lm":
+            A = J.T @ J
+            dA = np.diag(A).copy()
+            D = dA if D is None else np.maximum(D, dA)
+            Ds = np.where(D > 0, D, 1.0)
+            if st["mu"] is None:
+                st["mu"] = 1e-3
+            h = np.linalg.solve(A + st["mu"] * np.diag(Ds), -g)
+            if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
+                st["done"], st["message"] = True, "converged (step below xtol)"
+            else:
+                F_new = _cost(eval_r(z + h))
+                pred = 0.5 * float(h @ (st["mu"] * Ds * h - g))
+                rho = (F - F_new) / pred if pred > 0 else -1.0
+                if math.isfinite(F_new) and rho > 0:
+                    accepted, z = True, z + h
+                    st["mu"] *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+                    st["nu"] = 2.0
+                else:
+                    st["mu"] *= st["nu"]
+                    st["nu"] *= 2.0
+        elif solver == "gn":
+            h = np.linalg.lstsq(J, -r, rcond=None)[0]
+            if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
+                st["done"], st["message"] = True, "converged (step below xtol)"
+            else:
+                a = 1.0
+                for _ in range(30):
+                    F_new = _cost(eval_r(z + a * h))
+                    if F_new < F:
+                        accepted, z = True, z + a * h
+                        break
+                    a *= 0.5
+                if not accepted:
+                    st["done"], st["message"] = True, "no descent along the Gauss–Newton step"
         else:
-            fwd[n] = lambda z: z
-            inv[n] = lambda p: p
-    return fwd, inv
+            import optax
+
+            upd, opt_state = opt.update(jnp.asarray(g), opt_state)
+            z = np.asarray(optax.apply_updates(jnp.asarray(z), upd))
+            accepted = True
+        if accepted:
+            r, J = eval_rj(z)
+            F_prev, F = F, _cost(r)
+            if solver != "adam" and F_prev - F <= ftol * F_prev:
+                st["done"], st["message"] = True, "converged (relative cost reduction below ftol)"
+            if gtol > 0 and np.max(np.abs(J.T @ r)) <= gtol:
+                st["done"], st["message"] = True, "converged (gradient below gtol)"
+        st["k"] += 1
+        st["history"].append(
+            {"iteration": st["k"], "cost": F, "accepted": bool(accepted),
+             **({"mu": st["mu"]} if solver == "lm" else {})}
+        )
+        save()
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(cost=f"{F:.6g}")
+        if callback is not None:
+            callback({"iteration": st["k"], "cost": F, "z": z.copy(), "accepted": accepted})
+    if bar is not None:
+        bar.close()
+    if not st["done"]:
+        st["message"] = f"stopped after max_steps = {max_steps} iterations"
+    success = st["done"] or solver == "adam"
+    save()
+    return Solution(z=z, r=r, J=J, cost=F, history=st["history"], n_iter=st["k"],
+                    success=bool(success), message=st["message"], resumed_from=resumed_from)
 
 
-def _check_inside(name, value, positive, lower, upper):
-    lo = lower.get(name, 0.0 if name in positive else None)
-    hi = upper.get(name)
-    if not np.isfinite(value):
-        raise ValueError(f"initial value of {name!r} is not finite: {value}")
-    if lo is not None and not value > lo:
-        raise ValueError(f"initial value of {name!r} = {value} must be > lower bound {lo}")
-    if hi is not None and not value < hi:
-        raise ValueError(f"initial value of {name!r} = {value} must be < upper bound {hi}")
+# ----------------------------------------------------------------------------------------------
+# Statistics
+# ----------------------------------------------------------------------------------------------
 
 
 def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
@@ -155,6 +351,57 @@ def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
     return {"rss": rss, "s2": s2, "dof": dof, "cov": cov, "std": std_d, "sv": sv, "bad": bad_t}
 
 
+def original_jacobian(J_z, dpdz, n_p: int | None = None) -> np.ndarray:
+    """``J_p = J_z / (dp/dz)`` on the first ``n_p`` columns (all if None): the Jacobian in
+    original coordinates of a problem solved in diagonally transformed ones."""
+    J = np.array(J_z, dtype=float)
+    dpdz = np.asarray(dpdz, dtype=float)
+    n_p = dpdz.size if n_p is None else n_p
+    J[:, :n_p] = J[:, :n_p] / dpdz[None, :]
+    return J
+
+
+# ----------------------------------------------------------------------------------------------
+# Named scalar parameters
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LSQResult:
+    """Outcome of :func:`least_squares`; all numbers are numpy / Python floats.
+
+    ``params`` and ``std`` map names to estimates and standard errors; ``cov`` is (n_p, n_p) in
+    the order of ``names``; ``residual_norm = ‖r‖₂`` at the optimum, ``cost = ½‖r‖²``,
+    ``s2`` the residual variance estimate, ``dof = m − n_p``; ``jac`` the Jacobian in original
+    coordinates; ``singular_values`` those of the column-scaled Jacobian; ``unidentifiable`` the
+    names flagged; ``success`` whether the solver converged within ``max_steps``;
+    ``history``, ``message``, ``resumed_from``: see :class:`Solution`.
+    """
+
+    params: dict[str, float]
+    std: dict[str, float]
+    cov: np.ndarray
+    names: tuple[str, ...]
+    residual_norm: float
+    cost: float
+    s2: float
+    dof: int
+    n_steps: int
+    success: bool
+    jac: np.ndarray
+    singular_values: np.ndarray
+    unidentifiable: tuple[str, ...]
+    history: list = dataclasses.field(default_factory=list)
+    message: str = ""
+    resumed_from: int | None = None
+
+    @property
+    def correlation(self) -> np.ndarray:
+        d = np.sqrt(np.diag(self.cov))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.cov / np.outer(d, d)
+
+
 def least_squares(
     residual_fn: Callable,
     params0: Mapping[str, float],
@@ -168,19 +415,27 @@ def least_squares(
     atol: float = 1e-10,
     max_steps: int = 200,
     rank_rtol: float = 1e-8,
+    learning_rate: float = 1e-2,
+    progress: bool = False,
+    checkpoint=None,
+    callback: Callable | None = None,
 ) -> LSQResult:
     """Fit named scalar parameters by nonlinear least squares.
 
     Args:
         residual_fn: ``residual_fn(params, args) -> r`` with ``params`` a dict of scalar JAX
             arrays (keys of ``params0``) and ``r`` any pytree of arrays (flattened, m entries).
-            Must be traceable by JAX (it is differentiated and jitted).
+            Must be traceable by JAX (it is differentiated and jitted; array leaves of
+            ``args`` are traced, so new data values do not recompile).
         params0: initial values, strictly inside any bounds.
         positive: names constrained to be > 0 (log transform).
         lower, upper: optional bounds per name (open intervals).
-        solver: ``"lm"`` (optimistix.LevenbergMarquardt) or ``"gn"`` (optimistix.GaussNewton).
-        rtol, atol: solver tolerances; max_steps: iteration cap (``success`` is False if hit).
+        solver: ``"lm"`` (Levenberg–Marquardt), ``"gn"`` (Gauss–Newton) or ``"adam"``.
+        rtol, atol: stop when a step is below ``rtol·‖z‖ + atol`` or the cost falls by less
+            than ``rtol`` relatively; max_steps: iteration cap (``success`` is False if hit).
         rank_rtol: relative singular-value threshold for the identifiability check.
+        learning_rate: Adam's. progress: tqdm bar. checkpoint: path of the resumable state
+            file (see the module docstring). callback: called after each iteration.
 
     Returns:
         :class:`LSQResult`. Warns :class:`UnidentifiableWarning` naming parameters the data
@@ -189,65 +444,53 @@ def least_squares(
     names = tuple(params0)
     if not names:
         raise ValueError("params0 is empty")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be 'lm', 'gn' or 'adam', got {solver!r}")
     positive = set(positive)
     lower = dict(lower or {})
     upper = dict(upper or {})
     for n in list(positive) + list(lower) + list(upper):
         if n not in params0:
             raise ValueError(f"bound or positivity given for unknown parameter {n!r}")
+    items = []
     for n in names:
-        _check_inside(n, float(params0[n]), positive, lower, upper)
-    fwd, inv = _transforms(names, positive, lower, upper)
-
-    def to_params(z):
-        return {n: fwd[n](z[i]) for i, n in enumerate(names)}
-
-    def flat_residual(p, a):
-        r, _ = ravel_pytree(residual_fn(p, a))
-        return r
+        try:
+            items.append(bounded(lower.get(n, 0.0 if n in positive else None), upper.get(n)))
+        except ValueError as e:
+            raise ValueError(f"parameter {n!r}: {e}") from None
+    tr = Transforms(tuple(items))
+    z0 = tr.inverse([float(params0[n]) for n in names], names)
 
     def fn_z(z, a):
-        return flat_residual(to_params(z), a)
+        p = tr.forward(z)
+        r, _ = ravel_pytree(residual_fn({n: p[i] for i, n in enumerate(names)}, a))
+        return r
 
-    z0 = jnp.array([inv[n](float(params0[n])) for n in names], dtype=jnp.float64)
-    if solver == "lm":
-        opt = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
-    elif solver == "gn":
-        opt = optx.GaussNewton(rtol=rtol, atol=atol)
-    else:
-        raise ValueError(f"solver must be 'lm' or 'gn', got {solver!r}")
-    sol = optx.least_squares(fn_z, opt, z0, args, max_steps=max_steps, throw=False)
-    success = bool(sol.result == optx.RESULTS.successful)
-    z = sol.value
-    p_hat = to_params(z)
-    p_vec = jnp.stack([p_hat[n] for n in names])
-
-    def fn_p(pv, a):
-        return flat_residual({n: pv[i] for i, n in enumerate(names)}, a)
-
-    @jax.jit
-    def res_and_jac(pv, a):
-        return fn_p(pv, a), jax.jacfwd(fn_p)(pv, a)
-
-    r, J = res_and_jac(p_vec, args)
-    stats = covariance(names, np.asarray(p_vec), np.asarray(J), np.asarray(r), rank_rtol,
-                       stacklevel=3)
-    p_np = np.asarray(p_vec)
-    J = np.asarray(J)
-    rss, s2, dof, cov, sv, bad_t = (stats[k] for k in ("rss", "s2", "dof", "cov", "sv", "bad"))
-    std_d = stats["std"]
+    res_jac_jit = eqx.filter_jit(lambda z, a: (fn_z(z, a), jax.jacfwd(fn_z)(z, a)))
+    m = int(eqx.filter_eval_shape(fn_z, jnp.asarray(z0), args).shape[0])
+    sol = solve(lambda z: res_jac_jit(jnp.asarray(z), args), z0, solver=solver,
+                max_steps=max_steps, ftol=rtol, xtol=rtol, atol=atol, learning_rate=learning_rate,
+                progress=progress, desc="least_squares", checkpoint=checkpoint, callback=callback,
+                fingerprint={"params": list(names), "n_residuals": m})
+    zj = jnp.asarray(sol.z)
+    p = np.asarray(tr.forward(zj))
+    J = original_jacobian(sol.J, tr.derivative(zj))
+    stats = covariance(names, p, J, sol.r, rank_rtol, stacklevel=3)
     return LSQResult(
-        params={n: float(p_np[i]) for i, n in enumerate(names)},
-        std=std_d,
-        cov=cov,
+        params={n: float(p[i]) for i, n in enumerate(names)},
+        std=stats["std"],
+        cov=stats["cov"],
         names=names,
-        residual_norm=math.sqrt(rss),
-        cost=0.5 * rss,
-        s2=s2,
-        dof=dof,
-        n_steps=int(sol.stats["num_steps"]),
-        success=success,
+        residual_norm=math.sqrt(stats["rss"]),
+        cost=0.5 * stats["rss"],
+        s2=stats["s2"],
+        dof=stats["dof"],
+        n_steps=sol.n_iter,
+        success=sol.success,
         jac=J,
-        singular_values=sv,
-        unidentifiable=bad_t,
+        singular_values=stats["sv"],
+        unidentifiable=stats["bad"],
+        history=sol.history,
+        message=sol.message,
+        resumed_from=sol.resumed_from,
     )

@@ -36,7 +36,9 @@ An optimiser works on an unconstrained ``z``; :class:`Transform` maps it to the 
   ``p = lo + exp(z)`` / ``p = hi − exp(z)``.
 
 :func:`default_transform` is ``positive`` for mass, inertia_diag, damping and armature, the
-identity otherwise.
+identity otherwise. :class:`Transforms` maps a whole flat vector, one :class:`Transform` per
+entry (this is what :func:`~diffmb.optim.least_squares`, :func:`~diffmb.optim.fit` and
+:func:`~diffmb.optim.trajopt` use).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ __all__ = [
     "positive",
     "bounded",
     "default_transform",
+    "Transforms",
 ]
 
 _BODY_FIELDS = ("mass", "com", "inertia", "inertia_diag")
@@ -302,8 +305,21 @@ class Transform:
             return self.hi - jnp.exp(z)
         return self.lo + (self.hi - self.lo) * jax.nn.sigmoid(z)
 
+    def derivative(self, z):
+        """dp/dz at z (traceable)."""
+        if self.kind == "identity":
+            return jnp.ones_like(z)
+        if self.kind in ("positive", "lower"):
+            return jnp.exp(z)
+        if self.kind == "upper":
+            return -jnp.exp(z)
+        s = jax.nn.sigmoid(z)
+        return (self.hi - self.lo) * s * (1.0 - s)
+
     def inverse(self, p):
         p = np.asarray(p, dtype=float)
+        if not np.all(np.isfinite(p)):
+            raise ValueError(f"value {p} is not finite")
         if self.kind == "identity":
             return p
         lo = 0.0 if self.kind == "positive" else self.lo
@@ -346,3 +362,57 @@ def default_transform(name: str) -> Transform:
     if field in ("mass", "inertia_diag", "damping", "armature"):
         return positive()
     return identity()
+
+
+@dataclasses.dataclass(frozen=True)
+class Transforms:
+    """One :class:`Transform` per entry of a flat vector: ``p = forward(z)`` entrywise.
+
+    Hashable (a tuple of frozen transforms), so it may be static under ``jit``. Entries that
+    share a transform are mapped together (one vector operation per distinct transform).
+    """
+
+    items: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "items", tuple(self.items))
+
+    @property
+    def size(self) -> int:
+        return len(self.items)
+
+    def _groups(self):
+        idx: dict = {}
+        for i, t in enumerate(self.items):
+            idx.setdefault(t, []).append(i)
+        return [(t, np.asarray(ii)) for t, ii in idx.items()]
+
+    def _map(self, method: str, z):
+        z = jnp.asarray(z)
+        out = jnp.zeros_like(z)
+        for t, ii in self._groups():
+            out = out.at[ii].set(getattr(t, method)(z[ii]))
+        return out
+
+    def forward(self, z):
+        """p (n,) from z (n,) (traceable)."""
+        return self._map("forward", z)
+
+    def derivative(self, z):
+        """dp/dz (n,): the transform's Jacobian is diagonal (traceable)."""
+        return self._map("derivative", z)
+
+    def inverse(self, p, names: Sequence[str] | None = None) -> np.ndarray:
+        """z (n,) from p (n,) (numpy); a value outside its interval raises ``ValueError``
+        naming the entry (``names[i]``, or its index)."""
+        p = np.asarray(p, dtype=float).reshape(-1)
+        if p.size != self.size:
+            raise ValueError(f"expected {self.size} values, got {p.size}")
+        z = np.empty(self.size)
+        for i, t in enumerate(self.items):
+            try:
+                z[i] = t.inverse(p[i])
+            except ValueError as e:
+                nm = repr(names[i]) if names is not None else f"[{i}]"
+                raise ValueError(f"initial value of {nm}: {e}") from None
+        return z

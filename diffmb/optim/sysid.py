@@ -19,15 +19,15 @@ plain difference for hinge/slide joints and the rotation vector for quaternions)
 
 * ``shooting="single"``: one segment per trajectory; its initial state is estimated too (the
   measured first sample is noisy), initialised from the data.
-* ``shooting="multiple"`` with ``segments=S``: each trajectory is cut into S segments whose
-  initial states are extra unknowns, initialised from the measured samples (v by finite
-  differences of q if v is not measured); continuity at the S − 1 junctions enters as residuals
-  with weight ``continuity_weight`` (default: the largest data weight, so that a gap of one
-  noise standard deviation costs as much as a one-σ residual; much larger weights make the
-  problem stiff and Levenberg–Marquardt slow). Long or chaotic
-  records then stay near the data during the fit instead of diverging (Bock & Plitt 1984;
-  Voss, Timmer & Kurths 2004, "Nonlinear dynamical system identification from uncertain and
-  indirect measurements").
+* ``shooting="multiple"`` with ``segments=S``: each trajectory is cut into S segments
+  (:mod:`diffmb.optim.shooting`) whose initial states are extra unknowns, initialised from the
+  measured samples (v by finite differences of q if v is not measured); continuity at the
+  S − 1 junctions enters as residuals with weight ``continuity_weight`` (default: the largest
+  data weight, so that a gap of one noise standard deviation costs as much as a one-σ
+  residual; much larger weights make the problem stiff and Levenberg–Marquardt slow). Long or
+  chaotic records then stay near the data during the fit instead of diverging (Bock & Plitt
+  1984; Voss, Timmer & Kurths 2004, "Nonlinear dynamical system identification from uncertain
+  and indirect measurements").
 
 Segments are simulated in local time from 0 with the input shifted by the segment's start, so
 all segments of equal length share one compiled simulation (``vmap``); force elements must not
@@ -42,7 +42,7 @@ or held (``"zoh"``) between samples. Otherwise ``simulate_kwargs`` may carry ``c
 
 Solvers and statistics
 ----------------------
-``solver="lm"`` (default), ``"gn"`` or ``"adam"`` (see :mod:`diffmb.optim._loop`), in
+``solver="lm"`` (default), ``"gn"`` or ``"adam"`` (see :mod:`diffmb.optim.lsq`), in
 transformed coordinates (positivity by default for masses, damping, armature; ``bounds``
 ``{name: (lo, hi)}`` with a logistic map). At the optimum the Jacobian in the original
 coordinates gives s² = ‖r‖²/(m − n) and cov = s² (JᵀJ)⁻¹ over all unknowns; the parameters'
@@ -54,16 +54,17 @@ do not depend on the weights' absolute scale.
 
 Checkpoint
 ----------
-``checkpoint=path``: the fit state is written atomically after every iteration; calling
-:func:`fit` again with the same arguments and path resumes from the last saved iteration (and
-returns at once if the saved fit had converged).
+``checkpoint=path``: the fit state is written atomically after every iteration (see
+:func:`diffmb.optim.lsq.solve`); calling :func:`fit` again with the same arguments and path
+resumes from the last saved iteration (and returns at once if the saved fit had converged).
 
 CSV
 ---
-:func:`read_joint_csv` reads DESIGN.md's format with channels ``q_<joint>`` [rad or m],
-``v_<joint>`` [rad/s or m/s] and ``tau_<joint>`` [N m or N] (for a joint with several dofs,
-``q_<joint>_<k>`` etc. with k from 0 over its q or v entries). Each group must be complete (all
-joints) or absent; a column that is none of these is an error naming file, line and column.
+:func:`read_joint_csv` reads DESIGN.md's format (with :func:`diffmb.io.csvdata.read_csv`) with
+channels ``q_<joint>`` [rad or m], ``v_<joint>`` [rad/s or m/s] and ``tau_<joint>`` [N m or N]
+(for a joint with several dofs, ``q_<joint>_<k>`` etc. with k from 0 over its q or v entries).
+Each group must be complete (all joints) or absent; a column that is none of these is an error
+naming file, line and column.
 """
 
 from __future__ import annotations
@@ -80,11 +81,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..controls import KnotTable
-from ..dynamics.configuration import difference, integrate
+from ..dynamics.configuration import difference
+from ..io.csvdata import read_csv, write_csv
 from ..model import JointType, Model
-from . import _loop
-from .lsq import covariance
-from .params import ParamSet, Transform, bounded, default_transform
+from . import shooting as ms
+from .lsq import covariance, original_jacobian, solve
+from .params import ParamSet, Transform, Transforms, bounded, default_transform
 
 __all__ = [
     "fit",
@@ -128,31 +130,13 @@ def joint_channels(model: Model, prefix: str) -> list[str]:
     return out
 
 
-def _header_line(path: pathlib.Path):
-    import csv
-
-    for lineno, row in enumerate(csv.reader(path.read_text().splitlines()), start=1):
-        if not row or (len(row) == 1 and row[0].strip() == "") or row[0].lstrip().startswith("#"):
-            continue
-        return lineno, [c.strip() for c in row]
-    return None, []
-
-
 def read_joint_csv(path, model: Model) -> Record:
     """Read a joint-space record (channels ``q_*``, ``v_*``, ``tau_*``, see module docstring)."""
-    from ..io.csvdata import read_csv
-
     path = pathlib.Path(path)
-    t, ch = read_csv(path)  # format errors name file, line and column
     groups = {p: joint_channels(model, p) for p in ("q", "v", "tau")}
-    known = {c for cs in groups.values() for c in cs}
-    hl, header = _header_line(path)
-    for j, name in enumerate(header[1:], start=2):
-        if name not in known:
-            raise ValueError(
-                f"{path}, line {hl}, column {j}: unknown channel {name!r}; expected "
-                f"q_<joint>, v_<joint>, tau_<joint> for joints {list(model.joint_names)}"
-            )
+    t, ch = read_csv(path, allowed=[c for cs in groups.values() for c in cs],
+                     expected="q_<joint>, v_<joint>, tau_<joint> for joints "
+                     f"{list(model.joint_names)}")  # errors name file, line and column
     arrays = {}
     for p, cs in groups.items():
         present = [c for c in cs if c in ch]
@@ -167,17 +151,12 @@ def read_joint_csv(path, model: Model) -> Record:
 
 def write_joint_csv(path, model: Model, t, q=None, v=None, tau=None, fmt="%.10g", comment=None):
     """Write a record in the format :func:`read_joint_csv` reads."""
-    cols, names = [np.asarray(t, float)], ["t"]
+    channels = {}
     for p, a in (("q", q), ("v", v), ("tau", tau)):
         if a is not None:
             a = np.asarray(a, float)
-            cs = joint_channels(model, p)
-            names += cs
-            cols += [a[:, k] for k in range(len(cs))]
-    head = ",".join(names)
-    if comment:
-        head = "\n".join("# " + line for line in comment.splitlines()) + "\n" + head
-    np.savetxt(path, np.column_stack(cols), delimiter=",", header=head, comments="", fmt=fmt)
+            channels.update({c: a[:, k] for k, c in enumerate(joint_channels(model, p))})
+    write_csv(path, t, channels, fmt=fmt, comment=comment)
 
 
 def load_data(model: Model, data) -> list[Record]:
@@ -258,43 +237,6 @@ class FitResult:
             return self.cov / np.outer(d, d)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Seg:
-    rec: int
-    a: int
-    b: int
-    last: bool
-
-
-def _segments(recs, shooting, segments):
-    segs = []
-    for i, r in enumerate(recs):
-        n = r.t.shape[0]
-        S = 1 if shooting == "single" else int(segments)
-        S = max(1, min(S, n - 1))
-        bnd = np.unique(np.round(np.linspace(0, n - 1, S + 1)).astype(int))
-        for s in range(len(bnd) - 1):
-            segs.append(_Seg(i, int(bnd[s]), int(bnd[s + 1]), s == len(bnd) - 2))
-    return segs
-
-
-def _init_state(model, rec: Record, a: int):
-    if rec.q is not None:
-        q_ref = np.asarray(rec.q[a])
-    else:
-        q_ref = np.asarray(rec.q0)
-    if rec.v is not None:
-        v0 = np.asarray(rec.v[a])
-    elif rec.q is not None:
-        n = rec.t.shape[0]
-        i0, i1 = (a, a + 1) if a == 0 else ((a - 1, a + 1) if a + 1 < n else (a - 1, a))
-        d = np.asarray(difference(model, jnp.asarray(rec.q[i0]), jnp.asarray(rec.q[i1])))
-        v0 = d / (rec.t[i1] - rec.t[i0])
-    else:
-        v0 = np.zeros(model.nv) if rec.v0 is None else np.asarray(rec.v0)
-    return q_ref, v0
-
-
 def _as_weight(w, n, what):
     a = np.broadcast_to(np.asarray(1.0 if w is None else w, float), (n,)).copy()
     if np.any(~np.isfinite(a)) or np.any(a < 0):
@@ -307,7 +249,7 @@ class _Spec:
     """Static (hashable) description of a fit problem: one compilation per distinct spec."""
 
     names: tuple
-    transforms: tuple
+    transforms: Transforms
     groups: tuple  # (idx, rel_ts, T, has_q, has_v, has_tau) per group
     pairs: tuple
     n_p: int
@@ -318,16 +260,6 @@ class _Spec:
     force_keys: tuple
 
 
-class _Shifted(eqx.Module):
-    """A control evaluated at t + offset (segments are simulated in local time)."""
-
-    base: object
-    offset: jnp.ndarray
-
-    def __call__(self, t, q, v, prm):
-        return self.base(t + self.offset, q, v, prm)
-
-
 def _setup(args, spec):
     model, fvals, garrs, wq, wv, user_control, sim_params = args
     fdict = dict(zip(spec.force_keys, fvals, strict=True))
@@ -336,17 +268,15 @@ def _setup(args, spec):
 
 def _seg_fn(m, f, g, s, a, args, spec):
     """One segment: (weighted sample residuals (R,), q_end, v_end, q0)."""
-    from ..simulate import simulate
+    from ..simulation import simulate
 
     _, _, _, wq, wv, user_control, sim_params = args
-    nv = m.nv
     sk = dict(spec.sim)
     dt = sk.pop("dt", None)
     _, rel, T, has_q, has_v, has_tau = g
-    dq, v0 = s[:nv], s[nv:]
-    q0 = integrate(m, a["q_ref"], dq, 1.0)
+    q0, v0 = ms.start_state(m, a["q_ref"], s)
     base = KnotTable(a["tau_t"], a["tau"], spec.input_interp) if has_tau else user_control
-    ctrl = None if base is None else _Shifted(base, a["offset"])
+    ctrl = None if base is None else ms.Shifted(base, a["offset"])
     traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=list(rel), forces=tuple(f.values()),
                     control=ctrl, params=sim_params, **sk)
     parts = []
@@ -356,10 +286,6 @@ def _seg_fn(m, f, g, s, a, args, spec):
     if has_v:
         parts.append(((traj.v - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
     return jnp.concatenate(parts), traj.q[-1], traj.v[-1], q0
-
-
-def _p_of_z(zp, spec):
-    return jnp.stack([t_.forward(zp[i]) for i, t_ in enumerate(spec.transforms)])
 
 
 def _groups_out(p, S, args, spec):
@@ -374,10 +300,6 @@ def _groups_out(p, S, args, spec):
     return outs
 
 
-def _continuity(m, qend_a, vend_a, q0_b, v0_b, wc):
-    return wc * jnp.concatenate([difference(m, q0_b, qend_a), vend_a - v0_b])
-
-
 def _assemble_r(outs, S, m, spec):
     ns = spec.ns
     rs, qend, vend, q0s = [], [None] * ns, [None] * ns, [None] * ns
@@ -387,14 +309,14 @@ def _assemble_r(outs, S, m, spec):
             qend[si], vend[si], q0s[si] = out[1][gi], out[2][gi], out[3][gi]
     nv = m.nv
     for a_, b_ in spec.pairs:
-        rs.append(_continuity(m, qend[a_], vend[a_], q0s[b_], S[b_, nv:], spec.wc))
+        rs.append(ms.continuity(m, qend[a_], vend[a_], q0s[b_], S[b_, nv:], spec.wc))
     return jnp.concatenate(rs), qend, vend, q0s
 
 
 def _residual(z, args, spec: _Spec):
     model, fdict, ps = _setup(args, spec)
     n_p, ns, nv = spec.n_p, spec.ns, model.nv
-    p = _p_of_z(z[:n_p], spec)
+    p = spec.transforms.forward(z[:n_p])
     S = z[n_p:].reshape(ns, 2 * nv)
     outs = _groups_out(p, S, args, spec)
     return _assemble_r(outs, S, model, spec)[0]
@@ -415,9 +337,8 @@ def _res_jac(z, args, spec):
     n_p, ns, nv = spec.n_p, spec.ns, model.nv
     zp = z[:n_p]
     S = z[n_p:].reshape(ns, 2 * nv)
-    p = _p_of_z(zp, spec)
-    dpdz = jax.vmap(lambda i: jax.grad(lambda x: _p_of_z(zp.at[i].set(x), spec)[i])(zp[i]))(
-        jnp.arange(n_p))
+    p = spec.transforms.forward(zp)
+    dpdz = spec.transforms.derivative(zp)
     def with_aux(pp):
         o = _groups_out(pp, S, args, spec)
         return o, o
@@ -446,7 +367,7 @@ def _res_jac(z, args, spec):
             dq_end_ds[si], dv_end_ds[si], dq0_ds[si] = ds_[1][gi], ds_[2][gi], ds_[3][gi]
         row += G * R
     for a_, b_ in spec.pairs:
-        cfun = lambda qa, va, qb, vb: _continuity(model, qa, va, qb, vb, spec.wc)
+        cfun = lambda qa, va, qb, vb: ms.continuity(model, qa, va, qb, vb, spec.wc)
         Cqa, Cva, Cqb, Cvb = jax.jacfwd(cfun, argnums=(0, 1, 2, 3))(
             qend[a_], vend[a_], q0s[b_], S[b_, nv:])
         k = 2 * nv
@@ -506,7 +427,7 @@ def fit(
         init: ``{name: value}`` starting values (default: the model's values).
         continuity_weight: weight of the multiple-shooting continuity residuals.
         input_interp: ``"linear"`` or ``"zoh"`` for measured torques.
-        max_steps, ftol, xtol, learning_rate: iteration controls (see :mod:`._loop`).
+        max_steps, ftol, xtol, learning_rate: iteration controls (see :func:`.lsq.solve`).
         rank_rtol: identifiability threshold (relative singular value).
         progress: show a tqdm bar. checkpoint: path of the resumable state file.
         callback: ``callback(info)`` after each iteration (info: iteration, cost, z).
@@ -549,22 +470,18 @@ def fit(
         else:
             t_ = default_transform(p.name)
         tr += [t_] * p.size
+    tr = Transforms(tuple(tr))
     p0 = ps.get(model, fdict)
     for k, v in (init or {}).items():
         p0[k] = jnp.asarray(v, dtype=jnp.float64)
-    p0_vec = np.asarray(ps.flatten(p0))
-    z0_p = np.empty(n_p)
-    for i, (t_, nm) in enumerate(zip(tr, ps.scalar_names, strict=True)):
-        try:
-            z0_p[i] = t_.inverse(p0_vec[i])
-        except ValueError as e:
-            raise ValueError(f"initial value of {nm!r}: {e} (pass init= or bounds=)") from None
-
-    def fwd_p(zp):
-        return jnp.stack([t_.forward(zp[i]) for i, t_ in enumerate(tr)])
+    try:
+        z0_p = tr.inverse(np.asarray(ps.flatten(p0)), ps.scalar_names)
+    except ValueError as e:
+        raise ValueError(f"{e} (pass init= or bounds=)") from None
 
     # --- segments and groups ---
-    segs = _segments(recs, shooting, segments)
+    segs = ms.segments([r.t.shape[0] for r in recs],
+                             1 if shooting == "single" else segments)
     nv = model.nv
     ns = len(segs)
     wq = _as_weight((weights or {}).get("q"), nv, "q")
@@ -576,10 +493,8 @@ def fit(
         wq.max() if any(r.q is not None for r in recs) else 0.0,
         wv.max() if any(r.v is not None for r in recs) else 0.0,
     )
-    s0 = []
-    for s in segs:
-        q_ref, v0 = _init_state(model, recs[s.rec], s.a)
-        s0.append((q_ref, v0))
+    s0 = [ms.state_from_samples(model, recs[s.rec].t, recs[s.rec].q, recs[s.rec].v, s.a,
+                                      recs[s.rec].q0, recs[s.rec].v0) for s in segs]
 
     groups: dict = {}
     for si, s in enumerate(segs):
@@ -622,11 +537,11 @@ def fit(
         gdata.append({"idx": idx, "rel": rel, "T": float(rel[-1]), "has_q": has_q,
                       "has_v": has_v, "has_tau": has_tau, "mask": mask, "arr": arr})
 
-    pairs = [(si, si + 1) for si in range(ns - 1) if segs[si].rec == segs[si + 1].rec]
+    pairs = ms.junctions(segs)
 
     spec = _Spec(
         names=ps.names,
-        transforms=tuple(tr),
+        transforms=tr,
         groups=tuple(
             (tuple(g["idx"]), tuple(float(x) for x in g["rel"]), g["T"], g["has_q"],
              g["has_v"], g["has_tau"]) for g in gdata
@@ -641,17 +556,6 @@ def fit(
     )
     args = (model, tuple(fdict.values()), tuple(g["arr"] for g in gdata), jnp.asarray(wq),
             jnp.asarray(wv), user_control, sim_params)
-    res_jac_jit = lambda z: _res_jac(jnp.asarray(z), args, spec)
-    cache = {}
-
-    def res_jac(z):
-        key = np.asarray(z, float).tobytes()
-        if key not in cache:
-            cache.clear()
-            r, J = res_jac_jit(z)
-            cache[key] = (np.asarray(r), np.asarray(J))
-        return cache[key]
-
     z0 = np.concatenate([z0_p] + [np.concatenate([np.zeros(nv), v0]) for _, v0 in s0])
     # rows kept for statistics (masked duplicate samples are zero rows)
     keep = []
@@ -671,30 +575,15 @@ def fit(
             np.ascontiguousarray(a).tobytes() for r in recs
             for a in (r.t, r.q, r.v, r.tau) if a is not None)).hexdigest(),
     }
-    out = _loop.run(
-        res_jac,
-        lambda z: np.asarray(_res(jnp.asarray(z), args, spec)),
-        z0,
-        solver=solver,
-        max_steps=max_steps,
-        ftol=ftol,
-        xtol=xtol,
-        learning_rate=learning_rate,
-        progress=progress,
-        desc="fit",
-        checkpoint=checkpoint,
-        callback=callback,
-        fingerprint=fp,
-    )
-    z = out["z"]
-    r, Jz = res_jac(z)
-    # Jacobian in original coordinates: p = fwd(z) elementwise, so J_p = J_z / (dp/dz)
+    out = solve(lambda z: _res_jac(jnp.asarray(z), args, spec), z0,
+                res=lambda z: _res(jnp.asarray(z), args, spec), solver=solver,
+                max_steps=max_steps, ftol=ftol, xtol=xtol, learning_rate=learning_rate,
+                progress=progress, desc="fit", checkpoint=checkpoint, callback=callback,
+                fingerprint=fp)
+    z, r = out.z, out.r
     zp = jnp.asarray(z[:n_p])
-    dpdz = np.asarray(jax.vmap(lambda i: jax.grad(lambda x: fwd_p(zp.at[i].set(x))[i])(zp[i]))(
-        jnp.arange(n_p)))
-    p_hat = np.asarray(fwd_p(zp))
-    J = Jz.copy()
-    J[:, :n_p] = Jz[:, :n_p] / dpdz[None, :]
+    p_hat = np.asarray(tr.forward(zp))
+    J = original_jacobian(out.J, tr.derivative(zp))  # nuisance states are not transformed
     state_names = [f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(segs)
                    for w in ("dq", "v") for k in range(nv)]
     all_names = tuple(ps.scalar_names) + tuple(state_names)
@@ -728,21 +617,21 @@ def fit(
     init_states = []
     for i, (q_ref, _) in enumerate(s0):
         s = z[n_p + 2 * nv * i : n_p + 2 * nv * (i + 1)]
-        init_states.append((np.asarray(integrate(m_hat, jnp.asarray(q_ref), jnp.asarray(s[:nv]),
-                                                 1.0)), s[nv:].copy()))
+        q0, v0 = ms.start_state(m_hat, jnp.asarray(q_ref), s)
+        init_states.append((np.asarray(q0), np.array(v0)))
     return FitResult(
         estimates={k: to_py(v) for k, v in est.items()},
         std={k: to_py(v) for k, v in stdd.items()},
         cov=cov,
         names=tuple(ps.scalar_names),
-        cost=float(out["cost"]),
-        history=out["history"],
+        cost=float(out.cost),
+        history=out.history,
         model=m_hat,
         forces=f_hat if named_forces else tuple(f_hat.values()),
-        success=out["success"],
-        message=out["message"],
-        n_iter=out["n_iter"],
-        resumed_from=out["resumed_from"],
+        success=out.success,
+        message=out.message,
+        n_iter=out.n_iter,
+        resumed_from=out.resumed_from,
         unidentifiable=tuple(n for n in stats["bad"] if n in set(ps.scalar_names)),
         s2=stats["s2"],
         dof=stats["dof"],

@@ -16,21 +16,23 @@ The control u(t) ∈ R^nu (a generalized force on ``dofs``, all by default) is a
 
 written as a sum of squares: the effort integral by 4-point Gauss–Legendre quadrature on each
 knot interval (exact for both interpolations: |u|² is a polynomial of degree ≤ 6 on an
-interval and the 4-point rule is exact to degree 7), the target terms as residuals. It is minimised by
-Levenberg–Marquardt (default) or Adam (see :mod:`diffmb.optim._loop`, which also gives the
-progress bar and the atomic ``checkpoint``).
+interval and the 4-point rule is exact to degree 7), the target terms as residuals. It is
+minimised by Levenberg–Marquardt (default) or Adam (see :func:`diffmb.optim.lsq.solve`, which
+also gives the progress bar and the atomic ``checkpoint``).
 
 Bounds ``u_bounds=(lo, hi)`` (scalars or (nu,)) are imposed on the knot values through
-u = lo + (hi − lo) σ(z): for piecewise-linear tables this bounds u(t) everywhere; cubic
-Hermite splines can overshoot between knots (by at most a fraction of the knot differences).
+u = lo + (hi − lo) σ(z) (:func:`diffmb.optim.params.bounded`): for piecewise-linear tables this
+bounds u(t) everywhere; cubic Hermite splines can overshoot between knots (by at most a
+fraction of the knot differences).
 
 Shooting
 --------
-``shooting="single"``: one simulation from (q0, v0). ``"multiple"`` with ``segments=S``: the
-horizon is cut into S equal segments whose initial states (after the first) are extra unknowns,
-initialised on the straight line from (q0, v0) to the target, and continuity at the junctions
-enters as residuals with weight ``continuity_weight``; the segments are simulated in parallel
-(``vmap``) and the optimiser can move the states where the dynamics alone would diverge.
+``shooting="single"``: one simulation from (q0, v0). ``"multiple"`` with ``segments=S``
+(:mod:`diffmb.optim.shooting`): the horizon is cut into S equal segments whose initial states
+(after the first) are extra unknowns, initialised on the straight line from (q0, v0) to the
+target, and continuity at the junctions enters as residuals with weight ``continuity_weight``;
+the segments are simulated in parallel (``vmap``) and the optimiser can move the states where
+the dynamics alone would diverge.
 Segment lengths must be whole numbers of steps ``dt``.
 """
 
@@ -44,9 +46,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..controls import KnotTable
-from ..dynamics.configuration import difference, integrate
+from ..dynamics.configuration import difference
 from ..model import Model
-from . import _loop
+from . import shooting as ms
+from .lsq import solve
+from .params import Transforms, bounded
 
 __all__ = ["trajopt", "TrajoptResult"]
 
@@ -77,13 +81,13 @@ class TrajoptResult:
 
 
 class _Control:
-    """u on ``dofs`` scattered into a generalized force (nv,), time shifted by ``offset``."""
+    """u on ``dofs`` scattered into a generalized force (nv,)."""
 
-    def __init__(self, table, dofs, nv, offset=0.0, scatter=True):
-        self.table, self.dofs, self.nv, self.offset, self.scatter = table, dofs, nv, offset, scatter
+    def __init__(self, table, dofs, nv, scatter=True):
+        self.table, self.dofs, self.nv, self.scatter = table, dofs, nv, scatter
 
     def __call__(self, t, q=None, v=None, params=None):
-        u = self.table(t + self.offset)
+        u = self.table(t)
         if not self.scatter:
             return u
         return jnp.zeros(self.nv, u.dtype).at[jnp.asarray(self.dofs)].set(u)
@@ -171,12 +175,16 @@ def trajopt(
         hi = np.broadcast_to(np.asarray(u_bounds[1], float), (nu,))
         if np.any(hi <= lo):
             raise ValueError("u_bounds: need hi > lo")
-        to_u = lambda z: jnp.asarray(lo) + jnp.asarray(hi - lo) * jax.nn.sigmoid(z)
         U0 = np.zeros((len(knot_ts), nu)) + 0.5 * (lo + hi) if u_init is None else np.asarray(
             u_init, float)
-        if np.any(U0 <= lo) or np.any(U0 >= hi):
-            raise ValueError("u_init must lie strictly inside u_bounds")
-        Z0 = np.log((U0 - lo) / (hi - U0))
+        if U0.shape != (len(knot_ts), nu):
+            raise ValueError(f"u_init must have shape ({len(knot_ts)}, {nu})")
+        tr = Transforms(tuple(bounded(lo[j], hi[j]) for _ in knot_ts for j in range(nu)))
+        to_u = lambda z: tr.forward(z.reshape(-1)).reshape(z.shape)
+        try:
+            Z0 = tr.inverse(U0).reshape(U0.shape)
+        except ValueError:
+            raise ValueError("u_init must lie strictly inside u_bounds") from None
     else:
         to_u = lambda z: z
         Z0 = np.zeros((len(knot_ts), nu)) if u_init is None else np.asarray(u_init, float)
@@ -192,30 +200,20 @@ def trajopt(
 
     # --- segment states (after the first): dq around a reference, v ---
     if S > 1:
-        fr = np.arange(1, S) / S
-        if tq is not None:
-            dtot = np.asarray(difference(model, q0, tq))
-            qrefs = np.stack([np.asarray(integrate(model, q0, jnp.asarray(dtot * f), 1.0))
-                              for f in fr])
-            vline = dtot / t1
-        else:
-            qrefs = np.stack([np.asarray(q0)] * (S - 1))
-            vline = np.zeros(nv)
-        vrefs = np.tile(vline, (S - 1, 1))  # constant speed along the straight line
-        Xs0 = np.concatenate([np.zeros(((S - 1), nv)), vrefs], axis=1).reshape(-1)
-        qrefs = jnp.asarray(qrefs)
+        qrefs, Xs0 = ms.states_on_line(model, q0, tq, t1, S)
+        qrefs, Xs0 = jnp.asarray(qrefs), Xs0.reshape(-1)
     else:
         Xs0 = np.zeros(0)
         qrefs = None
 
-    from ..simulate import simulate
+    from ..simulation import simulate
 
     uses_ctrl = any(getattr(f, "uses_ctrl", False) for f in forces)
     saveat_seg = [Tseg]
 
     def seg_end(U, q_start, v_start, off):
         table = KnotTable(jnp.asarray(knot_ts), U, kind)
-        ctrl = _Control(table, dofs, nv, off, scatter=not uses_ctrl)
+        ctrl = ms.Shifted(_Control(table, dofs, nv, scatter=not uses_ctrl), off)
         traj = simulate(model, q_start, v_start, t1=Tseg, dt=dt, saveat=saveat_seg,
                         forces=forces, control=ctrl, **sk)
         return traj.q[-1], traj.v[-1]
@@ -227,9 +225,9 @@ def trajopt(
         rs = [(ueval * sq_w[:, None]).reshape(-1)]
         if S > 1:
             X = z[nz:].reshape(S - 1, 2 * nv)
-            qs = jax.vmap(lambda qr, dq: integrate(model, qr, dq, 1.0))(qrefs, X[:, :nv])
+            qs, vs = jax.vmap(lambda qr, x: ms.start_state(model, qr, x))(qrefs, X)
             q_st = jnp.concatenate([q0[None], qs])
-            v_st = jnp.concatenate([v0[None], X[:, nv:]])
+            v_st = jnp.concatenate([v0[None], vs])
         else:
             q_st, v_st = q0[None], v0[None]
         qe, ve = jax.vmap(lambda a, b, o: seg_end(U, a, b, o))(q_st, v_st, offsets)
@@ -239,32 +237,23 @@ def trajopt(
         if tv is not None:
             rs.append(wT * (ve[-1] - tv))
         if S > 1:
-            cq = jax.vmap(lambda a, b: difference(model, a, b))(q_st[1:], qe[:-1])
-            rs.append(continuity_weight * cq.reshape(-1))
-            rs.append(continuity_weight * (ve[:-1] - v_st[1:]).reshape(-1))
+            c = jax.vmap(lambda a, b, c, d: ms.continuity(model, a, b, c, d, continuity_weight))(
+                qe[:-1], ve[:-1], q_st[1:], v_st[1:])
+            rs.append(c.reshape(-1))
         return jnp.concatenate(rs)
 
-    res_jac_jit = jax.jit(lambda z: (residual(z), jax.jacfwd(residual)(z)))
-    cache = {}
-
-    def res_jac(z):
-        key = np.asarray(z, float).tobytes()
-        if key not in cache:
-            cache.clear()
-            r, J = res_jac_jit(jnp.asarray(z))
-            cache[key] = (np.asarray(r), np.asarray(J))
-        return cache[key]
-
+    res_jac = jax.jit(lambda z: (residual(z), jax.jacfwd(residual)(z)))
+    res = jax.jit(residual)
     z0 = np.concatenate([Z0.reshape(-1), Xs0])
     fp = {"n_unknowns": int(z0.size), "n_knots": int(n_knots), "kind": kind,
           "shooting": shooting, "t1": t1}
-    res_jit = jax.jit(residual)
-    out = _loop.run(res_jac, lambda z: np.asarray(res_jit(jnp.asarray(z))), z0, solver=solver, max_steps=max_steps,
-                    ftol=ftol, xtol=xtol, learning_rate=learning_rate, progress=progress,
-                    desc="trajopt", checkpoint=checkpoint, callback=callback, fingerprint=fp)
-    U = np.asarray(to_u(jnp.asarray(out["z"][:nz].reshape(Z0.shape))))
+    out = solve(lambda z: res_jac(jnp.asarray(z)), z0, res=lambda z: res(jnp.asarray(z)),
+                solver=solver, max_steps=max_steps, ftol=ftol, xtol=xtol,
+                learning_rate=learning_rate, progress=progress, desc="trajopt",
+                checkpoint=checkpoint, callback=callback, fingerprint=fp)
+    U = np.asarray(to_u(jnp.asarray(out.z[:nz].reshape(Z0.shape))))
     table = KnotTable(jnp.asarray(knot_ts), jnp.asarray(U), kind)
-    control = _Control(table, dofs, nv, 0.0, scatter=not uses_ctrl)
+    control = _Control(table, dofs, nv, scatter=not uses_ctrl)
     traj = simulate(model, q0, v0, t1=t1, dt=dt, forces=forces, control=control, **sk)
     ueval = np.asarray(jax.vmap(table)(jnp.asarray(tq_nodes)))
     effort = float(np.sum(tq_w[:, None] * ueval**2))
@@ -275,6 +264,6 @@ def trajopt(
         (e_q**2 if tq is not None else 0.0) + (e_v**2 if tv is not None else 0.0))
     return TrajoptResult(
         knot_ts=knot_ts, knots=U, control=control, cost=float(cost), effort=effort,
-        terminal_error=e_q, terminal_v_error=e_v, traj=traj, history=out["history"],
-        success=out["success"], message=out["message"], n_iter=out["n_iter"], dofs=dofs,
+        terminal_error=e_q, terminal_v_error=e_v, traj=traj, history=out.history,
+        success=out.success, message=out.message, n_iter=out.n_iter, dofs=dofs,
     )

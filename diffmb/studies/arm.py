@@ -53,8 +53,7 @@ import diffmb
 
 from ..controls import piecewise_linear
 from ..forces.elements import AbstractForce, JointDamping
-from ..optim import fit, read_joint_csv, set_params, trajopt, write_joint_csv
-from ..optim.lsq import UnidentifiableWarning
+from ..optim import UnidentifiableWarning, fit, read_joint_csv, set_params, trajopt, write_joint_csv
 
 __all__ = ["reproduce", "identify", "load_arm", "nominal_arm", "synthetic_record", "TRUE_DAMPING",
            "TRUE_MASS_FACTOR", "SIGMA_Q"]
