@@ -29,6 +29,15 @@ link numbering:
   non-zeros of row ``i`` of ``(A + I)^T`` are the links on the path from the base to ``s_i``.
 * path matrix ``P`` (m x (n+1)), one row per terminal link in increasing link order:
   ``P[k, j] = 1`` iff path k contains link ``s_j``.
+
+The topology of a Model
+-----------------------
+A ``Model``'s nodes form a forest in span-tree order: ``model.node_parent`` (``-1``: on the
+world). The functions on parent arrays (:func:`support`, :func:`subtree`, :func:`depth`,
+:func:`level_order`, :func:`support_matrix`, :func:`subtree_bodies`) take it as it is; the
+accessibility and path matrices of a model are those of ``world_rooted(model.node_parent)``,
+the world being link 0. The dynamics' static index tables (``diffmb.dynamics._world.Topology``)
+are built from these.
 """
 
 from __future__ import annotations
@@ -48,6 +57,11 @@ __all__ = [
     "support",
     "subtree",
     "children",
+    "depth",
+    "level_order",
+    "support_matrix",
+    "subtree_bodies",
+    "world_rooted",
     "accessibility_matrix",
     "accessibility_from_parent",
     "terminal_links",
@@ -294,6 +308,46 @@ def subtree(parent: Sequence[int], i: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def depth(parent: Sequence[int]) -> tuple[int, ...]:
+    """Number of proper ancestors of every link (0 for a root)."""
+    return tuple(len(support(parent, i)) - 1 for i in range(len(parent)))
+
+
+def level_order(parent: Sequence[int]) -> tuple[int, ...]:
+    """Links by depth, ties by index: each level of the tree is a contiguous range and every
+    parent precedes its children (the breadth-first layout of the vectorised kernels)."""
+    d = depth(parent)
+    return tuple(sorted(range(len(parent)), key=lambda i: (d[i], i)))
+
+
+def support_matrix(parent: Sequence[int]) -> np.ndarray:
+    """(n, n) int64: ``[i, j] = 1`` iff j is in ``support(parent, i)`` (j is i or an ancestor
+    of i); on a tree rooted at link 0 this is ``(A + I)^T`` of the accessibility matrix A.
+    Several roots (``-1`` parents: links on the world) are allowed."""
+    n = len(parent)
+    out = np.zeros((n, n), dtype=np.int64)
+    for i in range(n):
+        out[i, list(support(parent, i))] = 1
+    return out
+
+
+def subtree_bodies(parent: Sequence[int], body_link: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """For every link, the bodies carried by it or by one of its descendants, increasing
+    (``body_link[b]`` is the link carrying body b, ``-1`` for a body on the world)."""
+    sub = [[] for _ in parent]
+    for b, i in enumerate(body_link):
+        for j in support(parent, i) if i >= 0 else ():
+            sub[j].append(b)
+    return tuple(tuple(s) for s in sub)
+
+
+def world_rooted(parent: Sequence[int]) -> tuple[int, ...]:
+    """The parent array of a forest (``-1``: on the world, as ``Model.node_parent``) with the
+    world added as link 0 and link i renumbered i + 1: a tree rooted at link 0, to which the
+    accessibility and path matrices of Xu et al. (2018) apply."""
+    return (-1, *(int(p) + 1 for p in parent))
+
+
 # --------------------------------------------------------------------------------------------
 # Accessibility and path matrices (Xu et al. (2018))
 # --------------------------------------------------------------------------------------------
@@ -305,27 +359,13 @@ def accessibility_from_parent(parent: Sequence[int]) -> np.ndarray:
     ``A[i, j] = 1`` iff link i is a proper ancestor of link j (directed path i -> j).
     """
     p = validate_parent(parent)
-    n = len(p)
-    A = np.zeros((n, n), dtype=np.int64)
-    for j in range(n):
-        k = p[j]
-        while k >= 0:
-            A[k, j] = 1
-            k = p[k]
-    return A
+    return support_matrix(p).T - np.eye(len(p), dtype=np.int64)
 
 
 def accessibility_matrix(n_links: int, connections, root: int = 0) -> np.ndarray:
     """Xu et al. (2018) Definition 1 on the link graph (original numbering, rigid links kept): (n, n)."""
     par = span_tree(n_links, connections, root).parent_original
-    n = len(par)
-    A = np.zeros((n, n), dtype=np.int64)
-    for j in range(n):
-        k = par[j]
-        while k >= 0:
-            A[k, j] = 1
-            k = par[k]
-    return A
+    return support_matrix(par).T - np.eye(len(par), dtype=np.int64)
 
 
 def terminal_links(A: np.ndarray) -> tuple[int, ...]:

@@ -190,3 +190,36 @@ def test_errors_name_the_link():
     with pytest.raises(ValueError, match="link 1 has parent 2"):
         topo.validate_parent([-1, 2, 0], require_sorted=True)
     assert topo.validate_parent([-1, 2, 0]) == (-1, 2, 0)
+
+
+@st.composite
+def forests(draw):
+    """A Model's node_parent (span-tree order, -1 = on the world) and a body_node table."""
+    n = draw(st.integers(1, 12))
+    parent = [-1] + [draw(st.integers(-1, i - 1)) for i in range(1, n)]
+    body_node = draw(st.lists(st.integers(-1, n - 1), min_size=1, max_size=12))
+    return parent, body_node
+
+
+@settings(max_examples=25, deadline=None)
+@given(forests())
+def test_model_forest(forest):
+    """Support/subtree tables of a forest (the Model's nodes) against the closure oracle."""
+    parent, body_node = forest
+    n = len(parent)
+    R = closure(n, {j: p for j, p in enumerate(parent) if p >= 0})  # R[i, j]: i above j
+    Sm = topo.support_matrix(parent)
+    np.testing.assert_array_equal(Sm, R.T + np.eye(n, dtype=int))
+    assert topo.depth(parent) == tuple(R.sum(axis=0))
+    order = topo.level_order(parent)
+    d = [topo.depth(parent)[i] for i in order]
+    assert sorted(order) == list(range(n)) and d == sorted(d)
+    pos = {i: k for k, i in enumerate(order)}
+    assert all(pos[p] < pos[i] for i, p in enumerate(parent) if p >= 0)
+    sub = topo.subtree_bodies(parent, body_node)
+    for j in range(n):
+        assert sub[j] == tuple(b for b, i in enumerate(body_node) if i >= 0 and R[j, i] + (i == j))
+    # with the world as link 0 the forest is a tree; its accessibility matrix (Definition 1)
+    A = topo.accessibility_from_parent(topo.world_rooted(parent))
+    np.testing.assert_array_equal(A[1:, 1:], R)
+    assert A[0, 1:].all() and not A[:, 0].any()

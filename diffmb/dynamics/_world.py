@@ -27,27 +27,26 @@ import numpy as np
 from ..model import NODE_TYPES, JointType, Model
 from ..spatial import quaternion as quat
 from ..spatial.rotation import skew
-from ..spatial.spatial import cross_motion
+from ..topology import depth, level_order, support_matrix
 
 _CODE = {t: i for i, t in enumerate(NODE_TYPES)}  # hinge 0, slide 1, ball 2, trans3 3
 
 
 class Topology:
-    """Static index tables derived from a Model's topology (numpy; built once per topology).
+    """Static index tables of a Model's topology for the kernels (numpy; built once per topology).
 
-    Nodes are renumbered breadth-first so that every level of the tree is a contiguous range:
-    level sweeps then read their parents with a static gather from the previous level and add
-    into them with a static 0/1 matrix — no scatter in the traced program.
+    Nodes are renumbered in :func:`diffmb.topology.level_order` (breadth-first) so that every
+    level of the tree is a contiguous range: level sweeps then read their parents with a static
+    gather from the previous level and add into them with static gathers of the children — no
+    scatter in the traced program. Support and subtree relations come from
+    :func:`diffmb.topology.support_matrix` in this numbering.
     """
 
     def __init__(self, model: Model):
         n = model.n_nodes
         self.n = n
         par0 = np.array(model.node_parent)
-        depth = np.zeros(n, int)
-        for i in range(n):
-            depth[i] = 0 if par0[i] < 0 else depth[par0[i]] + 1
-        order = np.argsort(depth, kind="stable")  # BFS order (parents precede children)
+        order = np.array(level_order(par0))  # BFS order (parents precede children)
         pos = np.empty(n, int)
         pos[order] = np.arange(n)
         self.order = order
@@ -55,31 +54,22 @@ class Topology:
         self.parent = np.array([pos[par0[o]] if par0[o] >= 0 else -1 for o in order])
         code = np.array([_CODE[model.node_type[o]] for o in order])
         self.code = code
-        d = depth[order]
+        d = np.array(depth(par0))[order]
         self.bounds = [(int(np.searchsorted(d, k)), int(np.searchsorted(d, k, side="right")))
                        for k in range(d.max() + 1)]
-        # per level: parent index within the previous level, and the child->parent sum matrix
-        self.level_parent, self.level_sum, self.level_children = [None], [None], [None]
+        # per level: parent index within the previous level, and the children of each parent
+        self.level_parent, self.level_children = [None], [None]
         for k in range(1, len(self.bounds)):
             a, b = self.bounds[k]
-            pa, _ = self.bounds[k - 1]
+            pa, pb = self.bounds[k - 1]
             lp = self.parent[a:b] - pa
             self.level_parent.append(lp)
-            S = np.zeros((self.bounds[k - 1][1] - pa, b - a))
-            S[lp, np.arange(b - a)] = 1.0
-            self.level_sum.append(S)
-            # the same sums as gathers: child k of each parent (index b - a = a zero pad row)
-            kids = [np.flatnonzero(lp == j) for j in range(S.shape[0])]
+            # child k of each parent (index b - a = a zero pad row)
+            kids = [np.flatnonzero(lp == j) for j in range(pb - pa)]
             width = max(len(c) for c in kids)
             self.level_children.append(
                 np.array([[*c, *[b - a] * (width - len(c))] for c in kids], int))
-        anc = np.zeros((n, n))
-        for i in range(n):
-            j = i
-            while j >= 0:
-                anc[i, j] = 1.0
-                j = self.parent[j]
-        self.anc = anc  # anc[i, j] = 1 if j is i or an ancestor of i
+        self.anc = anc = support_matrix(self.parent).astype(float)  # 1 if j is i or above i
         nvs = np.array([JointType(model.node_type[o]).nv for o in order], int)
         # dof slots per node: 3 if any node has 3 dofs, else 1 (no padded columns at all)
         self.width = w = int(nvs.max())
@@ -266,28 +256,6 @@ def motion_subspaces(model: Model, topo: Topology, Rw, pw):
     return jnp.concatenate([Ang, Lin], axis=1)
 
 
-def body_world_inertias(model: Model, topo: Topology, Rw, pw):
-    """Per body: mass (nb,), com (nb, 3) and rotational inertia about the com (nb, 3, 3), world."""
-    idx = topo.body_pos_idx
-    has = idx >= 0
-    idx = np.where(has, idx, 0)
-    Rn = jnp.where(has[:, None, None], Rw[idx], jnp.eye(3))
-    on = jnp.where(has[:, None], pw[idx], 0.0)
-    Rb = mm(Rn, model.body_rot)
-    c = on + mv(Rn, model.body_pos + mv(model.body_rot, model.body_com))
-    Ic = mmt(mm(Rb, model.body_inertia), Rb)
-    return model.body_mass, c, Ic
-
-
-def spatial_inertia(m, c, Ic):
-    """6 x 6 spatial inertia about the world origin of rigid bodies (..., ) -> (..., 6, 6)."""
-    cx = skew(c)
-    mcx = m[..., None, None] * cx
-    top = jnp.concatenate([Ic - mm(mcx, cx), mcx], axis=-1)
-    bot = jnp.concatenate([-mcx, m[..., None, None] * jnp.eye(3)], axis=-1)
-    return jnp.concatenate([top, bot], axis=-2)
-
-
 def node_inertias(model: Model, topo: Topology):
     """Bodies merged onto their nodes, in node coordinates about the node origin (BFS order):
     mass (n,), first moment h = Σ m c (n, 3) and rotational inertia about the origin (n, 3, 3).
@@ -365,40 +333,6 @@ def ext_wrenches(model: Model, topo: Topology, c, f_ext):
     F, Tq = f_ext[:, :3], f_ext[:, 3:]
     fb = jnp.concatenate([Tq + jnp.cross(c, F), F], axis=-1)
     return jnp.asarray(topo.member) @ fb
-
-
-class Kin:
-    """World-frame kinematic state shared by the kernels."""
-
-    def __init__(self, model: Model, q, v=None):
-        topo = topology(model)
-        self.model, self.topo = model, topo
-        Rw, pw = world_poses(model, topo, q)
-        # Spatial quantities are taken about a fixed point at the first root's current origin,
-        # not the world origin: joint-space results are the same, and round-off no longer grows
-        # with the distance travelled (p × f terms about a far origin cancel badly).
-        self.origin = pw[0]
-        self.Rw, self.pw = Rw, pw - pw[0]
-        self.S = motion_subspaces(model, topo, self.Rw, self.pw)
-        self.I = world_node_inertias(*node_inertias(model, topo), self.Rw, self.pw)  # (n, 6, 6)
-        if v is not None:
-            self.qd = node_dofs(topo, v)  # (n, 3)
-            self.vJ = mv(self.S, self.qd)  # S q̇ per node
-            self.vel = accumulate_down(topo, self.vJ)  # node spatial velocities (n, 6)
-            self.c = cross_motion(self.vel, self.vJ)  # Ṡ q̇ = v × S q̇
-
-    def stopped(self):
-        """A copy whose arrays (and model) carry no derivative (jax.lax.stop_gradient)."""
-        out = Kin.__new__(Kin)
-        for name, val in self.__dict__.items():
-            out.__dict__[name] = val if name == "topo" else jax.tree.map(jax.lax.stop_gradient,
-                                                                          val)
-        return out
-
-    @property
-    def com(self):
-        """World centres of mass of the bodies (nb, 3), about the shifted origin."""
-        return body_world_inertias(self.model, self.topo, self.Rw, self.pw)[1]
 
 
 def _inv3(D):

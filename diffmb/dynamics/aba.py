@@ -26,7 +26,6 @@ import jax.numpy as jnp
 from ..model import Model
 from ..spatial.spatial import cross_force
 from ._world import (
-    Kin,
     _inv3,
     ext_wrenches,
     mm,
@@ -40,6 +39,7 @@ from ._world import (
     take,
     topology,
 )
+from .kinematics import KinematicsData, body_coms, kinematics
 from .rnea import rnea_kin
 
 
@@ -47,25 +47,23 @@ class _Pivots:
     """The q-dependent part of ABA: per level U = Iᴬ S, D⁻¹ and the articulated inertias."""
 
     @classmethod
-    def from_arrays(cls, k, U, Dinv, Ia, S, topo):
-        """Rebuild from the arrays of an earlier factorisation (k: a Kin holding only S)."""
+    def from_arrays(cls, U, Dinv, Ia, S, topo):
+        """Rebuild from the arrays of an earlier factorisation."""
         self = cls.__new__(cls)
-        k.S, k.topo = S, topo
-        self._static(k)
+        self._static(S, topo)
         self.U, self.Dinv, self.Ia = list(U), list(Dinv), list(Ia)
         return self
 
-    def _static(self, k):
-        topo = k.topo
-        self.k, self.topo = k, topo
+    def _static(self, S, topo):
+        self.S, self.topo = S, topo
         self.mask = jnp.asarray(topo.slot_mask)  # (n, w)
         self.sl = [slice(*bd) for bd in topo.bounds]
         # levels whose joints all have one dof (hinges, slides) take a scalar path: no padding,
         # no 3 x 3 pivots — most robot levels are like this
         self.single = [bool((topo.nv_node[s_] == 1).all()) for s_ in self.sl]
 
-    def __init__(self, model: Model, k: Kin):
-        self._static(k)
+    def __init__(self, model: Model, k: KinematicsData):
+        self._static(k.S, k.topo)
         topo, sl = k.topo, self.sl
         arm = node_dofs(topo, model.armature)
         pad = jnp.eye(topo.width) * (1.0 - self.mask)[:, None, :]  # identity on padded slots
@@ -94,7 +92,7 @@ class _Pivots:
         and root acceleration ``a_root`` (6,). With ``pA = c = a_root = None`` this is
         M⁻¹ τ. ``linear=True`` writes the products as reductions, whose transposes are cheap
         (used on tangents)."""
-        topo, k, sl, L = self.topo, self.k, self.sl, len(self.sl)
+        topo, S_, sl, L = self.topo, self.S, self.sl, len(self.sl)
         if linear:
             _mv = lambda A, x: jnp.sum(A * x[..., None, :], axis=-1)
             _mtv = lambda A, x: jnp.sum(A * x[..., :, None], axis=-2)
@@ -103,7 +101,7 @@ class _Pivots:
         pA = [None if pA is None else pA[s_] for s_ in sl]
         u = [None] * L
         for d in reversed(range(L)):
-            s_, S, Ul, Di = sl[d], k.S[sl[d]], self.U[d], self.Dinv[d]
+            s_, S, Ul, Di = sl[d], S_[sl[d]], self.U[d], self.Dinv[d]
             if self.single[d]:
                 s1 = S[:, :, 0]
                 ul = taun[s_][:, 0] - (0.0 if pA[d] is None else jnp.sum(s1 * pA[d], axis=-1))
@@ -122,7 +120,7 @@ class _Pivots:
                 pA[d - 1] = up if pA[d - 1] is None else pA[d - 1] + up
         acc, qdd = a_root, []
         for d in range(L):
-            s_, S = sl[d], k.S[sl[d]]
+            s_, S = sl[d], S_[sl[d]]
             a_ = None if acc is None else (acc if d == 0 else take(acc, topo.level_parent[d]))
             if c is not None:
                 a_ = c[s_] if a_ is None else a_ + c[s_]
@@ -141,15 +139,14 @@ class _Pivots:
 
 
 def _aba(model: Model, q, v, tau, f_ext):
-    return _aba_kin(model, Kin(model, q, v), tau, f_ext)
+    return _aba_kin(model, kinematics(model, q, v), tau, f_ext)
 
 
-def _aba_kin(model: Model, k: Kin, tau, f_ext):
+def _aba_kin(model: Model, k: KinematicsData, tau, f_ext):
     piv = _Pivots(model, k)
     pA = cross_force(k.vel, mv(k.I, k.vel))
-    fe = ext_wrenches(model, k.topo, k.com, f_ext)
-    if fe is not None:
-        pA = pA - fe
+    if f_ext is not None:
+        pA = pA - ext_wrenches(model, k.topo, body_coms(model, k), f_ext)
     ag = jnp.concatenate([jnp.zeros(3), -model.gravity])
     return piv.solve(node_dofs(k.topo, tau), pA, k.c, ag), piv
 
@@ -168,14 +165,14 @@ def _aba_jvp(primals, tangents):
     nograd = lambda t: jax.tree.map(jax.lax.stop_gradient, t)
 
     def id_at_fixed_a(m, q_, v_, f):
-        # one kinematic state for both: ABA runs on its stopped copy (primal values only,
+        # one kinematic result for both: ABA runs on its stopped copy (primal values only,
         # a is held fixed), RNEA on the live one carries the tangent of ID
-        k = Kin(m, q_, v_)
-        a, piv = _aba_kin(nograd(m), k.stopped(), tau, nograd(f))
+        k = kinematics(m, q_, v_)
+        a, piv = _aba_kin(nograd(m), nograd(k), tau, nograd(f))
         return rnea_kin(m, k, a, f), (a, piv.U, piv.Dinv, piv.Ia, k.S)
 
     _, did, (a, U, Dinv, Ia, S) = jax.jvp(
         id_at_fixed_a, (model, q, v, f_ext), (dmodel, dq, dv, df_ext), has_aux=True)
-    piv = _Pivots.from_arrays(Kin.__new__(Kin), U, Dinv, Ia, S, topology(model))
+    piv = _Pivots.from_arrays(U, Dinv, Ia, S, topology(model))
     da = piv.solve(node_dofs(piv.topo, dtau - did), linear=True)
     return a, da

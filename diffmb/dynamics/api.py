@@ -6,8 +6,9 @@ import jax.numpy as jnp
 
 from ..model import Model
 from .aba import aba
-from .crba import crba
-from .rnea import rnea
+from .crba import crba, crba_kin
+from .kinematics import kinematics
+from .rnea import rnea, rnea_kin
 
 __all__ = ["mass_matrix", "bias_force", "inverse_dynamics", "forward_dynamics"]
 
@@ -56,8 +57,9 @@ def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
     if method == "aba":
         return aba(model, q, v, tau, f_ext)
     if method == "crba":
-        M = crba(model, q)
-        rhs = tau - rnea(model, q, v, jnp.zeros(model.nv), f_ext)
+        kin = kinematics(model, q, v)
+        M = crba_kin(model, kin)
+        rhs = tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext)
         L = jnp.linalg.cholesky(M)
         from jax.scipy.linalg import cho_solve
 

@@ -17,50 +17,39 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from ..model import Model
-from ._world import mm, mv
-from .kinematics import _point_jac, body_com_world, world_kinematics
+from ._world import mv
+from .kinematics import (
+    KinematicsData,
+    body_inertias,
+    kinematics,
+    node_accelerations,
+    partial_velocities,
+    point_accelerations,
+    point_velocities,
+)
 
-__all__ = ["partial_velocities", "kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane"]
-
-
-def partial_velocities(model: Model, q):
-    """Partial velocity matrices V (nb, 3, nv) of each body's com and Ω (nb, 3, nv)."""
-    kin = world_kinematics(model, q)
-    V, W = [], []
-    for b, node in enumerate(model.body_node):
-        if node < 0:
-            V.append(jnp.zeros((3, model.nv)))
-            W.append(jnp.zeros((3, model.nv)))
-            continue
-        Jl, Ja = _point_jac(model, kin, node, body_com_world(model, kin, b))
-        V.append(Jl)
-        W.append(Ja)
-    return jnp.stack(V), jnp.stack(W)
+__all__ = ["kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane"]
 
 
 def kane_terms(model: Model, q, v, qdd, f_ext=None):
     """(M, F* + F at the given qdd without τ): returns M and the residual r = Fᵣ + Fᵣ* − τ."""
-    kin = world_kinematics(model, q, v, qdd)
-    M = jnp.diag(model.armature)
-    r = -model.armature * qdd
-    for b, node in enumerate(model.body_node):
-        if node < 0:
-            continue
-        m, Ib = model.body_mass[b], model.body_inertia[b]
-        c = body_com_world(model, kin, b)
-        Jl, Ja = _point_jac(model, kin, node, c)
-        Rb = mm(kin.R[node], model.body_rot[b])
-        Iw = mm(mm(Rb, Ib), Rb.T)
-        d = c - kin.o[node]
-        w, dw = kin.w[node], kin.dw[node]
-        a = kin.ddo[node] + jnp.cross(dw, d) + jnp.cross(w, jnp.cross(w, d))
-        F = m * model.gravity - m * a
-        Tq = -(mv(Iw, dw) + jnp.cross(w, mv(Iw, w)))
-        if f_ext is not None:
-            F = F + f_ext[b, :3]
-            Tq = Tq + f_ext[b, 3:]
-        r = r + Jl.T @ F + Ja.T @ Tq
-        M = M + m * (Jl.T @ Jl) + Ja.T @ (Iw @ Ja)
+    return _kane_terms(model, kinematics(model, q, v), qdd, f_ext)
+
+
+def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext):
+    V, W = partial_velocities(model, kin)  # (nb, 3, nv): V_k of the coms, Ω_k
+    c, Iw = body_inertias(model, kin)
+    w, _ = point_velocities(kin, c)
+    dw, a = point_accelerations(kin, node_accelerations(kin, qdd), c)
+    m = model.body_mass
+    F = m[:, None] * (model.gravity - a)  # m_k g − m_k a_k
+    Tq = -(mv(Iw, dw) + jnp.cross(w, mv(Iw, w)))  # −(I_k α_k + ω_k × I_k ω_k)
+    if f_ext is not None:
+        F = F + f_ext[:, :3]
+        Tq = Tq + f_ext[:, 3:]
+    r = -model.armature * qdd + jnp.einsum("kir,ki->r", V, F) + jnp.einsum("kir,ki->r", W, Tq)
+    M = (jnp.diag(model.armature) + jnp.einsum("k,kir,kis->rs", m, V, V)
+         + jnp.einsum("kir,kij,kjs->rs", W, Iw, W))
     return M, r
 
 

@@ -4,20 +4,50 @@ Everything here is expressed in the world frame, the frame of the papers' partia
 (Xu et al. (2021) eq. 18, Xu et al. (2018) §3): for dof r of node j with world axis ``a`` (angular column) and
 ``l`` (linear column), the partial angular velocity of any descendant body is ``a`` and the
 partial velocity of a point x on it is ``a × (x − o_j) + l``.
+
+:func:`kinematics` computes the one kinematic result, :class:`KinematicsData`, that RNEA, CRBA,
+ABA, the recursive Lagrange and Kane formulations, the Jacobians, energies and momentum all
+read (the ``Data`` of MJX and Pinocchio, for kinematics): per node, in the breadth-first layout
+of the kernels in ``_world``, world poses, motion subspaces, spatial inertias and, given v,
+spatial velocities. Per-body quantities (frames, centres of mass, point velocities and
+accelerations, partial velocities) are small functions of ``(model, data)``, computed on demand.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ..model import BALL, HINGE, SLIDE, Model
-from ._world import mm, mv, topology, world_poses
+from ..model import Model
+from ..spatial.spatial import cross_motion
+from ._world import (
+    Topology,
+    accumulate_down,
+    mm,
+    mmt,
+    motion_subspaces,
+    mv,
+    node_dofs,
+    node_inertias,
+    take,
+    topology,
+    vdot,
+    world_node_inertias,
+    world_poses,
+)
 
 __all__ = [
-    "WorldKinematics",
-    "world_kinematics",
+    "KinematicsData",
+    "kinematics",
+    "node_accelerations",
+    "body_frames",
+    "body_coms",
+    "body_inertias",
+    "point_velocities",
+    "point_accelerations",
+    "partial_velocities",
     "body_poses",
     "body_pose",
     "frame_point",
@@ -28,94 +58,122 @@ __all__ = [
     "kinetic_energy",
     "potential_energy",
     "momentum",
-    "body_com_world",
 ]
 
 
-class WorldKinematics(NamedTuple):
-    R: list  # node world rotations (3, 3)
-    o: list  # node origins (3,)
-    w: list  # angular velocities (3,)
-    do: list  # origin velocities (3,)
-    dw: list  # angular accelerations (3,) (given qdd; velocity products only if qdd = 0)
-    ddo: list  # origin accelerations (3,), gravity not included
-    cols: list  # per node: (A (3, k), L (3, k)) world dof columns
+class KinematicsData(eqx.Module):
+    """World-frame kinematics of every node at (q, v); see :func:`kinematics`.
+
+    Rows are nodes in the breadth-first order of ``topo`` (the model's node i is row
+    ``topo.pos[i]``); n nodes, w dof slots per node (``topo.width``). Positions and spatial
+    quantities are taken about ``origin``, the first root node's origin at q, not the world
+    origin: joint-space results are the same, and round-off no longer grows with the distance
+    travelled (p × f terms about a far origin cancel badly). Spatial motion is [ω; v_O], force
+    [n_O; f] (Featherstone), O = ``origin``.
+    """
+
+    topo: Topology = eqx.field(static=True)  # static index tables of the model's topology
+    origin: jax.Array  # (3,) world position of the reference point O
+    R: jax.Array  # (n, 3, 3) node rotations, node -> world
+    p: jax.Array  # (n, 3) node origins relative to O, world axes
+    S: jax.Array  # (n, 6, w) motion subspaces, padded columns zero
+    I: jax.Array  # (n, 6, 6) spatial inertias of the bodies on each node, about O
+    vel: jax.Array | None = None  # (n, 6) spatial velocities (given v)
+    c: jax.Array | None = None  # (n, 6) velocity-product accelerations Ṡ q̇ = vel × S q̇
 
 
-def _dof_columns(model: Model, i, R_node, R_parent):
-    t = model.node_type[i]
-    z = jnp.zeros((3, 1))
-    if t == HINGE:
-        return mv(R_node, model.node_axis[i])[:, None], z
-    if t == SLIDE:
-        return z, mv(R_node, model.node_axis[i])[:, None]
-    if t == BALL:
-        return R_node, jnp.zeros((3, 3))
-    return jnp.zeros((3, 3)), R_parent  # TRANS3 moves along its parent's axes
-
-
-def world_kinematics(model: Model, q, v=None, qdd=None) -> WorldKinematics:
-    """Recursive world-frame kinematics of every node (Xu et al. (2021)'s traversal of the span tree)."""
-    v = jnp.zeros(model.nv) if v is None else v
-    qdd = jnp.zeros(model.nv) if qdd is None else qdd
+def kinematics(model: Model, q, v=None) -> KinematicsData:
+    """Node poses, motion subspaces and spatial inertias at q (nq,), and velocities if v (nv,)."""
     topo = topology(model)
-    RwB, pwB = world_poses(model, topo, q)  # breadth-first order
-    Rw = [RwB[int(p)] for p in topo.pos]
-    pw = [pwB[int(p)] for p in topo.pos]
-    eye, z3 = jnp.eye(3), jnp.zeros(3)
-    w, do, dw, ddo, cols = [], [], [], [], []
-    for i in range(model.n_nodes):
-        par = model.node_parent[i]
-        if par < 0:
-            Rp, wp, dop, dwp, ddop, op = eye, z3, z3, z3, z3, z3
-        else:
-            Rp, wp, dop, dwp, ddop, op = Rw[par], w[par], do[par], dw[par], ddo[par], pw[par]
-        A, L = _dof_columns(model, i, Rw[i], Rp)
-        k = A.shape[1]
-        s0 = model.node_v[i]
-        qd, qa = v[s0 : s0 + k], qdd[s0 : s0 + k]
-        d = pw[i] - op
-        wa, la = mv(A, qd), mv(L, qd)
-        wi = wp + wa
-        doi = dop + jnp.cross(wp, d) + la
-        dwi = dwp + mv(A, qa) + jnp.cross(wp, wa)
-        ddoi = ddop + jnp.cross(dwp, d) + jnp.cross(wp, jnp.cross(wp, d))
-        ddoi = ddoi + mv(L, qa) + 2.0 * jnp.cross(wp, la)
-        w.append(wi)
-        do.append(doi)
-        dw.append(dwi)
-        ddo.append(ddoi)
-        cols.append((A, L))
-    return WorldKinematics(Rw, pw, w, do, dw, ddo, cols)
+    R, pw = world_poses(model, topo, q)
+    origin = pw[0]
+    p = pw - origin
+    S = motion_subspaces(model, topo, R, p)
+    I = world_node_inertias(*node_inertias(model, topo), R, p)
+    if v is None:
+        return KinematicsData(topo, origin, R, p, S, I)
+    vJ = mv(S, node_dofs(topo, v))  # S q̇ per node
+    vel = accumulate_down(topo, vJ)
+    return KinematicsData(topo, origin, R, p, S, I, vel, cross_motion(vel, vJ))
 
 
-def support(model: Model, i):
-    """Nodes from the root to node i (inclusive), root first."""
-    out = []
-    while i >= 0:
-        out.append(i)
-        i = model.node_parent[i]
-    return out[::-1]
+def node_accelerations(kin: KinematicsData, a):
+    """Spatial accelerations of the nodes (n, 6) for joint accelerations a (nv,), gravity not
+    included: sums over each node's support of S q̈ + c."""
+    return accumulate_down(kin.topo, mv(kin.S, node_dofs(kin.topo, a)) + kin.c)
 
 
-def body_com_world(model: Model, kin: WorldKinematics, b):
-    node = model.body_node[b]
-    c_local = model.body_pos[b] + mv(model.body_rot[b], model.body_com[b])
-    if node < 0:
-        return c_local
-    return kin.o[node] + mv(kin.R[node], c_local)
+# ---- per body ----------------------------------------------------------------------------------
 
 
-def _point_jac(model: Model, kin: WorldKinematics, node, x):
-    Jl = jnp.zeros((3, model.nv))
-    Ja = jnp.zeros((3, model.nv))
-    for j in support(model, node):
-        A, L = kin.cols[j]
-        k = A.shape[1]
-        s = model.node_v[j]
-        Jl = Jl.at[:, s : s + k].set(jnp.cross(A.T, x - kin.o[j]).T + L)
-        Ja = Ja.at[:, s : s + k].set(A)
-    return Jl, Ja
+def _rows(kin: KinematicsData, x, bodies=None):
+    """Rows of a node array x (n, ...) for the bodies (all, or the static index list ``bodies``);
+    zeros for a body on the world."""
+    idx = kin.topo.body_pos_idx if bodies is None else kin.topo.body_pos_idx[np.asarray(bodies)]
+    if (idx >= 0).all():
+        return take(x, idx)
+    return jnp.concatenate([x, jnp.zeros_like(x[:1])])[np.where(idx >= 0, idx, kin.topo.n)]
+
+
+def body_frames(model: Model, kin: KinematicsData):
+    """World rotations (nb, 3, 3) and origins relative to ``kin.origin`` (nb, 3) of the bodies."""
+    idx = kin.topo.body_pos_idx
+    has = idx >= 0
+    if has.all():
+        Rn, pn = take(kin.R, idx), take(kin.p, idx)
+    else:
+        idx = np.where(has, idx, 0)
+        Rn = jnp.where(has[:, None, None], kin.R[idx], jnp.eye(3))
+        pn = jnp.where(has[:, None], kin.p[idx], -kin.origin)
+    return mm(Rn, model.body_rot), pn + mv(Rn, model.body_pos)
+
+
+def body_coms(model: Model, kin: KinematicsData):
+    """Centres of mass of the bodies (nb, 3) relative to ``kin.origin``, world axes."""
+    Rb, pb = body_frames(model, kin)
+    return pb + mv(Rb, model.body_com)
+
+
+def body_inertias(model: Model, kin: KinematicsData):
+    """Centres of mass (nb, 3) relative to ``kin.origin`` and rotational inertias about them
+    (nb, 3, 3), world axes."""
+    Rb, pb = body_frames(model, kin)
+    return pb + mv(Rb, model.body_com), mmt(mm(Rb, model.body_inertia), Rb)
+
+
+def point_velocities(kin: KinematicsData, x, bodies=None):
+    """Angular velocities ω (k, 3) of the bodies and velocities (k, 3) of points x (k, 3)
+    (relative to ``kin.origin``) fixed on them; k bodies: all, or the index list ``bodies``."""
+    vb = _rows(kin, kin.vel, bodies)
+    w = vb[:, :3]
+    return w, vb[:, 3:] + jnp.cross(w, x)
+
+
+def point_accelerations(kin: KinematicsData, acc, x, bodies=None):
+    """Angular accelerations (k, 3) of the bodies and accelerations (k, 3) of points x (k, 3)
+    fixed on them, from node spatial accelerations ``acc`` (n, 6) (:func:`node_accelerations`):
+    ẍ = a_O + ω̇ × x + ω × ẋ."""
+    ab = _rows(kin, acc, bodies)
+    w, xd = point_velocities(kin, x, bodies)
+    dw = ab[:, :3]
+    return dw, ab[:, 3:] + jnp.cross(dw, x) + jnp.cross(w, xd)
+
+
+def partial_velocities(model: Model, kin: KinematicsData, x=None, bodies=None):
+    """Partial velocity matrices (Kane; Xu et al. (2021) eq. 18) of points x (k, 3) (relative to
+    ``kin.origin``; default: the centres of mass) fixed on the bodies (all, or the index list
+    ``bodies``): V (k, 3, nv) with ẋ = V v and Ω (k, 3, nv) with ω = Ω v. Column r of body b is
+    [a × x + l] of dof r where the dof's node supports the body's node, zero elsewhere."""
+    topo = kin.topo
+    bodies = np.arange(model.n_bodies) if bodies is None else np.asarray(bodies)
+    if x is None:
+        x = body_coms(model, kin)[bodies]
+    idx = topo.body_pos_idx[bodies]
+    mask = np.where((idx >= 0)[:, None], topo.anc[np.maximum(idx, 0)][:, topo.dof_node], 0.0)
+    Sd = kin.S[topo.dof_node, :, topo.dof_slot]  # (nv, 6): world motion subspace of each dof
+    A = Sd[:, :3]
+    L = Sd[:, 3:] + jnp.cross(A, x[:, None, :])  # (k, nv, 3)
+    return jnp.swapaxes(L, 1, 2) * mask[:, None, :], A.T * mask[:, None, :]
 
 
 # ---- public, by name ---------------------------------------------------------------------------
@@ -127,16 +185,9 @@ def _bidx(model: Model, body):
 
 def body_poses(model: Model, q):
     """World rotations (nb, 3, 3) and origins (nb, 3) of every body frame."""
-    kin = world_kinematics(model, q)
-    Rs, ps = [], []
-    for b, node in enumerate(model.body_node):
-        if node < 0:
-            Rs.append(model.body_rot[b])
-            ps.append(model.body_pos[b])
-        else:
-            Rs.append(mm(kin.R[node], model.body_rot[b]))
-            ps.append(kin.o[node] + mv(kin.R[node], model.body_pos[b]))
-    return jnp.stack(Rs), jnp.stack(ps)
+    kin = kinematics(model, q)
+    Rb, pb = body_frames(model, kin)
+    return Rb, pb + kin.origin
 
 
 def body_pose(model: Model, q, body):
@@ -152,80 +203,59 @@ def frame_point(model: Model, q, body, point=(0.0, 0.0, 0.0)):
     return p + mv(R, jnp.asarray(point, dtype=jnp.float64))
 
 
+def _point(model: Model, kin: KinematicsData, b, point):
+    """A point of body b (its com if ``point`` is None, else ``point`` in its frame), (1, 3)
+    relative to ``kin.origin``."""
+    Rb, pb = body_frames(model, kin)
+    local = model.body_com[b] if point is None else jnp.asarray(point, dtype=jnp.float64)
+    return (pb[b] + mv(Rb[b], local))[None]
+
+
 def point_jacobian(model: Model, q, body, point=(0.0, 0.0, 0.0)):
     """Jacobian (3, nv) of the world velocity of a point fixed in a body (point in body frame)."""
-    kin = world_kinematics(model, q)
+    kin = kinematics(model, q)
     b = _bidx(model, body)
-    x = frame_point(model, q, b, point)
-    node = model.body_node[b]
-    if node < 0:
-        return jnp.zeros((3, model.nv))
-    return _point_jac(model, kin, node, x)[0]
+    return partial_velocities(model, kin, _point(model, kin, b, point), [b])[0][0]
 
 
 def body_jacobian(model: Model, q, body):
     """(6, nv) world-frame Jacobian [angular; linear velocity of the body's com]."""
-    kin = world_kinematics(model, q)
-    b = _bidx(model, body)
-    node = model.body_node[b]
-    if node < 0:
-        return jnp.zeros((6, model.nv))
-    Jl, Ja = _point_jac(model, kin, node, body_com_world(model, kin, b))
-    return jnp.concatenate([Ja, Jl], axis=0)
+    kin = kinematics(model, q)
+    V, W = partial_velocities(model, kin, bodies=[_bidx(model, body)])
+    return jnp.concatenate([W[0], V[0]], axis=0)
 
 
 def body_velocity(model: Model, q, v, body, point=None):
     """World angular velocity and world linear velocity of the body's com (or of ``point``)."""
-    kin = world_kinematics(model, q, v)
+    kin = kinematics(model, q, v)
     b = _bidx(model, body)
-    node = model.body_node[b]
-    if node < 0:
-        return jnp.zeros(3), jnp.zeros(3)
-    x = body_com_world(model, kin, b) if point is None else frame_point(model, q, b, point)
-    return kin.w[node], kin.do[node] + jnp.cross(kin.w[node], x - kin.o[node])
+    w, xd = point_velocities(kin, _point(model, kin, b, point), [b])
+    return w[0], xd[0]
 
 
 def center_of_mass(model: Model, q):
-    kin = world_kinematics(model, q)
+    """World centre of mass (3,) of all bodies."""
+    kin = kinematics(model, q)
     m = model.body_mass
-    cs = jnp.stack([body_com_world(model, kin, b) for b in range(model.n_bodies)])
-    return jnp.sum(m[:, None] * cs, axis=0) / jnp.sum(m)
-
-
-def _body_states(model: Model, q, v):
-    kin = world_kinematics(model, q, v)
-    out = []
-    for b, node in enumerate(model.body_node):
-        if node < 0:
-            continue
-        c = body_com_world(model, kin, b)
-        Rb = mm(kin.R[node], model.body_rot[b])
-        Iw = mm(mm(Rb, model.body_inertia[b]), Rb.T)
-        vc = kin.do[node] + jnp.cross(kin.w[node], c - kin.o[node])
-        out.append((model.body_mass[b], c, vc, kin.w[node], Iw))
-    return out
+    return jnp.sum(m[:, None] * body_coms(model, kin), axis=0) / jnp.sum(m) + kin.origin
 
 
 def kinetic_energy(model: Model, q, v):
-    """½ Σ (m |v_c|² + ωᵀ I ω), without armature; equals ½ vᵀ M v when armature is zero."""
-    e = 0.0
-    for m, _, vc, w, Iw in _body_states(model, q, v):
-        e = e + 0.5 * m * jnp.dot(vc, vc) + 0.5 * jnp.dot(w, mv(Iw, w))
-    return e + 0.5 * jnp.sum(model.armature * v * v)
+    """½ Σ (m |v_c|² + ωᵀ I ω) + ½ Σ armature v²: ½ Σ over nodes of velᵀ I vel; equals
+    ½ vᵀ M v."""
+    kin = kinematics(model, q, v)
+    return 0.5 * jnp.sum(vdot(kin.vel, mv(kin.I, kin.vel))) + 0.5 * jnp.sum(model.armature * v * v)
 
 
 def potential_energy(model: Model, q):
     """−Σ m gᵀ c (zero at the world origin)."""
-    kin = world_kinematics(model, q)
-    cs = jnp.stack([body_com_world(model, kin, b) for b in range(model.n_bodies)])
-    return -jnp.sum(model.body_mass * (cs @ model.gravity))
+    kin = kinematics(model, q)
+    c = body_coms(model, kin) + kin.origin
+    return -jnp.sum(model.body_mass * (c @ model.gravity))
 
 
 def momentum(model: Model, q, v):
     """World linear momentum (3,) and angular momentum about the world origin (3,)."""
-    p = jnp.zeros(3)
-    L = jnp.zeros(3)
-    for m, c, vc, w, Iw in _body_states(model, q, v):
-        p = p + m * vc
-        L = L + mv(Iw, w) + m * jnp.cross(c, vc)
-    return p, L
+    kin = kinematics(model, q, v)
+    h = jnp.sum(mv(kin.I, kin.vel), axis=0)  # [angular momentum about kin.origin; linear]
+    return h[3:], h[:3] + jnp.cross(kin.origin, h[3:])

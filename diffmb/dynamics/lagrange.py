@@ -15,87 +15,85 @@ joints (it is the Lagrange form that does not differentiate T with respect to q)
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from ..model import Model
-from ._world import mm, mv
-from .kinematics import body_com_world, world_kinematics
+from ..model import JointType, Model
+from ..topology import subtree_bodies
+from ._world import mv
+from .kinematics import (
+    KinematicsData,
+    body_inertias,
+    kinematics,
+    node_accelerations,
+    partial_velocities,
+    point_accelerations,
+    point_velocities,
+)
 
 __all__ = ["inverse_dynamics_lagrange", "forward_dynamics_lagrange", "lagrange_mass_matrix"]
 
 
-def _subtree_bodies(model: Model):
-    """For each node, the bodies riding on it or on any descendant node."""
-    n = model.n_nodes
-    sub = [set() for _ in range(n)]
-    for b, node in enumerate(model.body_node):
-        i = node
-        while i >= 0:
-            sub[i].add(b)
-            i = model.node_parent[i]
-    return [sorted(s) for s in sub]
+def _axes(model: Model):
+    """The columns of v of each node's axes (one for a hinge or slide, three for a ball or
+    the translation of a free joint)."""
+    return [slice(model.node_v[l], model.node_v[l] + JointType(t).nv)
+            for l, t in enumerate(model.node_type)]
 
 
-def _body_terms(model: Model, kin, b):
-    node = model.body_node[b]
-    c = body_com_world(model, kin, b)
-    Rb = mm(kin.R[node], model.body_rot[b])
-    Iw = mm(mm(Rb, model.body_inertia[b]), Rb.T)
-    d = c - kin.o[node]
-    w, dw = kin.w[node], kin.dw[node]
-    rdd = kin.ddo[node] + jnp.cross(dw, d) + jnp.cross(w, jnp.cross(w, d))
-    lin = model.body_mass[b] * (rdd - model.gravity)  # m (r̈ − g)
+def _order(model: Model):
+    """Nodes in the order of their columns in v."""
+    return sorted(range(model.n_nodes), key=lambda l: model.node_v[l])
+
+
+def _generalized_forces(model: Model, kin: KinematicsData, qdd, f_ext):
+    """Q (nv,) from eq. 19, axis by axis over the subtrees of the span tree."""
+    V, W = partial_velocities(model, kin)  # eq. 18 for every body k and axis: (nb, 3, nv)
+    c, Iw = body_inertias(model, kin)
+    w, _ = point_velocities(kin, c)
+    dw, rdd = point_accelerations(kin, node_accelerations(kin, qdd), c)
+    lin = model.body_mass[:, None] * (rdd - model.gravity)  # m (r̈ − g)
     ang = mv(Iw, dw) + jnp.cross(w, mv(Iw, w))  # J φ̈ + φ̇ × J φ̇
-    return c, Iw, lin, ang
+    if f_ext is not None:
+        lin = lin - f_ext[:, :3]
+        ang = ang - f_ext[:, 3:]
+    axes, sub = _axes(model), subtree_bodies(model.node_parent, model.body_node)
+    Q = []
+    for l in _order(model):
+        k = np.array(sub[l], int)
+        Q.append(jnp.einsum("kil,ki->l", V[k][:, :, axes[l]], lin[k])
+                 + jnp.einsum("kil,ki->l", W[k][:, :, axes[l]], ang[k]))
+    return jnp.concatenate(Q) + model.armature * qdd
+
+
+def _mass_matrix(model: Model, kin: KinematicsData):
+    """M_lj = Σ_{k ∈ sub(l) ∩ sub(j)} m_k ∂ṙ_kᵀ/∂q̇_l ∂ṙ_k/∂q̇_j + ∂φ̇_kᵀ/∂q̇_l J_k ∂φ̇_k/∂q̇_j."""
+    V, W = partial_velocities(model, kin)
+    _, Iw = body_inertias(model, kin)
+    axes, sub = _axes(model), subtree_bodies(model.node_parent, model.body_node)
+
+    def block(l, j):
+        k = np.array(sorted(set(sub[l]) & set(sub[j])), int)
+        Vl, Vj, Wl, Wj = (X[k][:, :, axes[i]] for X, i in ((V, l), (V, j), (W, l), (W, j)))
+        return (jnp.einsum("k,kil,kij->lj", model.body_mass[k], Vl, Vj)
+                + jnp.einsum("kil,kim,kmj->lj", Wl, Iw[k], Wj))
+
+    order = _order(model)
+    return jnp.block([[block(l, j) for j in order] for l in order]) + jnp.diag(model.armature)
 
 
 def inverse_dynamics_lagrange(model: Model, q, v, qdd, f_ext=None):
     """Generalized forces Q (nv,) from eq. 19, axis by axis over the span tree."""
-    kin = world_kinematics(model, q, v, qdd)
-    terms = {b: _body_terms(model, kin, b) for b, nd in enumerate(model.body_node) if nd >= 0}
-    Q = []
-    for l, bodies in enumerate(_subtree_bodies(model)):
-        A, L = kin.cols[l]
-        ql = jnp.zeros(A.shape[1])
-        for b in bodies:
-            c, _, lin, ang = terms[b]
-            if f_ext is not None:
-                lin = lin - f_ext[b, :3]
-                ang = ang - f_ext[b, 3:]
-            dr = jnp.cross(A.T, c - kin.o[l]) + L.T  # (k, 3): ∂ṙ_k/∂q̇_l, eq. 18
-            ql = ql + mv(dr, lin) + mv(A.T, ang)
-        Q.append(ql)
-    return jnp.concatenate(Q) + model.armature * qdd
+    return _generalized_forces(model, kinematics(model, q, v), qdd, f_ext)
 
 
 def lagrange_mass_matrix(model: Model, q):
-    """M_lj = Σ_{k ∈ sub(l) ∩ sub(j)} m_k ∂ṙ_kᵀ/∂q̇_l ∂ṙ_k/∂q̇_j + ∂φ̇_kᵀ/∂q̇_l J_k ∂φ̇_k/∂q̇_j."""
-    kin = world_kinematics(model, q)
-    sub = _subtree_bodies(model)
-    n = model.n_nodes
-    cache = {}
-    for b, nd in enumerate(model.body_node):
-        if nd >= 0:
-            c, Iw, _, _ = _body_terms(model, kin, b)
-            cache[b] = (c, Iw)
-    rows = []
-    for l in range(n):
-        A_l, L_l = kin.cols[l]
-        row = []
-        for j in range(n):
-            A_j, L_j = kin.cols[j]
-            blk = jnp.zeros((A_l.shape[1], A_j.shape[1]))
-            for b in sorted(set(sub[l]) & set(sub[j])):
-                c, Iw = cache[b]
-                dl = jnp.cross(A_l.T, c - kin.o[l]) + L_l.T
-                dj = jnp.cross(A_j.T, c - kin.o[j]) + L_j.T
-                blk = blk + model.body_mass[b] * (dl @ dj.T) + A_l.T @ Iw @ A_j
-            row.append(blk)
-        rows.append(jnp.concatenate(row, axis=1))
-    return jnp.concatenate(rows, axis=0) + jnp.diag(model.armature)
+    """M (nv, nv), block by block over pairs of axes (their common subtree bodies)."""
+    return _mass_matrix(model, kinematics(model, q))
 
 
 def forward_dynamics_lagrange(model: Model, q, v, tau, f_ext=None):
-    M = lagrange_mass_matrix(model, q)
-    b = inverse_dynamics_lagrange(model, q, v, jnp.zeros(model.nv), f_ext)
+    kin = kinematics(model, q, v)
+    M = _mass_matrix(model, kin)
+    b = _generalized_forces(model, kin, jnp.zeros(model.nv), f_ext)
     return cho_solve(cho_factor(M), tau - b)

@@ -11,32 +11,24 @@ import jax.numpy as jnp
 
 from ..model import Model
 from ..spatial.spatial import cross_force
-from ._world import (
-    Kin,
-    accumulate_down,
-    accumulate_up,
-    ext_wrenches,
-    mtv,
-    mv,
-    node_dofs,
-    scatter_dofs,
-)
+from ._world import accumulate_up, ext_wrenches, mtv, mv, scatter_dofs
+from .kinematics import KinematicsData, body_coms, kinematics, node_accelerations
 
 
 def rnea(model: Model, q, v, a, f_ext=None, gravity=True):
-    return rnea_kin(model, Kin(model, q, v), a, f_ext, gravity)
+    """Joint forces τ (nv,) at (q, v) for joint accelerations a (nv,) and external wrenches
+    f_ext (nb, 6) [force, torque] at the body coms, world axes."""
+    return rnea_kin(model, kinematics(model, q, v), a, f_ext, gravity)
 
 
-def rnea_kin(model: Model, k: Kin, a, f_ext=None, gravity=True):
-    """RNEA on an already computed kinematic state ``k`` (with velocities)."""
-    topo = k.topo
+def rnea_kin(model: Model, kin: KinematicsData, a, f_ext=None, gravity=True):
+    """RNEA on a kinematic result ``kin`` (with velocities)."""
+    topo = kin.topo
     ag = jnp.concatenate([jnp.zeros(3), -model.gravity]) if gravity else jnp.zeros(6)
-    aJ = mv(k.S, node_dofs(topo, a)) + k.c
-    acc = accumulate_down(topo, aJ) + ag
-    f = mv(k.I, acc) + cross_force(k.vel, mv(k.I, k.vel))
-    fe = ext_wrenches(model, topo, k.com, f_ext)
-    if fe is not None:
-        f = f - fe
+    acc = node_accelerations(kin, a) + ag
+    f = mv(kin.I, acc) + cross_force(kin.vel, mv(kin.I, kin.vel))
+    if f_ext is not None:
+        f = f - ext_wrenches(model, topo, body_coms(model, kin), f_ext)
     F = accumulate_up(topo, f)  # subtree sums
-    tau = mtv(k.S, F)
+    tau = mtv(kin.S, F)
     return scatter_dofs(model, topo, tau) + model.armature * a
