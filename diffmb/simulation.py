@@ -296,10 +296,11 @@ def _solver(solver, adaptive):
 
 
 def _forward_mode_stages(solver):
-    """The solver with its Runge–Kutta stage loop as a plain ``lax`` scan, which forward-mode
-    autodiff (``jax.jvp``, ``jacfwd``) can differentiate (diffrax's default is reverse-only)."""
+    """The solver with its Runge–Kutta stage loop as a bounded scan, which forward-mode
+    autodiff (``jax.jvp``, ``jacfwd``) and reverse mode both differentiate (diffrax's default
+    stage loop is reverse-only)."""
     if isinstance(solver, diffrax.AbstractRungeKutta) and solver.scan_kind is None:
-        return eqx.tree_at(lambda s: s.scan_kind, solver, "lax", is_leaf=lambda x: x is None)
+        return eqx.tree_at(lambda s: s.scan_kind, solver, "bounded", is_leaf=lambda x: x is None)
     return solver
 
 
