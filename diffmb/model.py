@@ -617,7 +617,6 @@ class ModelBuilder:
         )
 
 
-
 def _skew(c):
     """c× as a 3 × 3 matrix (validation helper, numpy)."""
     return np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
