@@ -49,6 +49,8 @@ __all__ = [
     "rhs_lagrange_closed",
     "rhs_kane",
     "make_rhs_tree",
+    "tree_rhs",
+    "rhs_printed",
     "mjcf_string",
     "UAVSystem",
     "fly",
@@ -277,6 +279,25 @@ def rhs_kane(t, x, params: UAVParams):
     return jnp.concatenate([v[:3], ql.Gamma_matrix(q) @ v[3:], udot])
 
 
+def rhs_printed(t, x, args):
+    """The paper's eqs. 13-19 literally: J = J_b + J_c + J_d (no parallel axis), A = 1/2 J Omega^2,
+    U = m g e3.r (NED: gravity then points up). ``args = (params, gravity_sign)``; gravity_sign =
+    -1 repairs only the sign of gravity."""
+    pp, gs = args
+    m = pp.m_b + jnp.sum(pp.rotor_mass)
+    a = pp.rotor_axis
+    Jr = [pp.rotor_jax[k] * jnp.outer(a[k], a[k]) + pp.rotor_jt[k] * (jnp.eye(3) - jnp.outer(a[k], a[k]))
+          for k in range(2)]
+    Jsum = pp.J_b + Jr[0] + Jr[1]
+    L = lambda p, pd, Om: ql.printed_lagrangian(m, Jsum, pp.rotor_jax, 9.81 * gs, p, pd, Om)
+    p, v = x[:7], x[7:]
+    pu = jnp.concatenate([p[:3], p[3:] / jnp.linalg.norm(p[3:])])
+    f, mm = force_law(pp, x, t)
+    pts = jnp.concatenate([jnp.zeros((1, 3)), pp.rotor_pos])
+    tau = ql.generalized_forces(pu[3:], f, pts, jnp.sum(mm, axis=0))
+    return ql.state_derivative(p, v, ql.eom(rotor_body(pp), pu, v, tau, rotor_speeds(pp), L=L))
+
+
 # --------------------------------------------------------------------------------------------
 # The vehicle as a tree (MJCF), for MuJoCo and for diffmb's core.
 # --------------------------------------------------------------------------------------------
@@ -337,6 +358,20 @@ def make_rhs_tree(model):
         return jnp.concatenate([V, ql.Gamma_matrix(q) @ w, a_f])
 
     return rhs
+
+
+def tree_rhs(params: UAVParams):
+    """:func:`make_rhs_tree` of the vehicle's MJCF (:func:`mjcf_string`) loaded by diffmb."""
+    import pathlib
+    import tempfile
+
+    from ..io.mjcf import load_mjcf
+
+    with tempfile.TemporaryDirectory() as d:
+        f = pathlib.Path(d) / "uav.xml"
+        f.write_text(mjcf_string(params))
+        model = load_mjcf(f)
+    return make_rhs_tree(model)
 
 
 # --------------------------------------------------------------------------------------------

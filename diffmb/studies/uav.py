@@ -25,7 +25,6 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
-import tempfile
 import time
 
 import equinox as eqx
@@ -33,7 +32,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..formulations import quaternion_lagrange as ql
 from ..models import uav
 from ..spatial import quaternion as quat
 
@@ -53,22 +51,12 @@ DOUBLET = (2.0, 0.5, np.deg2rad(3.0))  # start s, half-width s, amplitude rad
 # ----------------------------------------------------------------------------------------------
 
 
-def _tree_rhs(params):
-    import diffmb
-
-    with tempfile.TemporaryDirectory() as d:
-        f = pathlib.Path(d) / "uav.xml"
-        f.write_text(uav.mjcf_string(params))
-        model = diffmb.load_mjcf(f)
-    return uav.make_rhs_tree(model)
-
-
 def formulations(params):
     return {
         "lagrange": uav.rhs_lagrange,
         "lagrange_closed": uav.rhs_lagrange_closed,
         "kane": uav.rhs_kane,
-        "tree": _tree_rhs(params),
+        "tree": uav.tree_rhs(params),
     }
 
 
@@ -272,30 +260,6 @@ def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_step
 
 
 # ----------------------------------------------------------------------------------------------
-# Energy check on the paper's printed form (report only)
-# ----------------------------------------------------------------------------------------------
-
-
-def printed_rhs(t, x, args):
-    """The paper's eqs. 13-19 literally: J = J_b + J_c + J_d (no parallel axis), A = 1/2 J Omega^2,
-    U = m g e3.r (NED: gravity then points up). ``args = (params, gravity_sign)``; gravity_sign =
-    -1 repairs only the sign of gravity."""
-    pp, gs = args
-    m = pp.m_b + jnp.sum(pp.rotor_mass)
-    a = pp.rotor_axis
-    Jr = [pp.rotor_jax[k] * jnp.outer(a[k], a[k]) + pp.rotor_jt[k] * (jnp.eye(3) - jnp.outer(a[k], a[k]))
-          for k in range(2)]
-    Jsum = pp.J_b + Jr[0] + Jr[1]
-    L = lambda p, pd, Om: ql.printed_lagrangian(m, Jsum, pp.rotor_jax, 9.81 * gs, p, pd, Om)
-    p, v = x[:7], x[7:]
-    pu = jnp.concatenate([p[:3], p[3:] / jnp.linalg.norm(p[3:])])
-    f, mm = uav.force_law(pp, x, t)
-    pts = jnp.concatenate([jnp.zeros((1, 3)), pp.rotor_pos])
-    tau = ql.generalized_forces(pu[3:], f, pts, jnp.sum(mm, axis=0))
-    return ql.state_derivative(p, v, ql.eom(uav.rotor_body(pp), pu, v, tau, uav.rotor_speeds(pp), L=L))
-
-
-# ----------------------------------------------------------------------------------------------
 # reproduce / identify
 # ----------------------------------------------------------------------------------------------
 
@@ -398,7 +362,7 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     # --- the paper's printed form -----------------------------------------------------------------
     tic = time.perf_counter()
     printed = {}
-    psim = jax.jit(lambda a, x: uav.fly(printed_rhs, x, a, t1, DT, 1))
+    psim = jax.jit(lambda a, x: uav.fly(uav.rhs_printed, x, a, t1, DT, 1))
     for label, gs in (("printed_literal", 1.0), ("printed_gravity_fixed", -1.0)):
         Xp = np.asarray(psim((P, jnp.asarray(gs)), x0)[1])
         op = np.asarray(uav.flight_outputs(jnp.asarray(Xp)))
@@ -623,7 +587,7 @@ def _report(res, figs) -> str:
     a("Synthetic flight: level trim at 12 m/s, elevator doublet +-3 deg (start 2 s, 0.5 s each "
       "way), sampled at 50 Hz with Gaussian noise (h 0.2 m, V 0.1 m/s, alpha 0.2 deg, theta 0.1 deg, "
       "q 0.005 rad/s). Output-error fit with `diffmb.optim.lsq.least_squares` "
-      "(optimistix Levenberg-Marquardt, gradients through the RK4 simulation), started 25 % off; "
+      "(Levenberg-Marquardt of `diffmb.optim.least_squares`, derivatives through the RK4 simulation), started 25 % off; "
       "initial pitch, speed and altitude are estimated alongside. Standard errors from s^2 (J^T J)^-1.\n")
     a("| derivative | true | estimate | std | (estimate - true)/std |\n|---|---|---|---|---|")
     for k, v in res["identified"].items():
