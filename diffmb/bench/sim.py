@@ -37,14 +37,9 @@ import pathlib
 import sys
 from importlib import resources
 
-from diffmb.bench import best_time, case, main_for, pin_process, run_module, write_json
+import numpy as np
 
-# A subprocess for the gradient ratio is pinned to one core before it computes anything (every
-# thread, including those JAX started when diffmb was imported).
-if __name__ == "__main__" and os.environ.get("DIFFMB_BENCH_PIN_CPU"):
-    pin_process(int(os.environ["DIFFMB_BENCH_PIN_CPU"]))
-
-import numpy as np  # noqa: E402
+from diffmb.bench import best_time, case, main_for, run_module, write_json
 
 MODULE = "diffmb.bench.sim"  # re-launched by module name (works from an installed wheel)
 CHAIN = pathlib.Path(str(resources.files("diffmb") / "assets" / "chain4.xml"))
@@ -71,10 +66,10 @@ def sharded_sps(nsteps: int, dt: float, batch: int, block: int) -> float:
     return nsteps * batch / best_time(go, 3)
 
 
-def _run_self(args, env, what, timeout):
-    """Run this module (``python -m diffmb.bench.sim *args``) in a fresh process; its last line
-    of output."""
-    return run_module(MODULE, args, env, what, timeout)
+def _run_self(args, env, what, timeout, cpu=None):
+    """Run this module (``python -m diffmb.bench.sim *args``) in a fresh process (pinned to
+    ``cpu`` from its start if given); its last line of output."""
+    return run_module(MODULE, args, env, what, timeout, cpu)
 
 
 def _sharded_sps_subprocess(ndev, nsteps, dt, batch, block):
@@ -130,11 +125,11 @@ def _grad_ratios_subprocess(nsteps, dt, pin, cases):
     unpinned gradient's best time varies between processes by up to 1.5x (XLA's runtime threads
     waking on the other core), while the forward does not; pinned, both are stable."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("DIFFMB_BENCH_PIN_CPU", None)
+    cpu = None
     if pin and hasattr(os, "sched_setaffinity"):  # Linux; elsewhere the run is unpinned
-        env["DIFFMB_BENCH_PIN_CPU"] = str(min(os.sched_getaffinity(0)))
+        cpu = min(os.sched_getaffinity(0))
     args = ["--grad-ratios", str(nsteps), str(dt), *cases]
-    return json.loads(_run_self(args, env, "gradient-ratio run", 1200))
+    return json.loads(_run_self(args, env, "gradient-ratio run", 1200, cpu))
 
 
 def run(out_dir, quick: bool = False) -> dict:
