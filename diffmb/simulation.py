@@ -228,13 +228,17 @@ _ADAPTIVE = {
 }
 
 
-def _grid(t0, t1, dt, saveat, what="rk4"):
+def _grid(t0, t1, dt, saveat, what="rk4", whole=False):
+    """Number of steps n and the save times on the grid t0 + (t1 − t0) k / n. ``whole``: t1 − t0
+    must be a whole number of steps dt (a step map has no step of another size)."""
     span = t1 - t0
     if dt is None or not dt > 0:
         raise ValueError("fixed-step integration needs a step dt > 0")
     n = int(round(span / dt))
     if n < 1:
         raise ValueError(f"{what}: (t1 - t0)/dt = {span / dt:.6g} rounds to no step")
+    if whole and abs(n * dt - span) > 1e-9 * max(1.0, abs(span)):
+        raise ValueError(f"{what}: t1 - t0 = {span!r} is not a whole number of steps dt = {dt!r}")
     if n > 50_000_000:
         raise ValueError(f"{what}: (t1 - t0)/dt = {n} steps; that many fixed steps would not fit"
                          " in memory (choose a larger dt or an adaptive solver)")
@@ -387,59 +391,56 @@ def simulate(
     t0, t1 = float(t0), float(t1)
     if not np.isfinite(t0) or not np.isfinite(t1) or not t1 > t0:
         raise ValueError(f"{system.name}: simulate needs finite t1 > t0, got t0={t0}, t1={t1}")
-    discrete = isinstance(system, AbstractDiscreteSystem)
     if loop not in ("auto", "diffrax"):
         raise ValueError(f"loop must be 'auto' or 'diffrax', got {loop!r}")
 
-    if discrete:
-        n, save_ts = _grid(t0, t1, dt, saveat, system.name)
+    if isinstance(system, AbstractDiscreteSystem):  # its own step map on the fixed grid
+        n, save_ts = _grid(t0, t1, dt, saveat, system.name, whole=True)
         y0 = system.init(q0, v0, params, (t1 - t0) / n)
-        ts, ys, status, t_end = _fixed_step_loop(_discrete_step(system), (system, params), t0, t1,
-                                                 n, save_ts, y0, checkpoints)
-        return _finish(system, params, "step map", throw, ts, ys, status, t_end,
-                       jnp.asarray(n, jnp.int32))
+        out = _fixed_step_loop(_discrete_step(system), (system, params), t0, t1, n, save_ts, y0,
+                               checkpoints)
+        return _finish(system, params, "step map", throw, *out, jnp.asarray(n, jnp.int32))
     if not isinstance(system, AbstractODESystem):
         raise TypeError(f"{system.name}: a system must be an AbstractODESystem or an "
                         "AbstractDiscreteSystem")
 
     base, adaptive = _solver(solver, adaptive)
-    if not adaptive:
-        n, save_ts = _grid(t0, t1, dt, saveat, solver if isinstance(solver, str) else "solver")
-        controller = diffrax.ConstantStepSize()
-        dt0 = (t1 - t0) / n
-        if max_steps is None:
-            max_steps = n + 1
-    else:
+    name = solver if isinstance(solver, str) else type(solver).__name__
+    if adaptive:
         save_ts = np.array([t0, t1]) if saveat is None else np.asarray(saveat, float).reshape(-1)
         if save_ts.size and (save_ts.min() < t0 or save_ts.max() > t1):
             raise ValueError(f"saveat must lie in [t0, t1] = [{t0}, {t1}]")
         dmin = 1e-12 * (t1 - t0) if dtmin is None else float(dtmin)
         controller = diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dmin, force_dtmin=False)
-        dt0 = dt
-        if max_steps is None:
-            max_steps = 100_000
+        dt0, max_steps = dt, (100_000 if max_steps is None else max_steps)
+    else:
+        n, save_ts = _grid(t0, t1, dt, saveat, name)
+        controller = diffrax.ConstantStepSize()
+        dt0, max_steps = (t1 - t0) / n, (n + 1 if max_steps is None else max_steps)
     if np.any(np.diff(save_ts) < 0):
         raise ValueError("saveat must be non-decreasing")
     y0 = system.init(q0, v0, params, dt0)
-
     project = system.projection()
-    sol_ = base if project is None else ProjectedSolver(base, project)
     adj = _adjoint(adjoint, checkpoints)
-    name = solver if isinstance(solver, str) else type(solver).__name__
     args = (system, params)
 
     recursive = isinstance(adj, diffrax.RecursiveCheckpointAdjoint) and (
         adjoint == "recursive" or adj.checkpoints is None)
     direct = isinstance(adj, diffrax.DirectAdjoint)
     if not adaptive and loop == "auto" and (recursive or direct) and not progress:
-        if direct:  # forward mode: the stages in a plain scan (the default loop is reverse-only)
+        if direct:  # forward mode: the stages in a bounded loop (the default one is reverse-only)
             base = _forward_mode_stages(base)
-            sol_ = base if project is None else ProjectedSolver(base, project)
-        ts, ys, status, t_end = _fixed_step_loop(_ode_step(sol_), args, t0, t1, n, save_ts, y0,
-                                                 checkpoints)
-        return _finish(system, params, name, throw, ts, ys, status, t_end,
-                       jnp.asarray(n, jnp.int32))
+        sol_ = base if project is None else ProjectedSolver(base, project)
+        out = _fixed_step_loop(_ode_step(sol_), args, t0, t1, n, save_ts, y0, checkpoints)
+        return _finish(system, params, name, throw, *out, jnp.asarray(n, jnp.int32))
+    sol_ = base if project is None else ProjectedSolver(base, project)
+    out = _diffeqsolve(sol_, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps, progress)
+    return _finish(system, params, name, throw, *out)
 
+
+def _diffeqsolve(solver, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps, progress):
+    """diffrax's own loop (adaptive steps, other adjoints, progress): saves, status, end time,
+    accepted steps. A non-finite state ends the solve (an ``Event``) except with backsolve."""
     use_event = not isinstance(adj, diffrax.BacksolveAdjoint)
     if use_event:
         saveat_ = diffrax.SaveAt(
@@ -449,10 +450,9 @@ def simulate(
     else:
         saveat_ = diffrax.SaveAt(ts=jnp.asarray(save_ts))
         event = None
-
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
-        sol_,
+        solver,
         jnp.asarray(t0, dtype=jnp.float64),  # arrays, not Python floats: a new t1 or dt does
         jnp.asarray(t1, dtype=jnp.float64),  # not recompile (only shapes and max_steps do)
         None if dt0 is None else jnp.asarray(dt0, dtype=jnp.float64),
@@ -467,29 +467,16 @@ def simulate(
         progress_meter=diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
     )
     if use_event:
-        ts, ys = sol.ts[0], sol.ys[0]
-        t_end = sol.ts[1][0]
+        ts, ys, t_end = sol.ts[0], sol.ys[0], sol.ts[1][0]
     else:
-        ts, ys = sol.ts, sol.ys
-        t_end = None
-
+        ts, ys, t_end = sol.ts, sol.ys, None
     R = diffrax.RESULTS
-    res = sol.result
-    status = jnp.where(
-        res == R.successful,
-        SUCCESS,
-        jnp.where(
-            res == R.max_steps_reached,
-            MAX_STEPS,
-            jnp.where(
-                res == R.dt_min_reached,
-                DT_MIN,
-                jnp.where(res == R.event_occurred, NONFINITE, SOLVER_FAILURE),
-            ),
-        ),
-    ).astype(jnp.int32)
-    return _finish(system, params, name, throw, ts, ys, status, t_end,
-                   sol.stats["num_accepted_steps"])
+    codes = ((R.successful, SUCCESS), (R.max_steps_reached, MAX_STEPS),
+             (R.dt_min_reached, DT_MIN), (R.event_occurred, NONFINITE))
+    status = jnp.asarray(SOLVER_FAILURE, jnp.int32)
+    for r, code in reversed(codes):
+        status = jnp.where(sol.result == r, code, status)
+    return ts, ys, status.astype(jnp.int32), t_end, sol.stats["num_accepted_steps"]
 
 
 def _all_finite(y, axis=None):
