@@ -509,7 +509,9 @@ def paper_point_jacobian(q, x0):
 # ----------------------------------------------------------------------------------------------
 
 
-def _kkt_solve(M, Cu, rhs_top, rhs_bot):
+def kkt_solve(M, Cu, rhs_top, rhs_bot):
+    """Solve ``[[M, Cuᵀ], [Cu, 0]] [x; λ] = [rhs_top; rhs_bot]``: returns ``(x, λ)`` (regular
+    although M is singular along each quaternion)."""
     n, m = M.shape[0], Cu.shape[0]
     K = jnp.block([[M, Cu.T], [Cu, jnp.zeros((m, m), M.dtype)]])
     sol = jnp.linalg.solve(K, jnp.concatenate([rhs_top, rhs_bot]))
@@ -521,7 +523,7 @@ def project_velocity(sysm: MaximalSystem, u, udot):
     ``C'(u) v = 0`` (returns ``v`` with ``M v + C'^T mu = M udot``, ``C' v = 0``)."""
     M = mass_matrix(sysm, u)
     Cu = constraint_jacobian(sysm, u)
-    v, _ = _kkt_solve(M, Cu, M @ udot, jnp.zeros(Cu.shape[0], u.dtype))
+    v, _ = kkt_solve(M, Cu, M @ udot, jnp.zeros(Cu.shape[0], u.dtype))
     return v
 
 
@@ -538,7 +540,7 @@ def _dae_vector_field(t, y, args):
     dVdu = jax.grad(lambda x: potential_energy(sysm, x))(u)
     top = dTdu - Mdot_ud - dVdu
     bot = -Cdd - 2.0 * alpha * Cd - beta**2 * C
-    udd, _ = _kkt_solve(M, Cu, top, bot)
+    udd, _ = kkt_solve(M, Cu, top, bot)
     return (ud, udd)
 
 

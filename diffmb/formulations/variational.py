@@ -106,7 +106,7 @@ def project_momentum(sysm: mx.MaximalSystem, u, p):
     ``C'(u) v = 0`` and ``p - p_c`` in the range of ``C'(u)^T``."""
     M = mx.mass_matrix(sysm, u)
     Cu = mx.constraint_jacobian(sysm, u)
-    v, _ = mx._kkt_solve(M, Cu, p, jnp.zeros(Cu.shape[0], u.dtype))
+    v, _ = mx.kkt_solve(M, Cu, p, jnp.zeros(Cu.shape[0], u.dtype))
     return M @ v, v
 
 

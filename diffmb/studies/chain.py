@@ -27,6 +27,7 @@ import numpy as np
 
 from ..formulations import maximal as mx
 from ..formulations import variational as vi
+from ..spatial import quaternion as quat
 
 DT = 0.002
 SEG = 2000  # steps per call: one compilation serves the main run, the twin and the order study
@@ -189,10 +190,11 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     ang = 1e-9 / 1.5  # rotate body 4 about its x' axis (normal to the plane) around joint 3
     qa = np.array([np.cos(ang / 2), np.sin(ang / 2), 0.0, 0.0])
     sl = slice(21, 28)
-    R4 = np.asarray(mx._R_np(u_tw[sl][3:]))
+    R4 = np.asarray(quat.to_rotmat(jnp.asarray(u_tw[sl][3:])))
     pivot = u_tw[sl][:3] + R4 @ np.array([0.0, 0.0, 1.5])
-    q4 = mx._qmul_np(u_tw[sl][3:], qa)
-    u_tw[sl] = np.r_[pivot - mx._R_np(q4) @ np.array([0.0, 0.0, 1.5]), q4]
+    q4 = np.asarray(quat.mul(jnp.asarray(u_tw[sl][3:]), jnp.asarray(qa)))
+    u_tw[sl] = np.r_[pivot - np.asarray(quat.to_rotmat(jnp.asarray(q4))) @ np.array([0.0, 0.0, 1.5]),
+                     q4]
     t = time.perf_counter()
     ts_tw, us_tw, _, _, _ = run_variational(sysm, jnp.asarray(u_tw), T, desc="perturbed twin")
     timings["twin_s"] = time.perf_counter() - t
