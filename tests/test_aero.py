@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.test_util import check_grads
 
-import diffmb  # noqa: F401
+import diffmb
 from diffmb.forces.aero import air_data, body_aero, propeller_thrust_torque
 from diffmb.models.uav import default_params
 
@@ -105,7 +105,6 @@ def test_body_aerodynamics_element_matches_mujoco_applied_force():
     import jax.numpy as jnp
     import mujoco
 
-    import diffmb
     from diffmb.forces import BodyAerodynamics
     from diffmb.models import uav
 
