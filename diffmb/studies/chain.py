@@ -158,12 +158,122 @@ def convergence_order(sysm, u0, progress=True):
                 self_convergence_orders=self_order.tolist())
 
 
-def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
+def _figures(out_dir: pathlib.Path, v: dict) -> dict:
+    """The study's figures from the computed series ``v``; returns {name: file}."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    (ts, dH, ts_mj, E_mj, ts_dae, E_dae, qerr, qerr_dae, jerr, jerr_dae, xt, z1, T, dplane,
+     com_mj, com_dae, conv, sep_mj, sep_dae, ts_tw, sep_twin) = (v[k] for k in (
+        "ts", "dH", "ts_mj", "E_mj", "ts_dae", "E_dae", "qerr", "qerr_dae", "jerr",
+        "jerr_dae", "xt", "z1", "T", "dplane", "com_mj", "com_dae", "conv", "sep_mj",
+        "sep_dae", "ts_tw", "sep_twin"))
+    figs = {}
+    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax[0].plot(ts, dH, lw=0.6, label="variational (nodes), dt = 0.002")
+    ax[0].set_ylabel("(H - H0) / |H0|")
+    ax[0].legend()
+    ax[1].semilogy(ts[1:], np.abs(dH[1:]) + 1e-18, lw=0.5, label="variational dt=0.002")
+    ax[1].semilogy(ts_mj[1:], np.abs(E_mj[1:] / E_mj[0] - 1) + 1e-18, lw=0.8,
+                   label=f"tree, MuJoCo RK4 dt={TREE_DT}")
+    ax[1].semilogy(ts_dae[1:], np.abs(E_dae[1:] / E_dae[0] - 1) + 1e-18, lw=0.8,
+                   label="Baumgarte DAE, Dopri8 1e-10")
+    ax[1].set_ylabel("|H - H0| / |H0|")
+    ax[1].set_xlabel("t [s]")
+    ax[1].legend(fontsize=8)
+    fig.tight_layout()
+    figs["energy"] = "energy.png"
+    fig.savefig(out_dir / figs["energy"], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax[0].semilogy(ts, qerr + 1e-18, lw=0.5, label="variational (nodes)")
+    ax[0].semilogy(ts_dae, qerr_dae + 1e-18, lw=0.8, label="Baumgarte DAE")
+    ax[0].set_ylabel("max | |q| - 1 |")
+    ax[0].legend()
+    ax[1].semilogy(ts, jerr + 1e-18, lw=0.5, label="variational (nodes)")
+    ax[1].semilogy(ts_dae, jerr_dae + 1e-18, lw=0.8, label="Baumgarte DAE")
+    ax[1].set_ylabel("max |Phi| [m]")
+    ax[1].set_xlabel("t [s]")
+    ax[1].legend()
+    fig.tight_layout()
+    figs["constraints"] = "constraints.png"
+    fig.savefig(out_dir / figs["constraints"], dpi=120)
+    plt.close(fig)
+
+    fig, axs = plt.subplots(2, 2, figsize=(9, 9))
+    th = np.linspace(0, 2 * np.pi, 400)
+    for ax, tw in zip(axs.ravel(), (10.0, 20.0, 40.0, 100.0), strict=False):
+        k = ts <= tw
+        ax.plot(xt[k], z1[k], lw=0.4)
+        ax.plot(1.5 * np.cos(th), 1.5 * np.sin(th), "k:", lw=0.6)
+        ax.set_aspect("equal")
+        note = "" if tw <= T else f" (horizon {T:.0f} s)"
+        ax.set_title(f"0-{tw:.0f} s{note}")
+        ax.set_xlabel("x~ = (-x + y)/sqrt 2 [m]")
+        ax.set_ylabel("z [m]")
+    fig.suptitle("body 1 centre of mass projected on the x~-z plane (dotted: radius 1.5 m)")
+    fig.tight_layout()
+    figs["com_path"] = "com_path.png"
+    fig.savefig(out_dir / figs["com_path"], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.semilogy(ts, np.abs(dplane) + 1e-20, lw=0.5, label="variational dt=0.002")
+    ax.semilogy(ts_mj, np.abs(com_mj[:, 0] @ NRM) + 1e-20, lw=0.8, label="tree, MuJoCo RK4")
+    ax.semilogy(ts_dae, np.abs(com_dae[:, 0] @ NRM) + 1e-20, lw=0.8, label="Baumgarte DAE")
+    ax.axhline(1e-6, color="k", ls=":", lw=0.8)
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("body 1 COM distance from plane [m]")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    figs["out_of_plane"] = "out_of_plane.png"
+    fig.savefig(out_dir / figs["out_of_plane"], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    e = np.array(conv["errors"])
+    ax.loglog(ORDER_DTS, e, "o-", label=f"variational, slope {conv['order']:.3f}")
+    ax.loglog(ORDER_DTS, e[-1] * (np.array(ORDER_DTS) / ORDER_DTS[-1]) ** 2, "k:",
+              label="slope 2")
+    ax.set_xlabel("dt [s]")
+    ax.set_ylabel("max error at t <= 1 s")
+    ax.legend()
+    fig.tight_layout()
+    figs["convergence"] = "convergence.png"
+    fig.savefig(out_dir / figs["convergence"], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    tmax = min(T, 20.0)
+    k, kk, kd = ts <= tmax, ts_mj <= tmax, ts_dae <= tmax
+    ax[0].plot(ts[k], xt[k], lw=0.8, label="variational")
+    ax[0].plot(ts_mj[kk], com_mj[kk, 0] @ XT, "--", lw=0.8, label="tree (MuJoCo RK4)")
+    ax[0].plot(ts_dae[kd], com_dae[kd, 0] @ XT, ":", lw=1.0, label="Baumgarte DAE")
+    ax[0].set_ylabel("body 1 x~ [m]")
+    ax[0].legend(fontsize=8)
+    ax[1].plot(ts[k], z1[k], lw=0.8)
+    ax[1].plot(ts_mj[kk], com_mj[kk, 0, 2], "--", lw=0.8)
+    ax[1].plot(ts_dae[kd], com_dae[kd, 0, 2], ":", lw=1.0)
+    ax[1].set_ylabel("body 1 z [m]")
+    ax[2].semilogy(ts_mj, sep_mj + 1e-16, lw=0.8, label="variational vs tree")
+    ax[2].semilogy(ts_mj, sep_dae + 1e-16, lw=0.8, label="DAE vs tree")
+    ax[2].semilogy(ts_tw, sep_twin + 1e-16, lw=0.6, label="variational vs twin (1e-9 m)")
+    ax[2].set_ylabel("|body 1 COM difference| [m]")
+    ax[2].set_xlabel("t [s]")
+    ax[2].legend(fontsize=8)
+    ax[2].set_xlim(0, T)
+    fig.tight_layout()
+    figs["comparison"] = "comparison.png"
+    fig.savefig(out_dir / figs["comparison"], dpi=120)
+    plt.close(fig)
+
+    return figs
+
+
+def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     T = 20.0 if quick else 100.0
@@ -277,107 +387,11 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     }
     (out_dir / "results.json").write_text(json.dumps(res, indent=2))
 
-    # --- figures -------------------------------------------------------------------------------
-    figs = {}
-    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    ax[0].plot(ts, dH, lw=0.6, label="variational (nodes), dt = 0.002")
-    ax[0].set_ylabel("(H - H0) / |H0|")
-    ax[0].legend()
-    ax[1].semilogy(ts[1:], np.abs(dH[1:]) + 1e-18, lw=0.5, label="variational dt=0.002")
-    ax[1].semilogy(ts_mj[1:], np.abs(E_mj[1:] / E_mj[0] - 1) + 1e-18, lw=0.8,
-                   label=f"tree, MuJoCo RK4 dt={TREE_DT}")
-    ax[1].semilogy(ts_dae[1:], np.abs(E_dae[1:] / E_dae[0] - 1) + 1e-18, lw=0.8,
-                   label="Baumgarte DAE, Dopri8 1e-10")
-    ax[1].set_ylabel("|H - H0| / |H0|")
-    ax[1].set_xlabel("t [s]")
-    ax[1].legend(fontsize=8)
-    fig.tight_layout()
-    figs["energy"] = "energy.png"
-    fig.savefig(out_dir / figs["energy"], dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    ax[0].semilogy(ts, qerr + 1e-18, lw=0.5, label="variational (nodes)")
-    ax[0].semilogy(ts_dae, qerr_dae + 1e-18, lw=0.8, label="Baumgarte DAE")
-    ax[0].set_ylabel("max | |q| - 1 |")
-    ax[0].legend()
-    ax[1].semilogy(ts, jerr + 1e-18, lw=0.5, label="variational (nodes)")
-    ax[1].semilogy(ts_dae, jerr_dae + 1e-18, lw=0.8, label="Baumgarte DAE")
-    ax[1].set_ylabel("max |Phi| [m]")
-    ax[1].set_xlabel("t [s]")
-    ax[1].legend()
-    fig.tight_layout()
-    figs["constraints"] = "constraints.png"
-    fig.savefig(out_dir / figs["constraints"], dpi=120)
-    plt.close(fig)
-
-    fig, axs = plt.subplots(2, 2, figsize=(9, 9))
-    th = np.linspace(0, 2 * np.pi, 400)
-    for ax, tw in zip(axs.ravel(), (10.0, 20.0, 40.0, 100.0), strict=False):
-        k = ts <= tw
-        ax.plot(xt[k], z1[k], lw=0.4)
-        ax.plot(1.5 * np.cos(th), 1.5 * np.sin(th), "k:", lw=0.6)
-        ax.set_aspect("equal")
-        note = "" if tw <= T else f" (horizon {T:.0f} s)"
-        ax.set_title(f"0-{tw:.0f} s{note}")
-        ax.set_xlabel("x~ = (-x + y)/sqrt 2 [m]")
-        ax.set_ylabel("z [m]")
-    fig.suptitle("body 1 centre of mass projected on the x~-z plane (dotted: radius 1.5 m)")
-    fig.tight_layout()
-    figs["com_path"] = "com_path.png"
-    fig.savefig(out_dir / figs["com_path"], dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    ax.semilogy(ts, np.abs(dplane) + 1e-20, lw=0.5, label="variational dt=0.002")
-    ax.semilogy(ts_mj, np.abs(com_mj[:, 0] @ NRM) + 1e-20, lw=0.8, label="tree, MuJoCo RK4")
-    ax.semilogy(ts_dae, np.abs(com_dae[:, 0] @ NRM) + 1e-20, lw=0.8, label="Baumgarte DAE")
-    ax.axhline(1e-6, color="k", ls=":", lw=0.8)
-    ax.set_xlabel("t [s]")
-    ax.set_ylabel("body 1 COM distance from plane [m]")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    figs["out_of_plane"] = "out_of_plane.png"
-    fig.savefig(out_dir / figs["out_of_plane"], dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5, 4))
-    e = np.array(conv["errors"])
-    ax.loglog(ORDER_DTS, e, "o-", label=f"variational, slope {conv['order']:.3f}")
-    ax.loglog(ORDER_DTS, e[-1] * (np.array(ORDER_DTS) / ORDER_DTS[-1]) ** 2, "k:",
-              label="slope 2")
-    ax.set_xlabel("dt [s]")
-    ax.set_ylabel("max error at t <= 1 s")
-    ax.legend()
-    fig.tight_layout()
-    figs["convergence"] = "convergence.png"
-    fig.savefig(out_dir / figs["convergence"], dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
-    tmax = min(T, 20.0)
-    k, kk, kd = ts <= tmax, ts_mj <= tmax, ts_dae <= tmax
-    ax[0].plot(ts[k], xt[k], lw=0.8, label="variational")
-    ax[0].plot(ts_mj[kk], com_mj[kk, 0] @ XT, "--", lw=0.8, label="tree (MuJoCo RK4)")
-    ax[0].plot(ts_dae[kd], com_dae[kd, 0] @ XT, ":", lw=1.0, label="Baumgarte DAE")
-    ax[0].set_ylabel("body 1 x~ [m]")
-    ax[0].legend(fontsize=8)
-    ax[1].plot(ts[k], z1[k], lw=0.8)
-    ax[1].plot(ts_mj[kk], com_mj[kk, 0, 2], "--", lw=0.8)
-    ax[1].plot(ts_dae[kd], com_dae[kd, 0, 2], ":", lw=1.0)
-    ax[1].set_ylabel("body 1 z [m]")
-    ax[2].semilogy(ts_mj, sep_mj + 1e-16, lw=0.8, label="variational vs tree")
-    ax[2].semilogy(ts_mj, sep_dae + 1e-16, lw=0.8, label="DAE vs tree")
-    ax[2].semilogy(ts_tw, sep_twin + 1e-16, lw=0.6, label="variational vs twin (1e-9 m)")
-    ax[2].set_ylabel("|body 1 COM difference| [m]")
-    ax[2].set_xlabel("t [s]")
-    ax[2].legend(fontsize=8)
-    ax[2].set_xlim(0, T)
-    fig.tight_layout()
-    figs["comparison"] = "comparison.png"
-    fig.savefig(out_dir / figs["comparison"], dpi=120)
-    plt.close(fig)
-
+    figs = _figures(out_dir, dict(
+        ts=ts, dH=dH, ts_mj=ts_mj, E_mj=E_mj, ts_dae=ts_dae, E_dae=E_dae, qerr=qerr,
+        qerr_dae=qerr_dae, jerr=jerr, jerr_dae=jerr_dae, xt=xt, z1=z1, T=T, dplane=dplane,
+        com_mj=com_mj, com_dae=com_dae, conv=conv, sep_mj=sep_mj, sep_dae=sep_dae,
+        ts_tw=ts_tw, sep_twin=sep_twin))
     (out_dir / "report.md").write_text(_report(res, figs))
     return res
 
