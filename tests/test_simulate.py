@@ -112,14 +112,14 @@ def _free_body(inertia=(1.0, 2.0, 3.0)):
     return b.build()
 
 
-def _dzhanibekov(T, n_save):
+def _dzhanibekov(T, n_save, tol=1e-12):
     I = np.array([1.0, 2.0, 3.0])
     model = _free_body(I)
     w0 = np.array([1e-2, 1.0, 0.0])  # near the intermediate axis
     q0 = jnp.array([0.0, 0, 0, 1, 0, 0, 0])
     v0 = jnp.asarray(np.concatenate([[0.1, 0, 0], w0]))
     ts = np.linspace(0, T, n_save)
-    tr = diffmb.simulate(model, q0, v0, t1=T, solver="dopri8", rtol=1e-12, atol=1e-12, saveat=ts)
+    tr = diffmb.simulate(model, q0, v0, t1=T, solver="dopri8", rtol=tol, atol=tol, saveat=ts)
     assert int(tr.status) == 0
     w = np.asarray(tr.v[:, 3:])
     R = np.asarray(jax.vmap(diffmb.spatial.quaternion.to_rotmat)(tr.q[:, 3:]))
@@ -143,7 +143,9 @@ def test_dzhanibekov_short():
 
 @pytest.mark.slow
 def test_dzhanibekov_100s():
-    wy = _dzhanibekov(100.0, 401)
+    # the energy error of Dopri8 at 1e-12 grows with the horizon (1.17e-10 at 100 s, before and
+    # after the system refactor alike): the 1e-10 invariant check over 100 s runs at 1e-13
+    wy = _dzhanibekov(100.0, 401, tol=1e-13)
     assert np.sum(np.diff(np.sign(wy)) != 0) >= 4  # several flips
 
 
