@@ -360,8 +360,10 @@ def simulate(
     ``dt`` and ``saveat`` are Python numbers (they fix the step grid and the output shapes).
     See the module docstring for solvers, quaternion handling, adjoints and failure codes.
 
-    Each call traces and compiles anew; inside a user's ``jax.jit`` (or ``eqx.filter_jit``)
-    the compiled loop is reused for new parameter values.
+    Fixed-step runs are compiled once per structure (the model's topology, the elements, the
+    control object, the grid, the solver) and reused for new values of every array (the model's
+    numbers, q0, v0, params): a Python loop over parameter values costs run time, not compile
+    time. A control written as a new ``lambda`` at each call is a new structure.
 
     Example::
 
@@ -397,9 +399,8 @@ def simulate(
     if isinstance(system, AbstractDiscreteSystem):  # its own step map on the fixed grid
         n, save_ts = _grid(t0, t1, dt, saveat, system.name, whole=True)
         y0 = system.init(q0, v0, params, (t1 - t0) / n)
-        out = _fixed_step_loop(_discrete_step(system), (system, params), t0, t1, n, save_ts, y0,
-                               checkpoints)
-        return _finish(system, params, "step map", throw, *out, jnp.asarray(n, jnp.int32))
+        traj = _run_fixed(None, (system, params), t0, t1, n, save_ts, y0, checkpoints)
+        return _checked(traj, system, "step map", throw)
     if not isinstance(system, AbstractODESystem):
         raise TypeError(f"{system.name}: a system must be an AbstractODESystem or an "
                         "AbstractDiscreteSystem")
@@ -431,8 +432,8 @@ def simulate(
         if direct:  # forward mode: the stages in a bounded loop (the default one is reverse-only)
             base = _forward_mode_stages(base)
         sol_ = base if project is None else ProjectedSolver(base, project)
-        out = _fixed_step_loop(_ode_step(sol_), args, t0, t1, n, save_ts, y0, checkpoints)
-        return _finish(system, params, name, throw, *out, jnp.asarray(n, jnp.int32))
+        return _checked(_run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints), system,
+                        name, throw)
     sol_ = base if project is None else ProjectedSolver(base, project)
     out = _diffeqsolve(sol_, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps, progress)
     return _finish(system, params, name, throw, *out)
@@ -490,8 +491,8 @@ def _all_finite(y, axis=None):
     return r
 
 
-def _finish(system, params, solver, throw, ts, ys, status, t_end, num_steps):
-    """Status of non-finite saves, failure time, the system's outputs, errors."""
+def _trajectory(system, params, ts, ys, status, t_end, num_steps):
+    """Status of non-finite saves, failure time and the system's outputs as a Trajectory."""
     finite = _all_finite(ys)
     status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
     if t_end is None:  # backsolve: locate the first non-finite save
@@ -499,14 +500,48 @@ def _finish(system, params, solver, throw, ts, ys, status, t_end, num_steps):
         t_end = jnp.where(jnp.any(bad), ts[jnp.argmax(bad)], ts[-1])
     t_fail = jnp.where(status == SUCCESS, jnp.inf, t_end)
     q, v, aux = system.outputs(ys, params)
-    traj = Trajectory(ts=ts, q=q, v=v, status=status, t_fail=t_fail, num_steps=num_steps,
+    return Trajectory(ts=ts, q=q, v=v, status=status, t_fail=t_fail, num_steps=num_steps,
                       aux=aux)
-    if throw and _is_concrete(status) and np.any(np.asarray(status) != SUCCESS):
+
+
+def _checked(traj, system, solver, throw):
+    """Outside a trace and with ``throw``: raise SimulationError for a failed run."""
+    if throw and _is_concrete(traj.status) and np.any(np.asarray(traj.status) != SUCCESS):
         raise SimulationError(
             f"{system.name}: simulation failed: {traj.message()} (solver={solver!r}). "
             "Pass throw=False to get the trajectory and its status instead."
         )
     return traj
+
+
+def _finish(system, params, solver, throw, ts, ys, status, t_end, num_steps):
+    return _checked(_trajectory(system, params, ts, ys, status, t_end, num_steps), system, solver,
+                    throw)
+
+
+@eqx.filter_jit
+def _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints):
+    """The fixed-step loop and the outputs, compiled once per structure: arrays (the model's
+    numbers, q0, v0, params) are traced; the grid, the solver and the system's static parts are
+    the cache key. ``solver`` None: the system's own step map."""
+    system, params = args
+    stepper = _discrete_step(system) if solver is None else _ode_step(solver)
+    ts, ys, status, t_end = _fixed_step_loop(stepper, args, t0, t1, n, np.asarray(save_ts), y0,
+                                             checkpoints)
+    return _trajectory(system, params, ts, ys, status, t_end, jnp.asarray(n, jnp.int32))
+
+
+def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
+    try:
+        return _fixed_run(solver, args, t0, t1, n, tuple(float(t) for t in save_ts), y0,
+                          checkpoints)
+    except TypeError as e:  # an unhashable static part (e.g. a control object): no cache
+        if "hash" not in str(e):
+            raise
+        system, params = args
+        stepper = _discrete_step(system) if solver is None else _ode_step(solver)
+        out = _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints)
+        return _trajectory(system, params, *out, jnp.asarray(n, jnp.int32))
 
 
 def _ode_step(solver):
