@@ -61,6 +61,7 @@ from .forces import BodyAerodynamics as BodyAerodynamics
 from .forces import BodyWrench as BodyWrench
 from .forces import GeneralizedForce as GeneralizedForce
 from .forces import JointDamping as JointDamping
+from .forces import JointFriction as JointFriction
 from .forces import JointLimits as JointLimits
 from .forces import JointSpring as JointSpring
 

@@ -256,3 +256,66 @@ def test_repeated_simulate_compiles_once():
     assert len(calls) == n  # no new trace
     # and the values are the new ones: x(t) = x0 + (1 - cos t) / m
     np.testing.assert_allclose(second.q[-1, 0] - 1.0, (first.q[-1, 0]) / 2.0, rtol=1e-12)
+
+
+_FRICTION_XML = """
+<mujoco>
+  <compiler angle="radian"/>
+  <option gravity="0 0 -9.81" timestep="0.001" integrator="RK4"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="link" pos="0 0 1">
+      <joint name="hinge" type="hinge" axis="0 1 0" frictionloss="FL"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.03" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("fl", [1.0, 3.0, 6.0])
+def test_frictionloss_like_mujoco(tmp_path, fl):
+    """Below the gravity torque (2.45 N m) the link falls, slowed; above it MuJoCo's soft
+    friction lets it creep (0.059 rad in 2 s): diffmb's element follows both."""
+    f = tmp_path / "friction.xml"
+    f.write_text(_FRICTION_XML.replace("FL", str(fl)))
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    d = mujoco.MjData(mj)
+    for _ in range(2000):
+        mujoco.mj_step(mj, d)
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f)
+    assert any(isinstance(e, diffmb.JointFriction) for e in forces)
+    tr = diffmb.simulate(model, jnp.zeros(1), None, t1=2.0, dt=1e-3, forces=forces)
+    assert abs(float(tr.q[-1, 0]) - float(d.qpos[0])) < 3e-3
+    # gradient-safe at rest: d(final angle)/d(friction) finite and negative
+    el = next(e for e in forces if isinstance(e, diffmb.JointFriction))
+    g = jax.grad(lambda fr: diffmb.simulate(
+        model, jnp.zeros(1), None, t1=0.2, dt=1e-3,
+        forces=(diffmb.JointFriction(fr, el.slope),)).q[-1, 0])(el.friction)
+    assert np.all(np.isfinite(g)) and float(g[0]) < 0
+
+
+_TENDON_XML = """
+<mujoco>
+  <worldbody>
+    <body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" contype="0" conaffinity="0"/>
+      <body name="b" pos="0.3 0 0"><joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon><fixed name="t"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/></fixed></tendon>
+  <equality><joint joint1="j1" joint2="j2"/></equality>
+</mujoco>
+"""
+
+
+def test_unsupported_features_are_refused_unless_ignored(tmp_path):
+    f = tmp_path / "tendon.xml"
+    f.write_text(_TENDON_XML)
+    with pytest.raises(NotImplementedError, match=r"tendons \(1\), equalities \(1\)"):
+        diffmb.mjcf_forces(f)
+    with pytest.raises(NotImplementedError, match="equalities"):
+        diffmb.mjcf_forces(f, ignore=("tendons",))
+    assert len(diffmb.mjcf_forces(f, ignore=("tendons", "equalities"))) == 2

@@ -9,5 +9,6 @@ from .elements import Actuators as Actuators
 from .elements import BodyWrench as BodyWrench
 from .elements import GeneralizedForce as GeneralizedForce
 from .elements import JointDamping as JointDamping
+from .elements import JointFriction as JointFriction
 from .elements import JointLimits as JointLimits
 from .elements import JointSpring as JointSpring

@@ -17,7 +17,7 @@ from ..model import Model, ModelBuilder
 from ..spatial.quaternion import to_rotmat
 
 __all__ = ["load_mjcf", "from_mjmodel", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
-           "colliding_geom_pairs"]
+           "joint_friction_from_mjcf", "colliding_geom_pairs", "unsupported_features"]
 
 _JT = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
 
@@ -244,19 +244,69 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
         ks, bs = [], []
         for name in lim["names"]:
             j = _joint_id(mj, name)
-            T, zeta = (float(x) for x in mj.jnt_solref[j, :2])
-            dmin, dmax = (float(x) for x in mj.jnt_solimp[j, :2])
-            m_eff = 1.0 / float(mj.dof_invweight0[int(mj.jnt_dofadr[j])])
-            if T > 0:
-                k, b = 1.0 / (dmax**2 * T**2 * zeta**2), 2.0 / (dmax * T)
-            else:  # negative solref: (−stiffness, −damping) given directly
-                k, b = -T, -zeta
-            dm = 0.5 * (dmin + dmax)
-            ks.append(m_eff * dm / (1.0 - dm) * k)
-            bs.append(m_eff * dm / (1.0 - dm) * b)
+            g, k, b = _soft_gain(mj, mj.jnt_solref[j], mj.jnt_solimp[j], int(mj.jnt_dofadr[j]))
+            ks.append(g * k)
+            bs.append(g * b)
         stiffness = np.array(ks) if stiffness is None else stiffness
         damping = np.array(bs) if damping is None else damping
     return JointLimits(lim["dof"], lim["qadr"], r[:, 0], r[:, 1], stiffness, damping)
+
+
+def _soft_gain(mj, solref, solimp, dof, d=None):
+    """m d/(1 − d) for a soft constraint on ``dof`` (see :func:`joint_limits_from_mjcf`) and
+    MuJoCo's k, b of ``solref``/``solimp``: returns (m d/(1 − d), k, b). ``d`` defaults to the
+    impedance at mid-transition, (d_min + d_max)/2."""
+    T, zeta = (float(x) for x in solref[:2])
+    dmin, dmax = (float(x) for x in solimp[:2])
+    m_eff = 1.0 / float(mj.dof_invweight0[dof])
+    if T > 0:
+        k, b = 1.0 / (dmax**2 * T**2 * zeta**2), 2.0 / (dmax * T)
+    else:  # negative solref: (−stiffness, −damping) given directly
+        k, b = -T, -zeta
+    dm = 0.5 * (dmin + dmax) if d is None else d
+    return m_eff * dm / (1.0 - dm), k, b
+
+
+def joint_friction_from_mjcf(src):
+    """:class:`~diffmb.forces.JointFriction` of the file's ``frictionloss`` (per dof).
+
+    MuJoCo's friction loss is a soft constraint whose reference acceleration is −b v: at a load
+    below the friction level the joint creeps at v = (1 − d)/d · a₀/b. The element's slope
+    c = m (d/(1 − d)) b (m = 1/``dof_invweight0``, d = d_min as a friction constraint has no
+    violation, b from ``dof_solref``) gives the same creep; above the level the force saturates
+    at the friction loss.
+    """
+    from ..forces.elements import JointFriction
+
+    mj, _ = _as_mjmodel(src)
+    f = np.asarray(mj.dof_frictionloss, float)
+    c = np.zeros(mj.nv)
+    for i in np.flatnonzero(f > 0):
+        g, _, b = _soft_gain(mj, mj.dof_solref[i], mj.dof_solimp[i], int(i),
+                             d=float(mj.dof_solimp[i, 0]))
+        c[i] = g * b
+    return JointFriction(f, c)
+
+
+def unsupported_features(src) -> list[str]:
+    """What MuJoCo would simulate in this file that diffmb's force elements do not (yet)."""
+    import mujoco
+
+    mj, _ = _as_mjmodel(src)
+    out = []
+    if mj.ntendon:
+        out.append(f"tendons ({mj.ntendon})")
+    if mj.neq:
+        out.append(f"equalities ({mj.neq})")
+    if getattr(mj, "nflex", 0):
+        out.append(f"flex ({mj.nflex})")
+    if getattr(mj, "nplugin", 0):
+        out.append(f"plugins ({mj.nplugin})")
+    limited_3d = [j for j in range(mj.njnt)
+                  if mj.jnt_limited[j] and _JT[int(mj.jnt_type[j])] in ("ball", "free")]
+    if limited_3d and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT)):
+        out.append(f"ball_limits ({len(limited_3d)})")
+    return out
 
 
 def _joint_id(mj, name):
@@ -296,19 +346,23 @@ def colliding_geom_pairs(src) -> list[tuple[str, str]]:
     return out
 
 
-def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, limit_stiffness=None,
-                limit_damping=None) -> tuple:
+def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, ignore=(),
+                limit_stiffness=None, limit_damping=None) -> tuple:
     """The force elements that make an MJCF file simulate as MuJoCo simulates it.
 
     Always: joint damping and springs (the Model's arrays, which :func:`load_mjcf` filled from
-    the file) and the file's actuators if it has any. ``limits=True``: soft limits on the
+    the file) and the file's actuators if it has any. ``friction=True``: the joints'
+    ``frictionloss`` (:func:`joint_friction_from_mjcf`). ``limits=True``: soft limits on the
     limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
     ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts``: contact
     elements for the geom pairs MuJoCo would collide — not implemented yet, so a file with such
     pairs raises ``NotImplementedError`` unless ``contacts=False`` (simulate without them).
     ``fluid``: MuJoCo's fluid forces — not implemented yet: a file with ``density`` or
-    ``viscosity`` > 0 raises unless ``fluid=False``. Returns a tuple for ``simulate(forces=...)``
-    and :func:`diffmb.forward`.
+    ``viscosity`` > 0 raises unless ``fluid=False``. Anything else MuJoCo would simulate and
+    these elements do not (:func:`unsupported_features`: tendons, equalities, flex, plugins,
+    limits of ball joints) raises ``NotImplementedError`` listing it, unless named in ``ignore``
+    (e.g. ``ignore=("tendons",)``). Returns a tuple for ``simulate(forces=...)`` and
+    :func:`diffmb.forward`.
     """
     import mujoco
 
@@ -318,6 +372,17 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, limit_stiffness
     out = [JointDamping(), JointSpring()]
     if mj.nu:
         out.append(actuators_from_mjcf(mj))
+    if friction and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS)):
+        if np.any(np.asarray(mj.dof_frictionloss) > 0):
+            out.append(joint_friction_from_mjcf(mj))
+    ignored = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
+    missing = [f for f in unsupported_features(mj) if f.split(" ")[0] not in ignored]
+    if missing:
+        raise NotImplementedError(
+            f"{where}: MuJoCo would simulate {', '.join(missing)}, which diffmb's force elements "
+            "do not model yet; pass ignore=(" + ", ".join(repr(f.split(' ')[0]) for f in missing)
+            + ",) to simulate without them."
+        )
     if limits and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT)):
         if read_joint_limits(mj)["dof"]:
             out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping))
