@@ -147,3 +147,91 @@ def test_csv_channels(tmp_path):
     back.write_text("t,q_j1\n0,1\n0.2,1\n0.1,1\n")
     with pytest.raises(ValueError, match=r"back\.csv, line 4, column 1"):
         read_joint_csv(back, m)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fits that refuse what the data cannot support. Oracles: counts of residuals and unknowns done
+# by hand from the record's shape; a parameter whose zero effect is known analytically (the
+# joint damping coefficient when no JointDamping element is simulated: nothing reads it).
+# ----------------------------------------------------------------------------------------------
+
+
+def _no_compile(monkeypatch):
+    from diffmb.optim import sysid
+
+    def boom(*a, **k):
+        raise AssertionError("compiled/evaluated the residual of a fit that should be refused")
+
+    monkeypatch.setattr(sysid, "_res_jac", boom)
+    monkeypatch.setattr(sysid, "_res", boom)
+
+
+def test_empty_parameter_list_is_refused(monkeypatch):
+    _no_compile(monkeypatch)
+    with pytest.raises(ValueError, match="no parameters"):
+        _fit_names(_data(0), [])
+
+
+def test_unknown_parameter_name_is_refused(monkeypatch):
+    _no_compile(monkeypatch)
+    with pytest.raises(KeyError, match="nosuch"):
+        _fit_names(_data(0), ["body.nosuch.mass"])
+
+
+def _fit_names(data, names, forces=(JointDamping(),), **kw):
+    return fit(_guess(), data, names, forces=forces, simulate_kwargs={"dt": 0.01},
+               weights={"q": 1.0 / SIGMA}, progress=False, **kw)
+
+
+def test_too_short_record_is_refused_before_compiling(monkeypatch):
+    _no_compile(monkeypatch)
+    d = _data(0)
+    two = {k: v[:2] for k, v in d.items()}
+    # single shooting: 2 samples x 1 angle = 2 residuals; 2 parameters + (q0, v0) = 4 unknowns
+    with pytest.raises(ValueError, match=r"too short.*2 residuals.*4 unknowns"):
+        _fit_names(two, NAMES)
+    # multiple shooting, 4 samples in 3 segments: 4 residuals + 2 junctions x 2 = 8;
+    # 2 parameters + 3 segments x 2 states = 8 unknowns: no degree of freedom left for s²
+    four = {k: v[:4] for k, v in d.items()}
+    with pytest.raises(ValueError, match=r"too short.*8 residuals.*8 unknowns"):
+        _fit_names(four, NAMES, shooting="multiple", segments=3)
+    # a zero-weighted channel carries no information: 20 samples, q weighted 0, v absent
+    with pytest.raises(ValueError, match=r"too short.*0 residuals"):
+        fit(_guess(), {k: v[:20] for k, v in d.items()}, NAMES, forces=(JointDamping(),),
+            simulate_kwargs={"dt": 0.01}, weights={"q": 0.0}, progress=False)
+
+
+def test_identify_cli_refuses_a_two_row_csv(tmp_path, capsys):
+    from diffmb.cli import main
+    from diffmb.studies import arm
+
+    lines = arm.CSV.read_text().splitlines()
+    hdr = next(i for i, ln in enumerate(lines) if not ln.startswith("#"))
+    p = tmp_path / "two.csv"
+    p.write_text("\n".join(lines[: hdr + 3]) + "\n")
+    rc = main(["identify", "arm", "--data", str(p), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "too short" in err, err
+    assert str(p) in err
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_parameter_with_no_effect_is_named_and_fit_not_successful():
+    # no JointDamping element is simulated, so joint.j1.damping is read by nothing
+    with pytest.warns(UnidentifiableWarning) as rec:
+        r = _fit_names(_data(0), NAMES, forces=())
+    msgs = [str(w.message) for w in rec]
+    assert any("joint.j1.damping" in m and "no element or body uses" in m for m in msgs), msgs
+    assert not any("body.l1.mass" in m for m in msgs), msgs
+    assert not r.success
+    assert "joint.j1.damping" in r.message and "body.l1.mass" not in r.unidentifiable
+    assert r.unidentifiable == ("joint.j1.damping",)
+    assert np.isinf(r.std["joint.j1.damping"])
+    assert r.estimates["joint.j1.damping"] == 0.2  # never moved from the initial guess
+    assert np.isfinite(r.std["body.l1.mass"])
+
+
+def test_fit_of_only_parameters_with_no_effect_is_refused():
+    with pytest.raises(ValueError, match=r"joint\.j1\.damping.*no element or body uses"):
+        _fit_names(_data(0), ["joint.j1.damping"], forces=())

@@ -52,6 +52,18 @@ named in an :class:`~diffmb.optim.lsq.UnidentifiableWarning` and get std = inf. 
 set the relative scale of channels; s² is estimated from the residuals, so the standard errors
 do not depend on the weights' absolute scale.
 
+Refusals
+--------
+No silent wrong answers: before anything is compiled, an empty parameter list, an unknown
+parameter name (``KeyError``) and a record too short for the problem (no more informative
+residuals — kept samples times channels with nonzero weight, plus weighted continuity residuals
+— than unknowns, the parameters and every segment's initial state) raise. At the initial guess
+a parameter whose Jacobian column is zero to round-off (relative 1e-12 of the largest scaled
+column) is named in an :class:`~diffmb.optim.lsq.UnidentifiableWarning` ("no element or body
+uses it, or the data do not excite it"); if every parameter is such, ``ValueError``. After the
+fit, ``success`` is False, and ``message`` names the parameters, when the rank test flags any
+unknown or a parameter's standard error is not finite.
+
 Checkpoint
 ----------
 ``checkpoint=path``: the fit state is written atomically after every iteration (see
@@ -85,7 +97,7 @@ from ..dynamics.configuration import difference
 from ..io.csvdata import read_csv, write_csv
 from ..model import JointType, Model
 from . import shooting as ms
-from .lsq import covariance, original_jacobian, solve
+from .lsq import UnidentifiableWarning, covariance, original_jacobian, solve
 from .params import ParamSet, Transform, Transforms, bounded, default_transform
 
 __all__ = [
@@ -382,6 +394,65 @@ def _res_jac(z, args, spec):
     return r, J
 
 
+def _check_enough_data(recs, segs, gdata, pairs, wq, wv, wc, n_p, n_unknowns, nv):
+    """Refuse (ValueError) a record with fewer informative residuals than unknowns.
+
+    Informative residuals: kept samples (a segment's last sample is the next one's first) times
+    the measured channels with nonzero weight, plus the continuity residuals if weighted. At
+    least one more than the unknowns is needed (m − n > 0 for the noise variance s²)."""
+    m = 0
+    for g in gdata:
+        per_sample = (int(np.count_nonzero(wq)) if g["has_q"] else 0) + (
+            int(np.count_nonzero(wv)) if g["has_v"] else 0)
+        m += int((g["mask"] > 0).sum()) * per_sample
+    if wc > 0:
+        m += len(pairs) * 2 * nv
+    if m > n_unknowns:
+        return
+    lengths = ", ".join(f"{r.source}: {r.t.shape[0]} samples" for r in recs)
+    cont = f" + {len(pairs)} junctions x {2 * nv}" if pairs and wc > 0 else ""
+    raise ValueError(
+        f"fit: the data are too short for this fit ({lengths}): {m} residuals (samples x "
+        f"channels with nonzero weight{cont}) for {n_unknowns} unknowns ({n_p} parameter "
+        f"entries + {len(segs)} segment initial states x {2 * nv}); need more residuals than "
+        "unknowns: give a longer record, fewer parameters or fewer segments")
+
+
+def _no_effect(J_z, dpdz, p, scalar_names, keep, rtol: float = 1e-12):
+    """Scalar parameter names whose Jacobian column (original coordinates, scaled by |p| as in
+    :func:`~diffmb.optim.lsq.covariance`) is zero to round-off relative to the largest column."""
+    n_p = len(scalar_names)
+    J = original_jacobian(J_z, dpdz)[keep]
+    scale = np.ones(J.shape[1])
+    scale[:n_p] = np.where(p != 0.0, np.abs(p), 1.0)
+    norms = np.linalg.norm(J * scale[None, :], axis=0)
+    if not np.all(np.isfinite(norms)):
+        return ()
+    top = norms.max() if norms.size else 0.0
+    return tuple(n for n, c in zip(scalar_names, norms[:n_p], strict=True) if c <= rtol * top)
+
+
+def _judge(ok, message, unident, scalar_names, std_flat, bad_states, s2):
+    """Success only if the solver converged and every parameter has a finite standard error
+    from a full-rank Jacobian; otherwise the message says which parameters are the problem."""
+    problems = []
+    if unident:
+        problems.append(f"the data cannot identify {', '.join(unident)} (rank-deficient "
+                        "Jacobian; std = inf)")
+    nonfinite = [n for n, s in zip(scalar_names, std_flat, strict=True)
+                 if not np.isfinite(s) and n not in unident]
+    if nonfinite:
+        problems.append(f"non-finite standard errors for {', '.join(nonfinite)}")
+    if bad_states:
+        problems.append(f"{len(bad_states)} initial-state unknown(s) not identifiable "
+                        f"({', '.join(bad_states[:4])}{', ...' if len(bad_states) > 4 else ''})")
+    if not np.isfinite(s2):
+        problems.append("the residual variance s² is not finite")
+    if not problems:
+        return bool(ok), message
+    return False, f"{message}; not a successful fit: " + "; ".join(problems)
+
+
 def fit(
     model: Model,
     data,
@@ -433,7 +504,11 @@ def fit(
         callback: ``callback(info)`` after each iteration (info: iteration, cost, z).
 
     Returns:
-        :class:`FitResult`.
+        :class:`FitResult` (``success`` False when a parameter is not identifiable).
+
+    Raises:
+        ValueError: no parameters, a record too short for the unknowns, or no parameter with
+            any effect (see "Refusals" in the module docstring). KeyError: an unknown name.
     """
     if shooting not in ("single", "multiple"):
         raise ValueError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
@@ -450,6 +525,11 @@ def fit(
     named_forces = isinstance(forces, Mapping)
     fdict = dict(forces) if named_forces else {f"_{i}": f for i, f in enumerate(forces)}
 
+    if isinstance(params, str):
+        params = [params]
+    if len(params) == 0:
+        raise ValueError("fit: no parameters to identify (params is empty); name at least one, "
+                         "e.g. 'body.<body>.mass'")
     recs = load_data(model, data)
     if any(r.tau is not None for r in recs) and user_control is not None:
         raise ValueError("the data hold torques (tau) and simulate_kwargs has a control: use one")
@@ -565,6 +645,7 @@ def fit(
             keep.append(np.concatenate([np.repeat(mk > 0, nv)] * nparts))
     keep.append(np.ones(len(pairs) * 2 * nv, bool))
     keep = np.concatenate(keep)
+    _check_enough_data(recs, segs, gdata, pairs, wq, wv, wc, n_p, int(z0.size), nv)
 
     fp = {
         "params": list(ps.scalar_names),
@@ -575,7 +656,29 @@ def fit(
             np.ascontiguousarray(a).tobytes() for r in recs
             for a in (r.t, r.q, r.v, r.tau) if a is not None)).hexdigest(),
     }
-    out = solve(lambda z: _res_jac(jnp.asarray(z), args, spec), z0,
+    # the Jacobian at the initial guess (reused by solve): parameters with no effect at all
+    r0, J0 = (np.asarray(a) for a in _res_jac(jnp.asarray(z0), args, spec))
+    dead = _no_effect(J0, tr.derivative(jnp.asarray(z0_p)), np.asarray(tr.forward(
+        jnp.asarray(z0_p))), ps.scalar_names, keep)
+    if dead and len(dead) == n_p:
+        raise ValueError(
+            f"fit: no parameter has any effect on the simulated data ({', '.join(dead)}: the "
+            "Jacobian column is zero at the initial guess): no element or body uses it, or the "
+            "data do not excite it; nothing can be identified")
+    if dead:
+        warnings.warn(
+            f"fit: parameter(s) {', '.join(dead)} have no effect on the simulated data (zero "
+            "Jacobian column at the initial guess): no element or body uses them, or the data do "
+            "not excite them; they cannot be identified and stay at their initial values",
+            UnidentifiableWarning, stacklevel=2)
+    z0_key = np.asarray(z0, float).tobytes()
+
+    def res_jac(z):
+        if np.asarray(z, float).tobytes() == z0_key:
+            return r0, J0
+        return _res_jac(jnp.asarray(z), args, spec)
+
+    out = solve(res_jac, z0,
                 res=lambda z: _res(jnp.asarray(z), args, spec), solver=solver,
                 max_steps=max_steps, ftol=ftol, xtol=xtol, learning_rate=learning_rate,
                 progress=progress, desc="fit", checkpoint=checkpoint, callback=callback,
@@ -593,6 +696,10 @@ def fit(
                            rank_rtol, report=ps.scalar_names, stacklevel=3)
     cov = stats["cov"][:n_p, :n_p]
     std_flat = np.array([stats["std"][n] for n in ps.scalar_names])
+    unident = tuple(n for n in stats["bad"] if n in set(ps.scalar_names))
+    success, message = _judge(out.success, out.message, unident, ps.scalar_names, std_flat,
+                              [n for n in stats["bad"] if n not in set(ps.scalar_names)],
+                              stats["s2"])
     est = ps.unflatten(jnp.asarray(p_hat))
     stdd = ps.unflatten(jnp.asarray(std_flat))
     to_py = lambda a: float(a) if np.ndim(a) == 0 else np.asarray(a)
@@ -628,11 +735,11 @@ def fit(
         history=out.history,
         model=m_hat,
         forces=f_hat if named_forces else tuple(f_hat.values()),
-        success=out.success,
-        message=out.message,
+        success=success,
+        message=message,
         n_iter=out.n_iter,
         resumed_from=out.resumed_from,
-        unidentifiable=tuple(n for n in stats["bad"] if n in set(ps.scalar_names)),
+        unidentifiable=unident,
         s2=stats["s2"],
         dof=stats["dof"],
         singular_values=stats["sv"],
