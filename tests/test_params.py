@@ -58,10 +58,10 @@ def test_set_writes_the_right_entries_and_nothing_else():
     d[4] = 0.7
     np.testing.assert_array_equal(np.asarray(m2.damping), d)
     assert float(m2.armature[2]) == 0.05 and float(m2.stiffness[2]) == 4.0
-    # inertia_diag keeps the off-diagonal terms
-    m3 = set_params(m2, {"body.forearm_link.inertia_diag": [1.0, 2.0, 3.0]})
+    # inertia_diag keeps the off-diagonal terms (a physical diagonal: 1 + 2 > 2.5)
+    m3 = set_params(m2, {"body.forearm_link.inertia_diag": [1.0, 2.0, 2.5]})
     e3 = expect.copy()
-    e3[[0, 1, 2], [0, 1, 2]] = [1.0, 2.0, 3.0]
+    e3[[0, 1, 2], [0, 1, 2]] = [1.0, 2.0, 2.5]
     np.testing.assert_array_equal(np.asarray(m3.body_inertia)[i], e3)
 
 
@@ -148,3 +148,95 @@ def test_gradient_through_named_parameter_matches_finite_differences():
         lambda mm, v: ps.set(mm, None, ps.unflatten(v))[0].damping, max_traces=1))
     assert float(setj(m, jnp.array([2.0, 0.1]))[0]) == 0.1
     assert float(setj(m, jnp.array([3.0, 0.2]))[0]) == 0.2
+
+
+# --- values validated where they enter (issue "No silent wrong answers") ----------------------
+
+
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("body.forearm_link.mass", np.nan, ["body.forearm_link.mass", "finite"]),
+        ("body.forearm_link.mass", np.inf, ["body.forearm_link.mass", "finite"]),
+        ("body.forearm_link.mass", -1.0, ["body.forearm_link.mass", "mass"]),
+        ("body.wrist_1_link.com", [0.1, np.nan, 0.0], ["body.wrist_1_link.com", "finite"]),
+        ("joint.elbow_joint.damping", -0.1, ["joint.elbow_joint.damping", "negative"]),
+        ("joint.elbow_joint.stiffness", -2.0, ["joint.elbow_joint.stiffness", "negative"]),
+        ("joint.elbow_joint.armature", -0.01, ["joint.elbow_joint.armature", "negative"]),
+        ("joint.elbow_joint.damping", np.inf, ["joint.elbow_joint.damping", "finite"]),
+        # eigenvalues of diag(1, 1, -1): not positive semi-definite
+        ("body.forearm_link.inertia", [1.0, 1.0, -1.0, 0, 0, 0],
+         ["body.forearm_link.inertia", "semi-definite"]),
+        # 0.1 + 0.1 < 1: no mass distribution has these principal inertias
+        ("body.forearm_link.inertia", [0.1, 0.1, 1.0, 0, 0, 0],
+         ["body.forearm_link.inertia", "triangle"]),
+        ("body.forearm_link.inertia_diag", [0.1, 0.1, 1.0],
+         ["body.forearm_link.inertia_diag", "triangle"]),
+        ("body.forearm_link.inertia_diag", [-0.1, 0.1, 0.1],
+         ["body.forearm_link.inertia_diag", "semi-definite"]),
+    ],
+)
+def test_bad_values_raise_valueerror_naming_the_parameter(name, value, words):
+    m = _ur5()
+    with pytest.raises(ValueError) as e:
+        set_params(m, {name: value})
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    # the same through a ParamSet
+    with pytest.raises(ValueError, match=name.replace(".", r"\.")):
+        ParamSet(m, [name]).set(m, None, {name: value})
+
+
+@pytest.mark.parametrize(
+    "name, value, expected, given",
+    [("body.wrist_1_link.com", 0.5, "(3,)", "()"),
+     ("body.forearm_link.inertia", [0.1, 0.1, 0.1], "(6,)", "(3,)"),
+     ("body.forearm_link.mass", [1.0, 2.0], "()", "(2,)"),
+     ("joint.elbow_joint.damping", [0.1, 0.2], "()", "(2,)")],
+)
+def test_wrong_shape_is_refused_not_broadcast(name, value, expected, given):
+    m = _ur5()
+    with pytest.raises(ValueError) as e:
+        set_params(m, {name: value})
+    msg = str(e.value)
+    assert name in msg and expected in msg and given in msg, msg
+
+
+def test_bad_force_field_value_refused():
+    m = _ur5()
+    forces = {"push": BodyWrench("forearm_link", np.zeros(6))}
+    bad = np.zeros(6)
+    bad[2] = np.nan
+    with pytest.raises(ValueError, match=r"force\.push\.wrench"):
+        set_params(m, {"force.push.wrench": bad}, forces)
+    with pytest.raises(ValueError, match=r"force\.push\.wrench"):
+        set_params(m, {"force.push.wrench": 1.0}, forces)  # a scalar for a 6-vector
+
+
+def test_good_values_still_set_and_zero_is_allowed():
+    m = _ur5()
+    i = m.body_index("forearm_link")
+    m2 = set_params(m, {"body.forearm_link.mass": 0.0, "joint.elbow_joint.damping": 0.0,
+                        "body.forearm_link.inertia": [0.2, 0.2, 0.3, 0.0, 0.0, 0.0],
+                        "body.wrist_1_link.com": np.array([0.0, 0.1, 0.0])})
+    assert float(m2.body_mass[i]) == 0.0
+    np.testing.assert_array_equal(np.asarray(m2.body_inertia)[i], np.diag([0.2, 0.2, 0.3]))
+    # the triangle inequality holds with equality (a thin rod): allowed
+    set_params(m, {"body.forearm_link.inertia_diag": [0.5, 0.5, 1.0]})
+
+
+def test_traced_values_pass_through_unchecked():
+    m = _ur5()
+    i = m.body_index("forearm_link")
+    # under jit a NaN is a traced value: it is written, not refused (and not a tracer error)
+    f = jax.jit(lambda x: set_params(m, {"body.forearm_link.mass": x}).body_mass[i])
+    assert float(f(2.5)) == 2.5
+    assert np.isnan(float(f(jnp.nan)))
+    g = jax.grad(lambda x: set_params(m, {"body.forearm_link.mass": x}).body_mass[i] ** 2)(3.0)
+    assert float(g) == pytest.approx(6.0)
+    v = jax.vmap(lambda x: set_params(m, {"joint.elbow_joint.damping": x}).damping[2])(
+        jnp.array([0.1, 0.2]))
+    np.testing.assert_allclose(np.asarray(v), [0.1, 0.2])
+    # shapes are static: a wrong shape is refused even under a trace
+    with pytest.raises(ValueError, match=r"body\.wrist_1_link\.com"):
+        jax.jit(lambda x: set_params(m, {"body.wrist_1_link.com": x}).body_com)(1.0)

@@ -32,6 +32,8 @@ process runs the same program on the same global inputs (each keeps only its sha
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -41,7 +43,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ..model import Model
 from ..simulation import SimulationError, Trajectory, simulate
 
-__all__ = ["batch_map", "batch_simulate", "batch_mesh"]
+__all__ = ["batch_map", "batch_simulate", "batch_mesh", "BatchFailureWarning"]
+
+
+class BatchFailureWarning(RuntimeWarning):
+    """Some members of a :func:`batch_simulate` batch failed (their ``status`` is non-zero)."""
 
 
 def batch_mesh(devices=None) -> Mesh:
@@ -147,7 +153,7 @@ def batch_simulate(
     shard: bool = True,
     devices=None,
     block: int | None = 64,
-    throw: bool = True,
+    throw: bool = False,
     **simulate_kwargs,
 ) -> Trajectory:
     """Simulate B cases at once; every field of the returned Trajectory has the batch in front.
@@ -158,9 +164,15 @@ def batch_simulate(
     ``jax.vmap`` over :func:`diffmb.optim.set_params`), one model per case. Other keyword
     arguments go to :func:`diffmb.simulate` (``t1``, ``dt``, ``solver``, ``saveat``, ``forces``,
     ``control``, ...). ``shard`` / ``devices``: see the module docstring; ``block``: see
-    :func:`batch_map`. Failures: the
-    returned ``status``/``t_fail`` hold them; ``throw=True`` raises
-    :class:`~diffmb.simulation.SimulationError` naming the first failed case.
+    :func:`batch_map`.
+
+    Failures: a failed member does not fail the batch. The returned ``status``/``t_fail`` (B,)
+    hold each member's outcome (``traj.ok`` is the mask of successes; the failed members' states
+    are not meaningful after their ``t_fail``). Outside a trace, a batch with failures emits one
+    :class:`BatchFailureWarning` summarising them (how many, the first index and its reason, from
+    :meth:`~diffmb.simulation.Trajectory.message`); ``throw=True`` raises
+    :class:`~diffmb.simulation.SimulationError` with that summary instead. Under a trace
+    (``jit``/``grad``/``vmap``) neither happens: read ``status``.
     """
     q0s = jnp.asarray(q0s, dtype=jnp.float64)
     v0s = jnp.asarray(v0s, dtype=jnp.float64)
@@ -184,6 +196,20 @@ def batch_simulate(
         one = _one_sim
 
     traj = batch_map(one, batched, static, shard=shard, devices=devices, block=block)
-    if throw and np.any(np.asarray(traj.status) != 0):
-        raise SimulationError(f"{model.name}: {traj.message()}")
+    if _is_concrete(traj.status) and np.any(np.asarray(traj.status) != 0):
+        msg = f"{model.name}: batch_simulate: {traj.message()}"
+        if throw:
+            raise SimulationError(msg)
+        warnings.warn(msg + " (statuses in traj.status; throw=True raises)", BatchFailureWarning,
+                      stacklevel=2)
     return traj
+
+
+def _is_concrete(x) -> bool:
+    if isinstance(x, jax.core.Tracer):
+        return False
+    try:
+        np.asarray(x)
+        return True
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return False

@@ -18,7 +18,18 @@ Names
 
 Body and joint names are ``model.body_names`` / ``model.joint_names`` (verbatim from the file).
 Unknown bodies, joints, fields or elements raise ``KeyError`` naming the offender and listing
-what exists. Reading and writing are pure functions of the pytrees (``equinox.tree_at``), so
+what exists.
+
+Values are validated where they enter (``set_params`` and ``ParamSet.set``): a value whose shape
+is not the parameter's (a scalar is never broadcast to a vector) raises ``ValueError`` naming
+the parameter and both shapes, always (shapes are static, also under a trace). A *concrete*
+value that is not finite, a negative mass, a negative damping/stiffness/armature, or an inertia
+that is not symmetric positive semi-definite or violates the triangle inequality
+``I1 + I2 >= I3`` beyond round-off (the checks and thresholds of
+:class:`~diffmb.model.ModelBuilder`) raises ``ValueError`` naming the parameter. Traced values
+(inside ``jit``/``grad``/``vmap``) are written unchecked.
+
+Reading and writing are pure functions of the pytrees (``equinox.tree_at``), so
 ``set`` works under ``jit``/``grad``/``vmap``: the gradient of a simulation with respect to a
 named parameter is ``jax.grad(lambda x: loss(ps.set(model, forces, {name: x})[0]))``.
 
@@ -45,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import equinox as eqx
@@ -52,7 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model import Model
+from ..model import InertiaWarning, Model, ModelBuilder
 
 __all__ = [
     "Param",
@@ -80,6 +92,7 @@ class Param:
     shape: tuple
     get: Callable  # (model, forces_dict) -> array of `shape`
     set: Callable  # (model, forces_dict, value) -> (model, forces_dict)
+    check: Callable | None = None  # (model, concrete float array of `shape`) -> None or raises
 
     @property
     def size(self) -> int:
@@ -98,6 +111,7 @@ def _body_param(model: Model, name: str, body: str, field: str) -> Param:
             (),
             lambda m, f: m.body_mass[i],
             lambda m, f, x: (eqx.tree_at(lambda t: t.body_mass, m, m.body_mass.at[i].set(x)), f),
+            lambda m, x: _check_body(name, body, float(x), np.zeros((3, 3))),
         )
     if field == "com":
         return Param(
@@ -115,7 +129,14 @@ def _body_param(model: Model, name: str, body: str, field: str) -> Param:
             Ic = jnp.zeros((3, 3), x.dtype).at[rows, cols].set(x).at[cols, rows].set(x)
             return eqx.tree_at(lambda t: t.body_inertia, m, m.body_inertia.at[i].set(Ic)), f
 
-        return Param(name, (6,), lambda m, f: m.body_inertia[i][rows, cols], set_inertia)
+        def check_inertia(m, x):
+            Ic = np.zeros((3, 3))
+            Ic[[a for a, _ in _IU], [b for _, b in _IU]] = x
+            Ic[[b for _, b in _IU], [a for a, _ in _IU]] = x
+            _check_body(name, body, 1.0, Ic)
+
+        return Param(name, (6,), lambda m, f: m.body_inertia[i][rows, cols], set_inertia,
+                     check_inertia)
     if field == "inertia_diag":
         d = jnp.arange(3)
 
@@ -123,7 +144,17 @@ def _body_param(model: Model, name: str, body: str, field: str) -> Param:
             Ic = m.body_inertia[i].at[d, d].set(x)
             return eqx.tree_at(lambda t: t.body_inertia, m, m.body_inertia.at[i].set(Ic)), f
 
-        return Param(name, (3,), lambda m, f: jnp.diagonal(m.body_inertia[i]), set_diag)
+        def check_diag(m, x):
+            Ic = _concrete(getattr(m, "body_inertia", None))
+            if Ic is None or Ic.ndim != 3 or Ic.shape[1:] != (3, 3) or i >= Ic.shape[0]:
+                Ic = np.zeros((3, 3))  # model traced or batched: judge the diagonal alone
+            else:
+                Ic = Ic[i].copy()
+            Ic[[0, 1, 2], [0, 1, 2]] = x
+            _check_body(name, body, 1.0, Ic)
+
+        return Param(name, (3,), lambda m, f: jnp.diagonal(m.body_inertia[i]), set_diag,
+                     check_diag)
     raise KeyError(f"parameter {name!r}: unknown body field {field!r}; choose {_BODY_FIELDS}")
 
 
@@ -147,7 +178,13 @@ def _joint_param(model: Model, name: str, joint: str, field: str) -> Param:
         x = jnp.reshape(jnp.asarray(x), (n,))
         return eqx.tree_at(lambda t: getattr(t, field), m, a.at[sl].set(x)), f
 
-    return Param(name, shape, get, set_)
+    def check(m, x):
+        if np.any(x < 0):
+            raise ValueError(
+                f"parameter {name!r}: negative {field} is non-physical, got {x.tolist()}"
+            )
+
+    return Param(name, shape, get, set_, check)
 
 
 def _array_fields(elem) -> list[str]:
@@ -192,6 +229,58 @@ def _force_param(forces: Mapping | None, name: str, elem: str, field: str) -> Pa
     return Param(name, shape, get, set_)
 
 
+def _concrete(x):
+    """``x`` as a float numpy array, or None when it is (or holds) a tracer."""
+    if x is None or isinstance(x, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(x, dtype=float)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def _check_body(name: str, body: str, mass: float, Ic: np.ndarray) -> None:
+    """Mass and inertia of one body through :meth:`ModelBuilder._check_inertia` (its checks and
+    thresholds): its errors are raised, a clearly negative eigenvalue or a violated triangle
+    inequality (which the builder defers or only warns about) is refused, other (harmless)
+    remarks are passed on as :class:`~diffmb.model.InertiaWarning`."""
+    b = ModelBuilder(source=f"parameter {name!r}")
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        b._check_inertia(body, mass, Ic)
+    if body in b._negative:
+        raise ValueError(
+            f"parameter {name!r}: body {body!r}: inertia is not positive semi-definite "
+            f"(eigenvalues {b._negative[body].tolist()}): {Ic.tolist()}"
+        )
+    for w in got:
+        msg = str(w.message)
+        if "triangle inequality" in msg:
+            raise ValueError(msg.replace(", loaded as is", ""))
+        warnings.warn(msg, InertiaWarning, stacklevel=5)
+
+
+def _validate(p: Param, model: Model, x) -> None:
+    """Refuse a value of the wrong shape (always) or, when concrete, a non-finite or
+    non-physical one; ``ValueError`` naming the parameter."""
+    try:
+        given = tuple(np.shape(x))
+    except Exception:  # e.g. a list holding tracers
+        given = None
+    if given is not None and given != p.shape:
+        raise ValueError(
+            f"parameter {p.name!r}: expected a value of shape {p.shape}, got shape {given} "
+            "(values are not broadcast)"
+        )
+    a = _concrete(x)
+    if a is None:
+        return  # traced: passes through unchanged
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"parameter {p.name!r}: value is not finite: {a.tolist()}")
+    if p.check is not None:
+        p.check(model, a)
+
+
 def parse(model: Model, name: str, forces: Mapping | None = None) -> Param:
     """Resolve one parameter name (see the module docstring) to a :class:`Param`."""
     parts = name.split(".")
@@ -217,7 +306,8 @@ class ParamSet:
     ``ps = ParamSet(model, ["body.link2.mass", "joint.j1.damping"], forces={"aero": aero})``
 
     * ``ps.get(model, forces) -> {name: array}``; ``ps.set(model, forces, values) -> (model,
-      forces)`` (pure, traceable; ``forces`` is a dict or None);
+      forces)`` (pure, traceable; ``forces`` is a dict or None; values are validated, see the
+      module docstring);
     * ``ps.flatten(values) -> (n,)`` and ``ps.unflatten(vec) -> {name: array}``;
     * ``ps.scalar_names``: one name per entry of the flat vector (``name`` for a scalar,
       ``name[k]`` for entry k of a vector parameter).
@@ -246,6 +336,9 @@ class ParamSet:
         for k in values:
             if k not in self.names:
                 raise KeyError(f"unknown parameter {k!r}; this set has {list(self.names)}")
+        for p in self.params:  # validate all before writing any
+            if p.name in values:
+                _validate(p, model, values[p.name])
         for p in self.params:
             if p.name in values:
                 model, forces = p.set(model, forces, values[p.name])
