@@ -332,12 +332,15 @@ class ParamSet:
     def get(self, model: Model, forces: Mapping | None = None) -> dict:
         return {p.name: p.get(model, forces) for p in self.params}
 
-    def set(self, model: Model, forces: Mapping | None, values: Mapping) -> tuple:
+    def set(self, model: Model, forces: Mapping | None, values: Mapping, *,
+            check: bool = True) -> tuple:
+        """(model, forces) with ``values`` written; ``check=False`` skips the physical checks
+        (a fit's final estimate is returned even when it is not physical, and flagged)."""
         for k in values:
             if k not in self.names:
                 raise KeyError(f"unknown parameter {k!r}; this set has {list(self.names)}")
         for p in self.params:  # validate all before writing any
-            if p.name in values:
+            if check and p.name in values:
                 _validate(p, model, values[p.name])
         for p in self.params:
             if p.name in values:

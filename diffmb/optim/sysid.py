@@ -703,7 +703,11 @@ def fit(
     est = ps.unflatten(jnp.asarray(p_hat))
     stdd = ps.unflatten(jnp.asarray(std_flat))
     to_py = lambda a: float(a) if np.ndim(a) == 0 else np.asarray(a)
-    m_hat, f_hat = ps.set(model, fdict, est)
+    try:
+        m_hat, f_hat = ps.set(model, fdict, est)
+    except ValueError as e:  # a non-physical estimate: keep the numbers, do not claim success
+        m_hat, f_hat = ps.set(model, fdict, est, check=False)
+        success, message = False, f"{message}; not a physical model: {e}"
     rms = {}
     rr = r[keep]
     off = 0
