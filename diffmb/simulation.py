@@ -239,9 +239,6 @@ def _grid(t0, t1, dt, saveat, what="rk4", whole=False):
         raise ValueError(f"{what}: (t1 - t0)/dt = {span / dt:.6g} rounds to no step")
     if whole and abs(n * dt - span) > 1e-9 * max(1.0, abs(span)):
         raise ValueError(f"{what}: t1 - t0 = {span!r} is not a whole number of steps dt = {dt!r}")
-    if n > 50_000_000:
-        raise ValueError(f"{what}: (t1 - t0)/dt = {n} steps; that many fixed steps would not fit"
-                         " in memory (choose a larger dt or an adaptive solver)")
     grid = lambda k: t1 if k == n else t0 + span * (float(k) / float(n))
     if saveat is None:
         return n, np.array([grid(k) for k in range(n + 1)])
@@ -531,7 +528,16 @@ def _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints):
     return _trajectory(system, params, ts, ys, status, t_end, jnp.asarray(n, jnp.int32))
 
 
+MAX_LOOP_BYTES = 4 * 2**30  # the fixed-step loop keeps every step's state
+
+
 def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
+    size = sum(int(np.size(x)) for x in jax.tree.leaves(y0)) * 8 * (n + 1)
+    if size > MAX_LOOP_BYTES:
+        raise ValueError(
+            f"{args[0].name}: {n} fixed steps of a {size // (8 * (n + 1))}-number state need "
+            f"{size / 2**30:.1f} GiB (every step's state is kept); choose a larger dt, a shorter "
+            "horizon or an adaptive solver")
     try:
         return _fixed_run(solver, args, t0, t1, n, tuple(float(t) for t in save_ts), y0,
                           checkpoints)

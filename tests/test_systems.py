@@ -319,3 +319,9 @@ def test_unsupported_features_are_refused_unless_ignored(tmp_path):
     with pytest.raises(NotImplementedError, match="equalities"):
         diffmb.mjcf_forces(f, ignore=("tendons",))
     assert len(diffmb.mjcf_forces(f, ignore=("tendons", "equalities"))) == 2
+
+
+def test_step_count_that_cannot_fit_is_refused_up_front():
+    model = _slider()
+    with pytest.raises(ValueError, match="GiB"):
+        diffmb.simulate(model, jnp.zeros(1), None, t1=2.0, dt=1e-9)
