@@ -240,6 +240,9 @@ def _grid(t0, t1, dt, saveat, what="rk4", whole=False):
     if whole and abs(n * dt - span) > 1e-9 * max(1.0, abs(span)):
         raise ValueError(f"{what}: t1 - t0 = {span!r} is not a whole number of steps dt = {dt!r}")
     grid = lambda k: t1 if k == n else t0 + span * (float(k) / float(n))
+    if saveat is None and n > MAX_SAVES:
+        raise ValueError(f"{what}: saving all {n} steps is too much; give saveat (at most "
+                         f"{MAX_SAVES} saves), a larger dt or an adaptive solver")
     if saveat is None:
         return n, np.array([grid(k) for k in range(n + 1)])
     out = []
@@ -529,6 +532,7 @@ def _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints):
 
 
 MAX_LOOP_BYTES = 4 * 2**30  # the fixed-step loop keeps every step's state
+MAX_SAVES = 10_000_000
 
 
 def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):

@@ -323,5 +323,7 @@ def test_unsupported_features_are_refused_unless_ignored(tmp_path):
 
 def test_step_count_that_cannot_fit_is_refused_up_front():
     model = _slider()
-    with pytest.raises(ValueError, match="GiB"):
+    with pytest.raises(ValueError, match="saving all 2000000000 steps"):
         diffmb.simulate(model, jnp.zeros(1), None, t1=2.0, dt=1e-9)
+    with pytest.raises(ValueError, match="GiB"):
+        diffmb.simulate(model, jnp.zeros(1), None, t1=2.0, dt=1e-9, saveat=[1.0, 2.0])
