@@ -92,6 +92,7 @@ from .systems import (
     AbstractODESystem,
     AbstractSystem,
     TreeSystem,
+    concrete,
 )
 
 __all__ = [
@@ -228,6 +229,10 @@ _ADAPTIVE = {
 }
 
 
+MAX_LOOP_BYTES = 4 * 2**30  # the fixed-step loop keeps every step's state
+MAX_SAVES = 10_000_000
+
+
 def _grid(t0, t1, dt, saveat, what="rk4", whole=False):
     """Number of steps n and the save times on the grid t0 + (t1 − t0) k / n. ``whole``: t1 − t0
     must be a whole number of steps dt (a step map has no step of another size)."""
@@ -256,14 +261,6 @@ def _grid(t0, t1, dt, saveat, what="rk4", whole=False):
             )
         out.append(grid(kr))
     return n, np.array(out)
-
-
-def _is_concrete(x) -> bool:
-    try:
-        np.asarray(x)
-        return True
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return False
 
 
 def _as_system(system, forces, control, quaternion, method, solver) -> AbstractSystem:
@@ -421,22 +418,24 @@ def simulate(
     if np.any(np.diff(save_ts) < 0):
         raise ValueError("saveat must be non-decreasing")
     y0 = system.init(q0, v0, params, dt0)
-    project = system.projection()
     adj = _adjoint(adjoint, checkpoints)
     args = (system, params)
 
     recursive = isinstance(adj, diffrax.RecursiveCheckpointAdjoint) and (
         adjoint == "recursive" or adj.checkpoints is None)
     direct = isinstance(adj, diffrax.DirectAdjoint)
-    if not adaptive and loop == "auto" and (recursive or direct) and not progress:
-        if direct:  # forward mode: the stages in a bounded loop (the default one is reverse-only)
-            base = _forward_mode_stages(base)
-        sol_ = base if project is None else ProjectedSolver(base, project)
-        return _checked(_run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints), system,
-                        name, throw)
+    fixed_loop = not adaptive and loop == "auto" and (recursive or direct) and not progress
+    if fixed_loop and direct:  # forward mode: the stages in a bounded loop (default: reverse-only)
+        base = _forward_mode_stages(base)
+    project = system.projection()
     sol_ = base if project is None else ProjectedSolver(base, project)
-    out = _diffeqsolve(sol_, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps, progress)
-    return _finish(system, params, name, throw, *out)
+    if fixed_loop:
+        traj = _run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints)
+    else:
+        out = _diffeqsolve(sol_, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps,
+                           progress)
+        traj = _trajectory(system, params, *out)
+    return _checked(traj, system, name, throw)
 
 
 def _diffeqsolve(solver, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps, progress):
@@ -506,7 +505,8 @@ def _trajectory(system, params, ts, ys, status, t_end, num_steps):
 
 def _checked(traj, system, solver, throw):
     """Outside a trace and with ``throw``: raise SimulationError for a failed run."""
-    if throw and _is_concrete(traj.status) and np.any(np.asarray(traj.status) != SUCCESS):
+    status = concrete(traj.status)
+    if throw and status is not None and np.any(status != SUCCESS):
         raise SimulationError(
             f"{system.name}: simulation failed: {traj.message()} (solver={solver!r}). "
             "Pass throw=False to get the trajectory and its status instead."
@@ -514,16 +514,8 @@ def _checked(traj, system, solver, throw):
     return traj
 
 
-def _finish(system, params, solver, throw, ts, ys, status, t_end, num_steps):
-    return _checked(_trajectory(system, params, ts, ys, status, t_end, num_steps), system, solver,
-                    throw)
-
-
-@eqx.filter_jit
 def _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints):
-    """The fixed-step loop and the outputs, compiled once per structure: arrays (the model's
-    numbers, q0, v0, params) are traced; the grid, the solver and the system's static parts are
-    the cache key. ``solver`` None: the system's own step map."""
+    """The fixed-step loop and the outputs. ``solver`` None: the system's own step map."""
     system, params = args
     stepper = _discrete_step(system) if solver is None else _ode_step(solver)
     ts, ys, status, t_end = _fixed_step_loop(stepper, args, t0, t1, n, np.asarray(save_ts), y0,
@@ -531,8 +523,9 @@ def _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints):
     return _trajectory(system, params, ts, ys, status, t_end, jnp.asarray(n, jnp.int32))
 
 
-MAX_LOOP_BYTES = 4 * 2**30  # the fixed-step loop keeps every step's state
-MAX_SAVES = 10_000_000
+# compiled once per structure: arrays (the model's numbers, q0, v0, params) are traced; the
+# grid, the solver and the system's static parts are the cache key
+_fixed_run_jit = eqx.filter_jit(_fixed_run)
 
 
 def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
@@ -542,16 +535,13 @@ def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
             f"{args[0].name}: {n} fixed steps of a {size // (8 * (n + 1))}-number state need "
             f"{size / 2**30:.1f} GiB (every step's state is kept); choose a larger dt, a shorter "
             "horizon or an adaptive solver")
+    save_ts = tuple(float(t) for t in save_ts)
     try:
-        return _fixed_run(solver, args, t0, t1, n, tuple(float(t) for t in save_ts), y0,
-                          checkpoints)
+        return _fixed_run_jit(solver, args, t0, t1, n, save_ts, y0, checkpoints)
     except TypeError as e:  # an unhashable static part (e.g. a control object): no cache
         if "hash" not in str(e):
             raise
-        system, params = args
-        stepper = _discrete_step(system) if solver is None else _ode_step(solver)
-        out = _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints)
-        return _trajectory(system, params, *out, jnp.asarray(n, jnp.int32))
+        return _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints)
 
 
 def _ode_step(solver):

@@ -47,6 +47,7 @@ __all__ = [
     "TreeSystem",
     "forward",
     "check_initial",
+    "concrete",
 ]
 
 # failure codes shared with simulate's STATUS
@@ -89,16 +90,24 @@ class AbstractDiscreteSystem(AbstractSystem):
         raise NotImplementedError
 
 
+def concrete(x, dtype=None):
+    """``x`` as a numpy array, or None when it is (or holds) a tracer: the one test for "can
+    this value be checked in Python now" (outside ``jit``/``grad``/``vmap``)."""
+    if x is None or isinstance(x, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(x, dtype=dtype)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
 def check_initial(name: str, what: str, x, shape) -> jnp.ndarray:
     """``x`` as float64 of ``shape``; a clear error naming ``what`` if not (finite when concrete)."""
     x = jnp.asarray(x, dtype=jnp.float64)
     if x.shape != tuple(shape):
         raise ValueError(f"{name}: {what} has shape {x.shape}, expected {tuple(shape)}")
-    try:
-        xa = np.asarray(x)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return x
-    if not np.all(np.isfinite(xa)):
+    xa = concrete(x)
+    if xa is not None and not np.all(np.isfinite(xa)):
         bad = np.flatnonzero(~np.isfinite(xa.reshape(-1)))
         raise ValueError(f"{name}: {what} has non-finite entries at indices {bad.tolist()}")
     return x
@@ -147,10 +156,8 @@ class TreeSystem(AbstractODESystem):
         v0 = check_initial(m.name, "v0", v0, (m.nv,))
         lay = ball_layout(m)
         if lay.nb:
-            try:
-                n2 = np.sum(np.asarray(q0)[lay.q_idx] ** 2, axis=-1)
-            except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-                n2 = None
+            qa = concrete(q0)
+            n2 = None if qa is None else np.sum(qa[lay.q_idx] ** 2, axis=-1)
             if n2 is not None and np.any(n2 < 1e-12):
                 starts = np.asarray(lay.q_idx)[n2 < 1e-12, 0].tolist()
                 raise ValueError(f"{m.name}: q0 has a zero quaternion at q[{starts[0]}:"

@@ -184,6 +184,15 @@ _LIMIT_XML = """
 """
 
 
+def _mujoco_qpos_after(path, steps):
+    """MuJoCo's own qpos[0] after ``steps`` mj_step calls from the file's initial state."""
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+    for _ in range(steps):
+        mujoco.mj_step(mj, d)
+    return float(d.qpos[0])
+
+
 def test_mjcf_forces_refuses_what_it_cannot_simulate(tmp_path):
     f = tmp_path / "contact.xml"
     f.write_text(_CONTACT_XML)
@@ -202,16 +211,13 @@ def test_joint_limits_hold_like_mujoco(tmp_path):
     """A link falling onto its range limit comes to rest there as in MuJoCo (solref mapping)."""
     f = tmp_path / "limit.xml"
     f.write_text(_LIMIT_XML)
-    mj = mujoco.MjModel.from_xml_path(str(f))
-    d = mujoco.MjData(mj)
-    for _ in range(3000):
-        mujoco.mj_step(mj, d)
+    mj_q = _mujoco_qpos_after(f, 3000)
     model = diffmb.load_mjcf(f)
     forces = diffmb.mjcf_forces(f)
     assert any(isinstance(e, diffmb.JointLimits) for e in forces)
     tr = diffmb.simulate(model, jnp.zeros(1), None, t1=3.0, dt=1e-3, forces=forces)
-    assert abs(float(d.qpos[0]) - 0.5) < 0.01  # MuJoCo rests on the upper limit
-    assert abs(float(tr.q[-1, 0]) - float(d.qpos[0])) < 2e-4  # 6.4e-4 penetration in MuJoCo
+    assert abs(mj_q - 0.5) < 0.01  # MuJoCo rests on the upper limit
+    assert abs(float(tr.q[-1, 0]) - mj_q) < 2e-4  # 6.4e-4 penetration in MuJoCo
     free = diffmb.simulate(model, jnp.zeros(1), None, t1=3.0, dt=1e-3,
                            forces=diffmb.mjcf_forces(f, limits=False))
     assert float(free.q[-1, 0]) > 1.0  # without limits it swings through
@@ -278,15 +284,12 @@ def test_frictionloss_like_mujoco(tmp_path, fl):
     friction lets it creep (0.059 rad in 2 s): diffmb's element follows both."""
     f = tmp_path / "friction.xml"
     f.write_text(_FRICTION_XML.replace("FL", str(fl)))
-    mj = mujoco.MjModel.from_xml_path(str(f))
-    d = mujoco.MjData(mj)
-    for _ in range(2000):
-        mujoco.mj_step(mj, d)
+    mj_q = _mujoco_qpos_after(f, 2000)
     model = diffmb.load_mjcf(f)
     forces = diffmb.mjcf_forces(f)
     assert any(isinstance(e, diffmb.JointFriction) for e in forces)
     tr = diffmb.simulate(model, jnp.zeros(1), None, t1=2.0, dt=1e-3, forces=forces)
-    assert abs(float(tr.q[-1, 0]) - float(d.qpos[0])) < 3e-3
+    assert abs(float(tr.q[-1, 0]) - mj_q) < 3e-3
     # gradient-safe at rest: d(final angle)/d(friction) finite and negative
     el = next(e for e in forces if isinstance(e, diffmb.JointFriction))
     g = jax.grad(lambda fr: diffmb.simulate(

@@ -318,36 +318,36 @@ class ModalZOHSystem(AbstractDiscreteSystem):
     """Modal coordinates ``η̈ + 2ζω η̇ + ω² η = g`` with g held constant over each sample: the
     exact discrete step ``x_{k+1} = Φ x_k + Γ g_k`` (Φ = exp(A dt) in closed form).
 
-    Time is counted in samples: simulate it with ``dt=1`` (step k applies ``force[k]``); the
-    sample period ``dt`` is a traced field, so ω, ζ, g and dt are all differentiable.
+    Time is counted in samples: simulate it with ``dt=1`` (step k applies ``force[k]``). Φ and Γ
+    are formed once, from ω, ζ and the sample period ``dt`` (all traced, so differentiable).
     State y = (η, η̇), each (N,); starts from rest unless q0/v0 are given.
     """
 
-    omega: Array
-    zeta: Array
+    phi: tuple  # (Φ00, Φ01, Φ10, Φ11), each (N,)
+    gamma: tuple  # (Γ0, Γ1), each (N,)
     force: Array  # (nt, N)
-    dt: Array
 
     def __init__(self, omega, zeta, force, dt):
-        self.omega = jnp.asarray(omega, dtype=jnp.float64)
-        self.zeta = jnp.broadcast_to(jnp.asarray(zeta, dtype=jnp.float64), self.omega.shape)
+        omega = jnp.asarray(omega, dtype=jnp.float64)
+        zeta = jnp.broadcast_to(jnp.asarray(zeta, dtype=jnp.float64), omega.shape)
+        self.phi = _transition(omega, zeta, jnp.asarray(dt, dtype=jnp.float64))
+        p01, p11 = self.phi[1], self.phi[3]
+        self.gamma = (-2.0 * zeta / omega * p01 - (p11 - 1.0) / omega**2, p01)
         self.force = jnp.asarray(force, dtype=jnp.float64)
-        self.dt = jnp.asarray(dt, dtype=jnp.float64)
 
     def init(self, q0, v0, params, h):
-        n = self.omega.shape
+        n = self.force.shape[1:]
         z = jnp.zeros(n)
         return (z if q0 is None else check_initial("modal", "eta0", q0, n),
                 z if v0 is None else check_initial("modal", "eta_dot0", v0, n))
 
     def step(self, t, y, h, params):
-        p00, p01, p10, p11 = _transition(self.omega, self.zeta, self.dt)
-        w2 = self.omega**2
-        g0 = -2.0 * self.zeta / self.omega * p01 - (p11 - 1.0) / w2
+        p00, p01, p10, p11 = self.phi
+        g0, g1 = self.gamma
         k = jnp.clip(jnp.round(t).astype(jnp.int32), 0, self.force.shape[0] - 1)
         gk = self.force[k]
         q, v = y
-        return (p00 * q + p01 * v + g0 * gk, p10 * q + p11 * v + p01 * gk), jnp.asarray(0)
+        return (p00 * q + p01 * v + g0 * gk, p10 * q + p11 * v + g1 * gk), jnp.asarray(0)
 
     def outputs(self, ys, params):
         return ys[0], ys[1], None

@@ -192,20 +192,23 @@ def read_actuators(src) -> dict:
 
 
 def read_joint_limits(src) -> dict:
-    """Limited hinge/slide joints of an MJCF file: names, dof, qpos index and range (radians/m)."""
+    """Limited hinge/slide joints of an MJCF file: names, joint ids, dof, qpos index and range
+    (radians/m)."""
     import mujoco
 
     mj, _ = _as_mjmodel(src)
-    names, dof, qadr, rng = [], [], [], []
+    names, ids, dof, qadr, rng = [], [], [], [], []
     for j in range(mj.njnt):
         if not bool(mj.jnt_limited[j]) or _JT[int(mj.jnt_type[j])] not in ("hinge", "slide"):
             continue
         names.append(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}")
+        ids.append(j)
         dof.append(int(mj.jnt_dofadr[j]))
         qadr.append(int(mj.jnt_qposadr[j]))
         rng.append(np.array(mj.jnt_range[j], float))
     return dict(
-        names=tuple(names), dof=tuple(dof), qadr=tuple(qadr), range=np.array(rng).reshape(-1, 2)
+        names=tuple(names), joint=tuple(ids), dof=tuple(dof), qadr=tuple(qadr),
+        range=np.array(rng).reshape(-1, 2)
     )
 
 
@@ -242,8 +245,7 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
     r = lim["range"]
     if stiffness is None or damping is None:
         ks, bs = [], []
-        for name in lim["names"]:
-            j = _joint_id(mj, name)
+        for j in lim["joint"]:
             g, k, b = _soft_gain(mj, mj.jnt_solref[j], mj.jnt_solimp[j], int(mj.jnt_dofadr[j]))
             ks.append(g * k)
             bs.append(g * b)
@@ -307,13 +309,6 @@ def unsupported_features(src) -> list[str]:
     if limited_3d and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT)):
         out.append(f"ball_limits ({len(limited_3d)})")
     return out
-
-
-def _joint_id(mj, name):
-    import mujoco
-
-    j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name)
-    return int(j) if j >= 0 else int(name.removeprefix("joint"))
 
 
 def colliding_geom_pairs(src) -> list[tuple[str, str]]:

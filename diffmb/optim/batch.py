@@ -42,6 +42,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..model import Model
 from ..simulation import SimulationError, Trajectory, simulate
+from ..systems import concrete
 
 __all__ = ["batch_map", "batch_simulate", "batch_mesh", "BatchFailureWarning"]
 
@@ -196,7 +197,8 @@ def batch_simulate(
         one = _one_sim
 
     traj = batch_map(one, batched, static, shard=shard, devices=devices, block=block)
-    if _is_concrete(traj.status) and np.any(np.asarray(traj.status) != 0):
+    status = concrete(traj.status)
+    if status is not None and np.any(status != 0):
         msg = f"{model.name}: batch_simulate: {traj.message()}"
         if throw:
             raise SimulationError(msg)
@@ -205,11 +207,3 @@ def batch_simulate(
     return traj
 
 
-def _is_concrete(x) -> bool:
-    if isinstance(x, jax.core.Tracer):
-        return False
-    try:
-        np.asarray(x)
-        return True
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return False

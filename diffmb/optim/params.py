@@ -65,6 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model import InertiaWarning, Model, ModelBuilder
+from ..systems import concrete
 
 __all__ = [
     "Param",
@@ -231,12 +232,7 @@ def _force_param(forces: Mapping | None, name: str, elem: str, field: str) -> Pa
 
 def _concrete(x):
     """``x`` as a float numpy array, or None when it is (or holds) a tracer."""
-    if x is None or isinstance(x, jax.core.Tracer):
-        return None
-    try:
-        return np.asarray(x, dtype=float)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
+    return concrete(x, dtype=float)
 
 
 def _check_body(name: str, body: str, mass: float, Ic: np.ndarray) -> None:
