@@ -32,6 +32,7 @@ from .model import State as State
 from .io.mjcf import load_mjcf as load_mjcf
 from .io.mjcf import mjcf_forces as mjcf_forces
 from .io.urdf import load_urdf as load_urdf
+from .io.urdf import urdf_forces as urdf_forces
 
 # --- rigid-body dynamics ----------------------------------------------------------------------
 from .dynamics.api import bias_force as bias_force
@@ -59,6 +60,8 @@ from .forces import AbstractStatefulForce as AbstractStatefulForce
 from .forces import Actuators as Actuators
 from .forces import BodyAerodynamics as BodyAerodynamics
 from .forces import BodyWrench as BodyWrench
+from .forces import Couplings as Couplings
+from .forces import FixedTendons as FixedTendons
 from .forces import GeneralizedForce as GeneralizedForce
 from .forces import JointDamping as JointDamping
 from .forces import JointFriction as JointFriction

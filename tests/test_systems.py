@@ -314,14 +314,11 @@ _TENDON_XML = """
 """
 
 
-def test_unsupported_features_are_refused_unless_ignored(tmp_path):
+def test_fixed_tendons_and_joint_equalities_become_elements(tmp_path):
     f = tmp_path / "tendon.xml"
     f.write_text(_TENDON_XML)
-    with pytest.raises(NotImplementedError, match=r"tendons \(1\), equalities \(1\)"):
-        diffmb.mjcf_forces(f)
-    with pytest.raises(NotImplementedError, match="equalities"):
-        diffmb.mjcf_forces(f, ignore=("tendons",))
-    assert len(diffmb.mjcf_forces(f, ignore=("tendons", "equalities"))) == 2
+    kinds = [type(e).__name__ for e in diffmb.mjcf_forces(f)]
+    assert kinds == ["JointDamping", "JointSpring", "FixedTendons", "Couplings"]
 
 
 def test_step_count_that_cannot_fit_is_refused_up_front():

@@ -7,6 +7,8 @@ from .elements import AbstractForce as AbstractForce
 from .elements import AbstractStatefulForce as AbstractStatefulForce
 from .elements import Actuators as Actuators
 from .elements import BodyWrench as BodyWrench
+from .elements import Couplings as Couplings
+from .elements import FixedTendons as FixedTendons
 from .elements import GeneralizedForce as GeneralizedForce
 from .elements import JointDamping as JointDamping
 from .elements import JointFriction as JointFriction

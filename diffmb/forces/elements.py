@@ -55,7 +55,13 @@ __all__ = [
     "GeneralizedForce",
     "JointLimits",
     "JointFriction",
+    "FixedTendons",
+    "Couplings",
     "BodyWrench",
+    "soft_constraint_gains",
+    "limit_force",
+    "friction_force",
+    "dof_qpos_addresses",
     "total_force",
     "init_states",
 ]
@@ -150,6 +156,12 @@ class Actuators(AbstractForce):
 
     motor: gain 1, bias 0; position(kp, kv): gain kp, bias (0, -kp, -kv); velocity(kv): gain kv,
     bias (0, 0, -kv). Build from a file with :func:`diffmb.io.mjcf.actuators_from_mjcf`. ``ctrl`` has shape (nu,).
+
+    Fixed-tendon transmissions: ``coef`` (nu, nv) gives each actuator's coordinate as a linear
+    combination of the hinge/slide positions, l = gear (coef · q), l̇ = gear (coef · v), and
+    tau += coefᵀ (gear f); a joint transmission is a unit row. ``dof_qadr`` (nv,) maps dofs to
+    q (see :func:`dof_qpos_addresses`); ``dof``/``qadr`` are then informative only (-1 for a
+    tendon).
     """
 
     uses_ctrl: ClassVar[bool] = True
@@ -163,6 +175,8 @@ class Actuators(AbstractForce):
     ctrllimited: tuple = eqx.field(static=True)
     forcelimited: tuple = eqx.field(static=True)
     names: tuple = eqx.field(static=True)
+    coef: jnp.ndarray | None = None  # (nu, nv) tendon transmissions, or None (joints)
+    dof_qadr: tuple | None = eqx.field(static=True, default=None)
 
     def __init__(
         self,
@@ -176,8 +190,15 @@ class Actuators(AbstractForce):
         forcerange=None,
         forcelimited=None,
         names=None,
+        *,
+        coef=None,
+        dof_qadr=None,
     ):
         nu = len(dof)
+        if (coef is None) != (dof_qadr is None):
+            raise ValueError("Actuators: coef and dof_qadr go together")
+        self.coef = None if coef is None else _arr(coef).reshape(nu, len(dof_qadr))
+        self.dof_qadr = None if dof_qadr is None else tuple(int(a) for a in dof_qadr)
         self.dof, self.qadr = tuple(int(d) for d in dof), tuple(int(a) for a in qadr)
         self.gear = _arr(gear).reshape(nu)
         self.gain = _arr(gain).reshape(nu)
@@ -202,8 +223,11 @@ class Actuators(AbstractForce):
         ctrl = jnp.asarray(ctrl, dtype=jnp.float64).reshape(self.nu)
         lim = np.array(self.ctrllimited)
         u = jnp.where(lim, jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
-        qa = jnp.stack([q[a] for a in self.qadr]) if self.nu else jnp.zeros(0)
-        va = jnp.stack([v[d] for d in self.dof]) if self.nu else jnp.zeros(0)
+        if self.coef is not None:
+            qa, va = self.coef @ _dof_positions(q, self.dof_qadr), self.coef @ v
+        else:
+            qa = jnp.stack([q[a] for a in self.qadr]) if self.nu else jnp.zeros(0)
+            va = jnp.stack([v[d] for d in self.dof]) if self.nu else jnp.zeros(0)
         length, vel = self.gear * qa, self.gear * va
         f = self.gain * u + self.bias[:, 0] + self.bias[:, 1] * length + self.bias[:, 2] * vel
         flim = np.array(self.forcelimited)
@@ -211,6 +235,8 @@ class Actuators(AbstractForce):
 
     def __call__(self, model, t, q, v, ctrl):
         f = self.actuator_force(q, v, ctrl)
+        if self.coef is not None:
+            return self.coef.T @ (self.gear * f), None
         tau = jnp.zeros(model.nv).at[jnp.asarray(self.dof, dtype=jnp.int32)].add(self.gear * f)
         return tau, None
 
@@ -235,14 +261,72 @@ class GeneralizedForce(AbstractForce):
         return jnp.zeros(model.nv).at[jnp.asarray(self.dofs, dtype=jnp.int32)].add(u), None
 
 
+def soft_constraint_gains(m_eff, solref=(0.02, 1.0), solimp=(0.9, 0.95), d=None):
+    """Penalty gains (k, b) that reproduce a MuJoCo soft constraint on a coordinate of effective
+    mass ``m_eff`` (MuJoCo's ``*_invweight0`` inverted).
+
+    With ``solref = (T, ζ)`` and ``solimp = (d_min, d_max, ...)`` MuJoCo's constrained
+    acceleration is a = (1 − d) a₀ − d (b' ẋ + k' r), k' = 1/(d_max² T² ζ²), b' = 2/(d_max T)
+    (a negative solref gives (−k', −b') directly), r the violation and a₀ the unconstrained
+    acceleration. The spring–damper force −m (d/(1 − d)) (k' r + b' ẋ) on the coordinate has the
+    same equilibrium violation r = (1 − d)/d · a₀/k' and the same time constants with the mass
+    scaled by 1/(1 − d). ``d`` defaults to mid-transition, (d_min + d_max)/2. Returns
+    (k, b) = m d/(1 − d) · (k', b').
+    """
+    T, zeta = (float(x) for x in np.asarray(solref, float)[:2])
+    dmin, dmax = (float(x) for x in np.asarray(solimp, float)[:2])
+    if T > 0:
+        k, b = 1.0 / (dmax**2 * T**2 * zeta**2), 2.0 / (dmax * T)
+    else:
+        k, b = -T, -zeta
+    dm = 0.5 * (dmin + dmax) if d is None else float(d)
+    g = np.asarray(m_eff, float) * dm / (1.0 - dm)
+    return g * k, g * b
+
+
+def limit_force(x, xd, lower, upper, stiffness, damping):
+    """One-sided spring–damper beyond [lower, upper] on coordinates x with rates xd (zero
+    inside): −k (x − upper) − b ẋ above, k (lower − x) − b ẋ below."""
+    over = jnp.maximum(x - upper, 0.0)
+    under = jnp.maximum(lower - x, 0.0)
+    active = (over > 0) | (under > 0)
+    return -stiffness * over + stiffness * under - jnp.where(active, damping * xd, 0.0)
+
+
+def friction_force(level, slope, xd):
+    """Smooth dry friction −f s(c ẋ / f), s(x) = x / (1 + x⁸)^(1/8): viscous with slope c near
+    rest, saturating at the level f; zero (with a finite gradient) where f = 0."""
+    on = level > 0
+    f_safe = jnp.where(on, level, 1.0)
+    x = slope * xd / f_safe
+    return jnp.where(on, -f_safe * x / (1.0 + x**8) ** 0.125, 0.0)
+
+
+def _dof_positions(q, dof_qadr):
+    """q at the hinge/slide dofs, laid out by dof (nv,); 0 at dofs of ball and free joints
+    (``dof_qadr`` entry -1), whose coordinates are not lengths."""
+    idx = np.array([max(a, 0) for a in dof_qadr], dtype=np.int32)
+    mask = np.array([a >= 0 for a in dof_qadr])
+    return jnp.where(mask, q[idx], 0.0) if len(idx) else jnp.zeros(0)
+
+
+def dof_qpos_addresses(model: Model) -> tuple:
+    """For each dof, the q index of its hinge/slide coordinate, or -1 (ball/free dofs)."""
+    out = [-1] * model.nv
+    for jt, a, d in zip(model.joint_types, model.joint_q, model.joint_v, strict=True):
+        if jt in ("hinge", "slide"):
+            out[d] = a
+    return tuple(out)
+
+
 class JointLimits(AbstractForce):
     """Soft joint limits on hinge/slide joints: a spring-damper acting only beyond the range.
 
         d = q - upper > 0:  tau = -k d - b v        d = lower - q > 0:  tau = k d - b v
 
-    (zero inside [lower, upper]). This is a penalty model, not MuJoCo's constraint solver: it
-    matches MuJoCo only in spirit (choose k, b for the stiffness you want, e.g. from MuJoCo's
-    solref time constant: k = m_eff (2π/T)², b = 2 ζ m_eff 2π/T).
+    (zero inside [lower, upper]): a penalty form of MuJoCo's soft limit constraint;
+    :func:`soft_constraint_gains` gives k, b from ``solref``/``solimp`` and the joint's effective
+    mass, as :func:`diffmb.io.mjcf.joint_limits_from_mjcf` does.
     """
 
     lower: jnp.ndarray
@@ -265,14 +349,7 @@ class JointLimits(AbstractForce):
             return jnp.zeros(model.nv), None
         qa = jnp.stack([q[a] for a in self.qadr])
         va = jnp.stack([v[d] for d in self.dof])
-        over = jnp.maximum(qa - self.upper, 0.0)
-        under = jnp.maximum(self.lower - qa, 0.0)
-        active = (over > 0) | (under > 0)
-        f = (
-            -self.stiffness * over
-            + self.stiffness * under
-            - jnp.where(active, self.damping * va, 0.0)
-        )
+        f = limit_force(qa, va, self.lower, self.upper, self.stiffness, self.damping)
         return jnp.zeros(model.nv).at[jnp.asarray(self.dof, dtype=jnp.int32)].add(f), None
 
 
@@ -296,11 +373,122 @@ class JointFriction(AbstractForce):
         self.slope = jnp.broadcast_to(_arr(slope), self.friction.shape)
 
     def __call__(self, model, t, q, v, ctrl):
-        f = self.friction
-        on = f > 0
-        f_safe = jnp.where(on, f, 1.0)
-        x = self.slope * v / f_safe
-        return jnp.where(on, -f_safe * x / (1.0 + x**8) ** 0.125, 0.0), None
+        return friction_force(self.friction, self.slope, v), None
+
+
+class FixedTendons(AbstractForce):
+    """MuJoCo's fixed tendons: lengths L = C q, linear in the hinge/slide positions, with their
+    passive forces and limits, applied to the joints as tau = Cᵀ f (``mj_passive`` and the limit
+    and friction constraints of ``mj_instantiateLimit``/``Friction``, as penalty laws):
+
+        spring   f = k (L_lo − L) below L_lo, k (L_hi − L) above L_hi, 0 between (deadband)
+        damping  f = −b L̇
+        friction f = −F s(c L̇ / F)              (:func:`friction_force`)
+        limits   one-sided spring–damper beyond [lower, upper] where ``limited``
+
+    ``coef`` (nten, nv) over dofs (zero at ball/free dofs); ``dof_qadr`` (nv,) from
+    :func:`dof_qpos_addresses`. Build from a file with :func:`diffmb.io.mjcf.tendons_from_mjcf`.
+    """
+
+    coef: jnp.ndarray  # (nten, nv)
+    stiffness: jnp.ndarray  # (nten,)
+    springlength: jnp.ndarray  # (nten, 2) deadband [L_lo, L_hi]
+    damping: jnp.ndarray  # (nten,)
+    frictionloss: jnp.ndarray  # (nten,)
+    friction_slope: jnp.ndarray  # (nten,)
+    lower: jnp.ndarray  # (nten,)
+    upper: jnp.ndarray  # (nten,)
+    limit_stiffness: jnp.ndarray  # (nten,)
+    limit_damping: jnp.ndarray  # (nten,)
+    dof_qadr: tuple = eqx.field(static=True)
+    limited: tuple = eqx.field(static=True)
+    names: tuple = eqx.field(static=True)
+
+    def __init__(self, coef, dof_qadr, *, stiffness=0.0, springlength=0.0, damping=0.0,
+                 frictionloss=0.0, friction_slope=0.0, limited=None, range=None,
+                 limit_stiffness=0.0, limit_damping=0.0, names=None):
+        self.coef = _arr(coef)
+        n = self.coef.shape[0]
+        vec = lambda x: jnp.broadcast_to(_arr(x), (n,))  # noqa: E731
+        self.dof_qadr = tuple(int(a) for a in dof_qadr)
+        self.stiffness, self.damping = vec(stiffness), vec(damping)
+        sl = _arr(springlength)
+        self.springlength = jnp.broadcast_to(sl[..., None] if sl.ndim < 2 else sl, (n, 2))
+        self.frictionloss, self.friction_slope = vec(frictionloss), vec(friction_slope)
+        rng = jnp.zeros((n, 2)) if range is None else _arr(range).reshape(n, 2)
+        self.lower, self.upper = rng[:, 0], rng[:, 1]
+        self.limit_stiffness, self.limit_damping = vec(limit_stiffness), vec(limit_damping)
+        self.limited = tuple(bool(b) for b in ([False] * n if limited is None else limited))
+        self.names = tuple(names) if names is not None else tuple(f"tendon{i}" for i in range(n))
+
+    def lengths(self, q):
+        """Tendon lengths (nten,)."""
+        return self.coef @ _dof_positions(q, self.dof_qadr)
+
+    def __call__(self, model, t, q, v, ctrl):
+        L, Ld = self.lengths(q), self.coef @ v
+        lo, hi = self.springlength[:, 0], self.springlength[:, 1]
+        f = self.stiffness * (jnp.maximum(lo - L, 0.0) - jnp.maximum(L - hi, 0.0))
+        f = f - self.damping * Ld + friction_force(self.frictionloss, self.friction_slope, Ld)
+        lim = np.array(self.limited)
+        f = f + jnp.where(lim, limit_force(L, Ld, self.lower, self.upper, self.limit_stiffness,
+                                           self.limit_damping), 0.0)
+        return self.coef.T @ f, None
+
+
+class Couplings(AbstractForce):
+    """Joint and fixed-tendon equalities (MJCF ``<equality><joint>``/``<tendon>``, URDF
+    ``<mimic>``) as stiff spring–dampers, a penalty form of MuJoCo's soft equality constraint.
+
+    Coordinates x₁ = c₁ · q and x₂ = c₂ · q (rows of ``coef1``/``coef2`` (n, nv) over the
+    hinge/slide dofs: a unit row for a joint, the tendon's coefficients for a tendon), reference
+    values x₁⁰, x₂⁰ (MuJoCo's ``qpos0``; 0 for URDF) and a quartic ``polycoef`` p (n, 5):
+
+        r = x₁ − x₁⁰ − p₀ − Σ_{k=1..4} p_k (x₂ − x₂⁰)^k        (r = x₁ − x₁⁰ − p₀ without x₂)
+        f = −k r − b ṙ,   tau = (∂r/∂q)ᵀ f
+
+    URDF ``<mimic multiplier="m" offset="o"/>`` is p = (o, m, 0, 0, 0). ``stiffness``/
+    ``damping`` (n,) from :func:`soft_constraint_gains` with the pair's effective mass.
+    """
+
+    coef1: jnp.ndarray  # (n, nv)
+    coef2: jnp.ndarray  # (n, nv), zero rows where there is no second coordinate
+    ref1: jnp.ndarray  # (n,)
+    ref2: jnp.ndarray  # (n,)
+    polycoef: jnp.ndarray  # (n, 5)
+    stiffness: jnp.ndarray  # (n,)
+    damping: jnp.ndarray  # (n,)
+    dof_qadr: tuple = eqx.field(static=True)
+    names: tuple = eqx.field(static=True)
+
+    def __init__(self, coef1, coef2, ref1, ref2, polycoef, stiffness, damping, dof_qadr,
+                 names=None):
+        self.coef1, self.coef2 = _arr(coef1), _arr(coef2)
+        n = self.coef1.shape[0]
+        self.ref1 = jnp.broadcast_to(_arr(ref1), (n,))
+        self.ref2 = jnp.broadcast_to(_arr(ref2), (n,))
+        self.polycoef = _arr(polycoef).reshape(n, 5)
+        self.stiffness = jnp.broadcast_to(_arr(stiffness), (n,))
+        self.damping = jnp.broadcast_to(_arr(damping), (n,))
+        self.dof_qadr = tuple(int(a) for a in dof_qadr)
+        self.names = tuple(names) if names is not None else tuple(f"eq{i}" for i in range(n))
+
+    def residual(self, q):
+        """Constraint residuals r (n,)."""
+        qd = _dof_positions(q, self.dof_qadr)
+        x1, x2 = self.coef1 @ qd - self.ref1, self.coef2 @ qd - self.ref2
+        p = self.polycoef
+        poly = p[:, 1] * x2 + p[:, 2] * x2**2 + p[:, 3] * x2**3 + p[:, 4] * x2**4
+        return x1 - p[:, 0] - poly
+
+    def __call__(self, model, t, q, v, ctrl):
+        qd = _dof_positions(q, self.dof_qadr)
+        x2 = self.coef2 @ qd - self.ref2
+        p = self.polycoef
+        slope = p[:, 1] + 2 * p[:, 2] * x2 + 3 * p[:, 3] * x2**2 + 4 * p[:, 4] * x2**3
+        J = self.coef1 - slope[:, None] * self.coef2  # (n, nv) = ∂r/∂q over dofs
+        f = -self.stiffness * self.residual(q) - self.damping * (J @ v)
+        return J.T @ f, None
 
 
 class BodyWrench(AbstractForce):

@@ -17,7 +17,8 @@ from ..model import Model, ModelBuilder
 from ..spatial.quaternion import to_rotmat
 
 __all__ = ["load_mjcf", "from_mjmodel", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
-           "joint_friction_from_mjcf", "colliding_geom_pairs", "unsupported_features"]
+           "joint_friction_from_mjcf", "tendons_from_mjcf", "couplings_from_mjcf",
+           "colliding_geom_pairs", "unsupported_features"]
 
 _JT = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
 
@@ -139,21 +140,27 @@ def _as_mjmodel(src):
 def read_actuators(src) -> dict:
     """MJCF actuators of a file (or compiled ``MjModel``) as numpy arrays, one row per actuator.
 
-    Supported: joint transmission on hinge/slide joints, no activation dynamics (``dyntype``
-    none), fixed gain, affine or no bias -- i.e. ``<motor>``, ``<position>`` (without
-    ``timeconst``), ``<velocity>`` and ``<general>`` written in that form. Anything else is an
-    error naming the actuator. Keys: names, dof (velocity index), gear, gain (gainprm[0]),
+    Supported: joint transmission on hinge/slide joints or a fixed tendon, no activation
+    dynamics (``dyntype`` none), fixed gain, affine or no bias -- i.e. ``<motor>``,
+    ``<position>`` (without ``timeconst``), ``<velocity>`` and ``<general>`` written in that
+    form. Anything else is an error naming the actuator. Keys: names, dof (velocity index, -1
+    for a tendon), tendon (tendon id or -1), gear, gain (gainprm[0]),
     bias (biasprm[0:3]), ctrlrange (nu, 2), ctrllimited, forcerange, forcelimited.
     """
     import mujoco
 
     mj, where = _as_mjmodel(src)
-    names, dof, gear, gain, bias = [], [], [], [], []
+    names, dof, gear, gain, bias, tendon = [], [], [], [], [], []
+    fixed = _fixed_tendon_ids(mj)
     for a in range(mj.nu):
         nm = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"actuator{a}"
         bad = None
-        if int(mj.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_JOINT):
-            bad = "only joint transmissions are supported"
+        trn = int(mj.actuator_trntype[a])
+        if trn == int(mujoco.mjtTrn.mjTRN_TENDON):
+            if int(mj.actuator_trnid[a, 0]) not in fixed:
+                bad = "transmission through a spatial tendon is unsupported"
+        elif trn != int(mujoco.mjtTrn.mjTRN_JOINT):
+            bad = "only joint and fixed-tendon transmissions are supported"
         elif int(mj.actuator_dyntype[a]) != int(mujoco.mjtDyn.mjDYN_NONE):
             bad = "activation dynamics (dyntype != none, e.g. position with timeconst) unsupported"
         elif int(mj.actuator_gaintype[a]) != int(mujoco.mjtGain.mjGAIN_FIXED):
@@ -163,17 +170,19 @@ def read_actuators(src) -> dict:
             int(mujoco.mjtBias.mjBIAS_AFFINE),
         ):
             bad = "only none/affine bias is supported"
-        else:
+        elif trn == int(mujoco.mjtTrn.mjTRN_JOINT):
             j = int(mj.actuator_trnid[a, 0])
             if _JT[int(mj.jnt_type[j])] not in ("hinge", "slide"):
                 bad = "joint transmission on a ball/free joint is unsupported"
-        for extra in ("actuator_damping", "actuator_armature"):
+        for extra in ("actuator_damping", "actuator_armature", "actuator_dampingpoly"):
             if bad is None and hasattr(mj, extra) and np.any(np.asarray(getattr(mj, extra))[a]):
                 bad = f"{extra.split('_')[1]} on actuators is unsupported"
         if bad:
             raise ValueError(f"{where}: actuator {nm!r}: {bad}")
         names.append(nm)
-        dof.append(int(mj.jnt_dofadr[j]))
+        is_tendon = trn == int(mujoco.mjtTrn.mjTRN_TENDON)
+        tendon.append(int(mj.actuator_trnid[a, 0]) if is_tendon else -1)
+        dof.append(-1 if is_tendon else int(mj.jnt_dofadr[int(mj.actuator_trnid[a, 0])]))
         gear.append(float(mj.actuator_gear[a, 0]))
         gain.append(float(mj.actuator_gainprm[a, 0]))
         biastype_none = int(mj.actuator_biastype[a]) == int(mujoco.mjtBias.mjBIAS_NONE)
@@ -181,6 +190,7 @@ def read_actuators(src) -> dict:
     return dict(
         names=tuple(names),
         dof=tuple(dof),
+        tendon=tuple(tendon),
         gear=np.array(gear, float),
         gain=np.array(gain, float),
         bias=np.array(bias, float).reshape(-1, 3),
@@ -218,11 +228,21 @@ def actuators_from_mjcf(src, model: Model | None = None):
 
     mj, where = _as_mjmodel(src)
     a = read_actuators(mj)
-    qadr = [int(mj.jnt_qposadr[list(mj.jnt_dofadr).index(d)]) for d in a["dof"]]
+    qadr = [-1 if d < 0 else int(mj.jnt_qposadr[list(mj.jnt_dofadr).index(d)]) for d in a["dof"]]
     if model is not None and model.nv != mj.nv:
         raise ValueError(f"{where}: actuators are for nv={mj.nv}, model {model.name} has {model.nv}")
+    kw = {}
+    if any(t >= 0 for t in a["tendon"]):  # a transmission matrix: unit rows and tendon rows
+        coef = np.zeros((len(a["dof"]), mj.nv))
+        for i, (d, t) in enumerate(zip(a["dof"], a["tendon"], strict=True)):
+            if t >= 0:
+                coef[i] = _tendon_coef(mj, t)
+            else:
+                coef[i, d] = 1.0
+        kw = dict(coef=coef, dof_qadr=_dof_qadr(mj))
     return Actuators(a["dof"], qadr, a["gear"], a["gain"], a["bias"], a["ctrlrange"],
-                     list(a["ctrllimited"]), a["forcerange"], list(a["forcelimited"]), a["names"])
+                     list(a["ctrllimited"]), a["forcerange"], list(a["forcelimited"]), a["names"],
+                     **kw)
 
 
 def joint_limits_from_mjcf(src, stiffness=None, damping=None):
@@ -246,27 +266,20 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
     if stiffness is None or damping is None:
         ks, bs = [], []
         for j in lim["joint"]:
-            g, k, b = _soft_gain(mj, mj.jnt_solref[j], mj.jnt_solimp[j], int(mj.jnt_dofadr[j]))
-            ks.append(g * k)
-            bs.append(g * b)
+            k, b = _soft_gain(mj, mj.jnt_solref[j], mj.jnt_solimp[j], int(mj.jnt_dofadr[j]))
+            ks.append(k)
+            bs.append(b)
         stiffness = np.array(ks) if stiffness is None else stiffness
         damping = np.array(bs) if damping is None else damping
     return JointLimits(lim["dof"], lim["qadr"], r[:, 0], r[:, 1], stiffness, damping)
 
 
 def _soft_gain(mj, solref, solimp, dof, d=None):
-    """m d/(1 − d) for a soft constraint on ``dof`` (see :func:`joint_limits_from_mjcf`) and
-    MuJoCo's k, b of ``solref``/``solimp``: returns (m d/(1 − d), k, b). ``d`` defaults to the
-    impedance at mid-transition, (d_min + d_max)/2."""
-    T, zeta = (float(x) for x in solref[:2])
-    dmin, dmax = (float(x) for x in solimp[:2])
-    m_eff = 1.0 / float(mj.dof_invweight0[dof])
-    if T > 0:
-        k, b = 1.0 / (dmax**2 * T**2 * zeta**2), 2.0 / (dmax * T)
-    else:  # negative solref: (−stiffness, −damping) given directly
-        k, b = -T, -zeta
-    dm = 0.5 * (dmin + dmax) if d is None else d
-    return m_eff * dm / (1.0 - dm), k, b
+    """Penalty gains (k, b) of a soft constraint on ``dof`` (:func:`soft_constraint_gains`
+    with m = 1/``dof_invweight0``)."""
+    from ..forces.elements import soft_constraint_gains
+
+    return soft_constraint_gains(1.0 / float(mj.dof_invweight0[dof]), solref, solimp, d)
 
 
 def joint_friction_from_mjcf(src):
@@ -284,22 +297,168 @@ def joint_friction_from_mjcf(src):
     f = np.asarray(mj.dof_frictionloss, float)
     c = np.zeros(mj.nv)
     for i in np.flatnonzero(f > 0):
-        g, _, b = _soft_gain(mj, mj.dof_solref[i], mj.dof_solimp[i], int(i),
+        _, c[i] = _soft_gain(mj, mj.dof_solref[i], mj.dof_solimp[i], int(i),
                              d=float(mj.dof_solimp[i, 0]))
-        c[i] = g * b
     return JointFriction(f, c)
 
 
+def _dof_qadr(mj) -> tuple:
+    """For each dof, the qpos index of its hinge/slide joint, or -1."""
+    out = [-1] * mj.nv
+    for j in range(mj.njnt):
+        if _JT[int(mj.jnt_type[j])] in ("hinge", "slide"):
+            out[int(mj.jnt_dofadr[j])] = int(mj.jnt_qposadr[j])
+    return tuple(out)
+
+
+def _fixed_tendon_ids(mj) -> set:
+    """Tendons whose every wrap is a joint (``<fixed>``) on hinge/slide joints."""
+    import mujoco
+
+    out = set()
+    for t in range(mj.ntendon):
+        a, n = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
+        wraps = range(a, a + n)
+        if all(int(mj.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT)
+               and _JT[int(mj.jnt_type[int(mj.wrap_objid[w])])] in ("hinge", "slide")
+               for w in wraps):
+            out.add(t)
+    return out
+
+
+def _tendon_coef(mj, t) -> np.ndarray:
+    """The fixed tendon's length coefficients over dofs (nv,)."""
+    c = np.zeros(mj.nv)
+    a, n = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
+    for w in range(a, a + n):
+        c[int(mj.jnt_dofadr[int(mj.wrap_objid[w])])] += float(mj.wrap_prm[w])
+    return c
+
+
+def tendons_from_mjcf(src, *, limits=True, friction=True):
+    """:class:`~diffmb.forces.FixedTendons` of the file's fixed tendons (None if it has none).
+
+    Springs with their deadband (``springlength``, resolved by MuJoCo's compiler), damping,
+    ``frictionloss`` (slope from ``solreffriction``/``solimpfriction`` as for joints) and limits
+    (``range``, gains from ``solreflimit``/``solimplimit``), each with the tendon's effective
+    mass 1/``tendon_invweight0`` in :func:`~diffmb.forces.elements.soft_constraint_gains`.
+    Spatial tendons are refused by :func:`mjcf_forces` (see :func:`unsupported_features`).
+    ``limits``/``friction`` False leave those parts out (as the file's disable flags do).
+    """
+    import mujoco
+
+    from ..forces.elements import FixedTendons, soft_constraint_gains
+
+    mj, _ = _as_mjmodel(src)
+    ids = sorted(_fixed_tendon_ids(mj))
+    if not ids:
+        return None
+    coef = np.stack([_tendon_coef(mj, t) for t in ids])
+    kl, bl, cf = [], [], []
+    for t in ids:
+        m_eff = 1.0 / float(mj.tendon_invweight0[t])
+        k, b = soft_constraint_gains(m_eff, mj.tendon_solref_lim[t], mj.tendon_solimp_lim[t])
+        kl.append(k)
+        bl.append(b)
+        cf.append(soft_constraint_gains(m_eff, mj.tendon_solref_fri[t], mj.tendon_solimp_fri[t],
+                                        d=float(mj.tendon_solimp_fri[t, 0]))[1])
+    no_limits = not limits or bool(mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT))
+    no_friction = not friction or bool(
+        mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS))
+    return FixedTendons(
+        coef, _dof_qadr(mj),
+        stiffness=np.asarray(mj.tendon_stiffness)[ids],
+        springlength=np.asarray(mj.tendon_lengthspring)[ids],
+        damping=np.asarray(mj.tendon_damping)[ids],
+        frictionloss=0.0 if no_friction else np.asarray(mj.tendon_frictionloss)[ids],
+        friction_slope=np.array(cf),
+        limited=[bool(mj.tendon_limited[t]) and not no_limits for t in ids],
+        range=np.asarray(mj.tendon_range)[ids],
+        limit_stiffness=np.array(kl), limit_damping=np.array(bl),
+        names=[mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_TENDON, t) or f"tendon{t}" for t in ids],
+    )
+
+
+def _coupling_ids(mj) -> list:
+    """Active joint equalities on hinge/slide joints and tendon equalities on fixed tendons."""
+    import mujoco
+
+    fixed = _fixed_tendon_ids(mj)
+    out = []
+    for e in range(mj.neq):
+        if not bool(mj.eq_active0[e]):
+            continue
+        ty, o1, o2 = int(mj.eq_type[e]), int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        if ty == int(mujoco.mjtEq.mjEQ_JOINT):
+            hs = lambda j: _JT[int(mj.jnt_type[j])] in ("hinge", "slide")  # noqa: E731
+            if hs(o1) and (o2 < 0 or hs(o2)):
+                out.append(e)
+        elif ty == int(mujoco.mjtEq.mjEQ_TENDON) and o1 in fixed and (o2 < 0 or o2 in fixed):
+            out.append(e)
+    return out
+
+
+def couplings_from_mjcf(src):
+    """:class:`~diffmb.forces.Couplings` of the file's active joint and fixed-tendon
+    equalities (None if none). Gains from each equality's ``solref``/``solimp`` with the
+    effective mass 1/(w₁ + w₂), w the coordinates' ``dof_invweight0``/``tendon_invweight0``
+    (MuJoCo's diagonal approximation for these constraints)."""
+    import mujoco
+
+    from ..forces.elements import Couplings, soft_constraint_gains
+
+    mj, _ = _as_mjmodel(src)
+    ids = _coupling_ids(mj)
+    if not ids:
+        return None
+    n = len(ids)
+    c1, c2 = np.zeros((n, mj.nv)), np.zeros((n, mj.nv))
+    r1, r2, ks, bs, names = np.zeros(n), np.zeros(n), [], [], []
+    qpos0 = np.asarray(mj.qpos0)
+    for i, e in enumerate(ids):
+        o1, o2 = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        w = 0.0
+        for row, ref, o in ((c1, r1, o1), (c2, r2, o2)):
+            if o < 0:
+                continue
+            if int(mj.eq_type[e]) == int(mujoco.mjtEq.mjEQ_JOINT):
+                row[i, int(mj.jnt_dofadr[o])] = 1.0
+                ref[i] = qpos0[int(mj.jnt_qposadr[o])]
+                w += float(mj.dof_invweight0[int(mj.jnt_dofadr[o])])
+            else:
+                row[i] = _tendon_coef(mj, o)
+                ref[i] = float(mj.tendon_length0[o])
+                w += float(mj.tendon_invweight0[o])
+        k, b = soft_constraint_gains(1.0 / w, mj.eq_solref[e], mj.eq_solimp[e])
+        ks.append(k)
+        bs.append(b)
+        names.append(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}")
+    return Couplings(c1, c2, r1, r2, np.asarray(mj.eq_data)[ids, :5], np.array(ks),
+                     np.array(bs), _dof_qadr(mj), names)
+
+
 def unsupported_features(src) -> list[str]:
-    """What MuJoCo would simulate in this file that diffmb's force elements do not (yet)."""
+    """What MuJoCo would simulate in this file that diffmb's force elements do not (yet), each
+    as ``"<name> (<detail>)"``; ``<name>`` is what ``mjcf_forces(ignore=...)`` accepts."""
     import mujoco
 
     mj, _ = _as_mjmodel(src)
     out = []
-    if mj.ntendon:
-        out.append(f"tendons ({mj.ntendon})")
-    if mj.neq:
-        out.append(f"equalities ({mj.neq})")
+    fixed = _fixed_tendon_ids(mj)
+    if mj.ntendon - len(fixed):
+        out.append(f"spatial_tendons ({mj.ntendon - len(fixed)})")
+    n_eq = sum(1 for e in range(mj.neq) if bool(mj.eq_active0[e])) - len(_coupling_ids(mj))
+    if n_eq:
+        out.append(f"equalities ({n_eq}: connect, weld, flex or distance)")
+    if any(np.any(np.asarray(getattr(mj, a))) for a in ("tendon_armature", "tendon_stiffnesspoly",
+                                                        "tendon_dampingpoly")
+           if hasattr(mj, a)):
+        out.append("tendon_armature_or_polynomials")
+    if any(np.any(np.asarray(getattr(mj, a))) for a in ("jnt_stiffnesspoly", "dof_dampingpoly")
+           if hasattr(mj, a)):
+        out.append("joint_polynomial_springs")
+    if getattr(mj, "nplastic", 0):
+        out.append(f"plasticity ({mj.nplastic})")
     if getattr(mj, "nflex", 0):
         out.append(f"flex ({mj.nflex})")
     if getattr(mj, "nplugin", 0):
@@ -346,7 +505,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     """The force elements that make an MJCF file simulate as MuJoCo simulates it.
 
     Always: joint damping and springs (the Model's arrays, which :func:`load_mjcf` filled from
-    the file) and the file's actuators if it has any. ``friction=True``: the joints'
+    the file), the file's actuators if it has any (joint or fixed-tendon transmission), fixed
+    tendons (:func:`tendons_from_mjcf`) and joint/tendon equalities (:func:`couplings_from_mjcf`). ``friction=True``: the joints'
     ``frictionloss`` (:func:`joint_friction_from_mjcf`). ``limits=True``: soft limits on the
     limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
     ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts``: contact
@@ -354,9 +514,10 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     pairs raises ``NotImplementedError`` unless ``contacts=False`` (simulate without them).
     ``fluid``: MuJoCo's fluid forces — not implemented yet: a file with ``density`` or
     ``viscosity`` > 0 raises unless ``fluid=False``. Anything else MuJoCo would simulate and
-    these elements do not (:func:`unsupported_features`: tendons, equalities, flex, plugins,
-    limits of ball joints) raises ``NotImplementedError`` listing it, unless named in ``ignore``
-    (e.g. ``ignore=("tendons",)``). Returns a tuple for ``simulate(forces=...)`` and
+    these elements do not (:func:`unsupported_features`: spatial tendons, connect/weld
+    equalities, flex, plugins, limits of ball joints, MuJoCo 4's polynomial springs and
+    plasticity) raises ``NotImplementedError`` listing it, unless named in ``ignore`` (e.g.
+    ``ignore=("spatial_tendons",)``). Returns a tuple for ``simulate(forces=...)`` and
     :func:`diffmb.forward`.
     """
     import mujoco
@@ -370,6 +531,9 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     if friction and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS)):
         if np.any(np.asarray(mj.dof_frictionloss) > 0):
             out.append(joint_friction_from_mjcf(mj))
+    for el in (tendons_from_mjcf(mj, limits=limits, friction=friction), couplings_from_mjcf(mj)):
+        if el is not None:
+            out.append(el)
     ignored = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
     missing = [f for f in unsupported_features(mj) if f.split(" ")[0] not in ignored]
     if missing:

@@ -16,7 +16,7 @@ from defusedxml.common import DefusedXmlException
 
 from ..model import Model, ModelBuilder
 
-__all__ = ["load_urdf", "rpy_to_matrix"]
+__all__ = ["load_urdf", "urdf_forces", "rpy_to_matrix"]
 
 
 def rpy_to_matrix(rpy):
@@ -46,6 +46,22 @@ def _origin(src, parent):
     return rpy_to_matrix(_floats(src, o, "rpy", (0, 0, 0), 3)), _floats(src, o, "xyz", (0, 0, 0), 3)
 
 
+def _read(path):
+    """(path as str, root element) of a URDF file, parsed without entity expansion."""
+    src = str(path)
+    try:
+        root = ET.parse(src).getroot()
+    except DefusedXmlException as e:
+        raise ValueError(f"{src}: unsafe XML rejected ({type(e).__name__})") from None
+    except ET.ParseError as e:
+        raise ValueError(f"{src}: malformed XML: {e}") from None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{src}: no such URDF file") from None
+    if root.tag != "robot":
+        raise ValueError(f"{src}: root element is <{root.tag}>, expected <robot>")
+    return src, root
+
+
 def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), *,
               strict: bool = False) -> Model:
     """Load a URDF file into a :class:`Model`.
@@ -60,17 +76,7 @@ def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), *,
     negative mass, a cycle, a missing parent, a singular mass matrix) is always refused. Rules and
     thresholds: :class:`diffmb.model.ModelBuilder`.
     """
-    src = str(path)
-    try:
-        root = ET.parse(src).getroot()
-    except DefusedXmlException as e:
-        raise ValueError(f"{src}: unsafe XML rejected ({type(e).__name__})") from None
-    except ET.ParseError as e:
-        raise ValueError(f"{src}: malformed XML: {e}") from None
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{src}: no such URDF file") from None
-    if root.tag != "robot":
-        raise ValueError(f"{src}: root element is <{root.tag}>, expected <robot>")
+    src, root = _read(path)
     links = {}
     for ln in root.findall("link"):
         name = ln.get("name")
@@ -170,3 +176,95 @@ def _joint(src, name, jt, jn):
         f"{src}: joint {name!r}: unsupported joint type {jt!r}"
         " (supported: revolute, continuous, prismatic, fixed, floating)"
     )
+
+
+def _attr(src, elem, name, attr, default):
+    x = elem.get(attr) if elem is not None else None
+    if x is None:
+        return default
+    try:
+        v = float(x)
+    except ValueError:
+        raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> is not a number") from None
+    if not np.isfinite(v):
+        raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> is not finite")
+    return v
+
+
+def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True, mimic=True,
+                floating_base=False) -> tuple:
+    """The force elements that make a URDF file simulate as MuJoCo simulates it when it loads
+    the same file (MuJoCo turns ``<dynamics damping friction>`` into damping and
+    ``frictionloss``, ``<limit lower upper>`` of revolute/prismatic joints into limits and
+    ``<mimic joint multiplier offset>`` into a joint equality).
+
+    Joint damping (the Model's, filled by :func:`load_urdf`); ``friction``: a
+    :class:`~diffmb.forces.JointFriction`; ``limits``: :class:`~diffmb.forces.JointLimits`;
+    ``mimic``: :class:`~diffmb.forces.Couplings` with q_mimic = offset + multiplier·q_joint.
+    URDF carries no solver settings: gains follow MuJoCo's defaults (``solref`` (0.02, 1),
+    ``solimp`` (0.9, 0.95)) through :func:`~diffmb.forces.elements.soft_constraint_gains`, with
+    each joint's effective mass 1/(M⁻¹)ᵢᵢ at q = 0 (MuJoCo's ``dof_invweight0``). ``effort`` and
+    ``velocity`` limits bound actuators and are not applied. ``model``: the Model of
+    ``load_urdf(path, floating_base)`` (loaded if not given).
+    """
+    import jax.numpy as jnp
+
+    from ..dynamics.api import mass_matrix
+    from ..forces.elements import (
+        Couplings, JointDamping, JointFriction, JointLimits, dof_qpos_addresses,
+        soft_constraint_gains,
+    )
+
+    src, root = _read(path)
+    if model is None:
+        model = load_urdf(path, floating_base=floating_base)
+    q0 = np.zeros(model.nq)
+    for jt, a in zip(model.joint_types, model.joint_q, strict=True):
+        if jt == "free":
+            q0[a + 3] = 1.0
+    w = np.diag(np.linalg.inv(np.asarray(mass_matrix(model, jnp.asarray(q0)))))
+    dofs = {n: model.joint_v[model.joint_index(n)] for n in model.joint_names}
+    qadr = {n: model.joint_q[model.joint_index(n)] for n in model.joint_names}
+    fric, lim, mim = np.zeros(model.nv), [], []
+    for jn in root.findall("joint"):
+        name, jt = jn.get("name"), jn.get("type")
+        if jt not in ("revolute", "continuous", "prismatic"):
+            continue
+        d = dofs[name]
+        fric[d] = _attr(src, jn.find("dynamics"), name, "friction", 0.0)
+        le = jn.find("limit")
+        if jt != "continuous" and le is not None:
+            lo, hi = _attr(src, le, name, "lower", 0.0), _attr(src, le, name, "upper", 0.0)
+            if lo > hi:
+                raise ValueError(f"{src}: joint {name!r}: <limit lower={lo} upper={hi}>: lower "
+                                 "exceeds upper")
+            if lo < hi:
+                lim.append((name, lo, hi))
+        me = jn.find("mimic")
+        if me is not None:
+            other = me.get("joint")
+            if other not in dofs:
+                raise ValueError(f"{src}: joint {name!r}: <mimic joint={other!r}> names no "
+                                 "revolute, continuous or prismatic joint")
+            mim.append((name, other, _attr(src, me, name, "multiplier", 1.0),
+                        _attr(src, me, name, "offset", 0.0)))
+    out = [JointDamping()]
+    if friction and np.any(fric > 0):
+        slope = np.array([soft_constraint_gains(1.0 / w[i], d=0.9)[1] for i in range(model.nv)])
+        out.append(JointFriction(fric, slope))
+    if limits and lim:
+        ks, bs = zip(*(soft_constraint_gains(1.0 / w[dofs[n]]) for n, _, _ in lim), strict=True)
+        out.append(JointLimits([dofs[n] for n, _, _ in lim], [qadr[n] for n, _, _ in lim],
+                               [lo for _, lo, _ in lim], [hi for _, _, hi in lim], ks, bs))
+    if mimic and mim:
+        n = len(mim)
+        c1, c2, poly, ks, bs = np.zeros((n, model.nv)), np.zeros((n, model.nv)), [], [], []
+        for i, (a, b, mult, off) in enumerate(mim):
+            c1[i, dofs[a]], c2[i, dofs[b]] = 1.0, 1.0
+            poly.append([off, mult, 0.0, 0.0, 0.0])
+            k, bb = soft_constraint_gains(1.0 / (w[dofs[a]] + w[dofs[b]]))
+            ks.append(k)
+            bs.append(bb)
+        out.append(Couplings(c1, c2, 0.0, 0.0, np.array(poly), np.array(ks), np.array(bs),
+                             dof_qpos_addresses(model), [f"mimic:{a}" for a, *_ in mim]))
+    return tuple(out)
