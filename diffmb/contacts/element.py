@@ -1,0 +1,372 @@
+"""The contact force element: geoms on bodies against a terrain, as body wrenches.
+
+:class:`Contacts` (stiction friction, stateful: the default) and :class:`CoulombContacts`
+(regularised Coulomb, stateless) are force elements for :func:`diffmb.simulate`: they return
+``tau = 0`` and ``f_ext`` (nbody, 6) = [force, torque] in the world frame at each body's centre
+of mass (torque = (p − com) × f), summed over every candidate point of every geom
+(:mod:`~diffmb.contacts.geometry`); the laws are :mod:`~diffmb.contacts.law`.
+
+Default parameters: mass-normalised (MuJoCo's solref/solimp)
+-----------------------------------------------------------
+MuJoCo's soft contact with ``solref = (T, ζ)`` and ``solimp = (dmin, dmax, ...)`` accelerates
+a contact of effective mass m with a = (1 − d) a₀ + d (−b' δ̇ − k' δ), b' = 2/(dmax T),
+k' = 1/(dmax² T² ζ²), impedance d ∈ [dmin, dmax]. Its static deflection is that of a spring
+k = m d/(1−d) k' (weight m g rests at δ = (1 − d) g/(d k')), which
+:func:`soft_contact_params` returns per candidate point, with the damping scaled alike:
+
+    d = (dmin + dmax)/2,  m_pt = m_eff / n_active,
+    k = m_pt d/(1−d) / (dmax² T² ζ²),   b = m_pt d/(1−d) · 2/(dmax T)
+
+so a body resting on its ``n_active`` points (box: 4 corners) has the same total stiffness as
+on one. With the defaults (T = 0.02 s, ζ = 1, d = 0.925): k/m_pt = 34 164 s⁻², a body rests at
+δ = g m_pt/k = 0.287 mm. The tangential spring of the stiction law gets k_t = k and the
+critical damping b_t = 2 ζ √(k_t m_pt). ``effective_mass`` is MuJoCo's ``body_invweight0``
+analogue: 1/(mean diagonal of J M⁻¹ Jᵀ) of the body's com translation (m for a free body).
+
+Stability with the default solver (RK4, fixed step)
+---------------------------------------------------
+Per point the normal law is m_pt δ̈ = −k δ − b δ̇: with the defaults
+s² + 1298 s + 34164 = 0, eigenvalues −26.9 s⁻¹ and −1271 s⁻¹ (overdamped, as MuJoCo's
+impedance makes it). RK4 is stable on the negative real axis for h|λ| ≤ 2.785, i.e. up to
+|λ| = 2785 s⁻¹ at dt = 1 ms. A box on 4 corners adds rocking modes: with corners at ±a from
+the com (half-height c), I = m (a² + c²)/3 and the rocking rate is 4 b a²/I = (3 a²/(a² + c²))
+· b/m_pt ≤ 3 · 1298 s⁻¹. A cube (a = c) gives 1947 s⁻¹: h λ = −1.95, inside the region (the
+test measures the full Jacobian's eigenvalues, tangential springs included). A flat plate
+(c ≪ a) approaches 3894 s⁻¹ and needs dt ≤ 0.7 ms at T = 0.02 s, or T ≥ 0.028 s at dt = 1 ms
+(b ∝ 1/T): in general keep dt · 2/(dmax T) · d/(1−d) · (m_pt/m_mode) ≤ 2.78, where m_mode is the
+smallest effective mass of a point in the contact's modes.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..dynamics.api import mass_matrix
+from ..dynamics.kinematics import body_coms, body_frames, body_jacobian, kinematics, \
+    point_velocities
+from ..forces.elements import AbstractForce, AbstractStatefulForce
+from ..model import Model
+from . import law as L
+from .geometry import AbstractGeom
+from .terrain import AbstractTerrain
+
+__all__ = [
+    "Contacts",
+    "CoulombContacts",
+    "ContactParams",
+    "ContactResult",
+    "soft_contact_params",
+    "effective_mass",
+    "contact_forces",
+]
+
+
+def _f64(x):
+    return jnp.asarray(x, dtype=jnp.float64)
+
+
+def soft_contact_params(m_eff, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, n_active=1):
+    """Per-point normal stiffness k [N/m] and damping b [N s/m] of a body of effective mass
+    ``m_eff`` [kg] resting on ``n_active`` points, from MuJoCo's solref (``timeconst`` [s],
+    ``dampratio``) and solimp (``dmin``, ``dmax``): see the module docstring."""
+    d = 0.5 * (dmin + dmax)
+    r = d / (1.0 - d)
+    m_pt = _f64(m_eff) / n_active
+    k = m_pt * r / (dmax**2 * timeconst**2 * dampratio**2)
+    b = m_pt * r * 2.0 / (dmax * timeconst)
+    return k, b
+
+
+def effective_mass(model: Model, body, q=None):
+    """1 / (mean diagonal of J M⁻¹ Jᵀ), J (3, nv) the Jacobian of the com of ``body`` (name or
+    index): the mass a force at the com feels (MuJoCo's ``body_invweight0``); at q (default
+    ``model.qpos0``)."""
+    q = model.qpos0 if q is None else _f64(q)
+    J = body_jacobian(model, q, body)[3:]
+    A = J @ jnp.linalg.solve(mass_matrix(model, q), J.T)
+    return 3.0 / jnp.trace(A)
+
+
+class ContactParams(eqx.Module):
+    """Per-geom law parameters (ng,) (traced): normal ``stiffness`` k and ``damping`` b,
+    Hunt–Crossley ``exponent`` n and ``dissipation`` c, friction coefficient ``mu``,
+    stiction ``tangential_stiffness`` k_t and ``tangential_damping`` b_t, and the regularising
+    speed ``eps`` (m/s, scalar) of the Coulomb law."""
+
+    stiffness: jnp.ndarray
+    damping: jnp.ndarray
+    exponent: jnp.ndarray
+    dissipation: jnp.ndarray
+    mu: jnp.ndarray
+    tangential_stiffness: jnp.ndarray
+    tangential_damping: jnp.ndarray
+    eps: jnp.ndarray
+
+
+def _body_index(model: Model, body) -> int:
+    b = model.body_index(body) if isinstance(body, str) else int(body)
+    if not 0 <= b < model.n_bodies:
+        raise ValueError(f"{model.name}: geom body index {b} out of range "
+                         f"(model has {model.n_bodies} bodies)")
+    return b
+
+
+def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipation,
+            tangential_stiffness, tangential_damping, eps, timeconst, dampratio, dmin, dmax):
+    ng = len(geoms)
+    full = lambda x: jnp.broadcast_to(_f64(x), (ng,))
+    need = [x is None for x in (stiffness, damping, tangential_stiffness, tangential_damping)]
+    k_soft = b_soft = m_pt = None
+    if any(need):
+        if model is None:
+            raise ValueError("Contacts: pass model= for the mass-normalised default stiffness and"
+                             " damping (or give stiffness, damping, tangential_stiffness and "
+                             "tangential_damping)")
+        m = jnp.stack([effective_mass(model, _body_index(model, g.body), q) for g in geoms])
+        na = np.array([g.n_active for g in geoms], dtype=float)
+        k_soft, b_soft = soft_contact_params(m, timeconst, dampratio, dmin, dmax, na)
+        m_pt = m / na
+    n = full(exponent)
+    k_lin = k_soft if stiffness is None else full(stiffness)
+    if normal == "hunt_crossley" and stiffness is None:
+        # same rest penetration δ0 = m_pt g / k as the linear law: k_hc δ0ⁿ = k δ0
+        g = jnp.sqrt(jnp.sum(model.gravity**2))
+        delta0 = m_pt * g / k_soft
+        k = k_soft * delta0 ** (1.0 - n)
+        c = b_soft / (k_soft * delta0) if dissipation is None else full(dissipation)
+    else:
+        k = k_lin
+        c = full(0.0 if dissipation is None else dissipation)
+    b = b_soft if damping is None else full(damping)
+    kt = k_lin if tangential_stiffness is None else full(tangential_stiffness)
+    if tangential_damping is None:
+        kt_m = kt * m_pt if m_pt is not None else None
+        bt = 2.0 * dampratio * jnp.sqrt(kt_m)
+    else:
+        bt = full(tangential_damping)
+    return ContactParams(k, b, n, c, full(mu), kt, bt, _f64(eps).reshape(()))
+
+
+class _Points(eqx.Module):
+    """Everything at the candidate points (nc = Σ n_points), world frame."""
+
+    point: jnp.ndarray  # (nc, 3)
+    normal: jnp.ndarray  # (nc, 3)
+    penetration: jnp.ndarray  # (nc,)
+    fn: jnp.ndarray  # (nc,)
+    ft: jnp.ndarray  # (nc, 3)
+    dz: jnp.ndarray  # (nc, 3)
+    f_ext: jnp.ndarray  # (nbody, 6)
+
+
+def _evaluate(el, model: Model, q, v, z) -> _Points:
+    kin = kinematics(model, q, v)
+    Rb, pb = body_frames(model, kin)  # relative to kin.origin
+    o = kin.origin
+    pts, bodies = [], []
+    for g in el.geoms:
+        b = _body_index(model, g.body)
+        R, c = g.frame(Rb[b], pb[b] + o)
+        pts.append(g.points(R, c, el.terrain))
+        bodies += [b] * g.n_points
+    P = jnp.concatenate(pts, axis=0)
+    d, n = jax.vmap(el.terrain.signed_distance)(P)
+    _, vp = point_velocities(kin, P - o, bodies)
+    delta = -d
+    ddelta = -jnp.sum(n * vp, axis=-1)
+    gi = np.asarray(el.point_geom)
+    p = el.params
+    fn = L.normal_force(el.normal, delta, ddelta, p.stiffness[gi], p.damping[gi],
+                        p.dissipation[gi], p.exponent[gi])
+    ft, dz = L.tangential(el.friction, fn, vp, n, z, p.mu[gi], p.tangential_stiffness[gi],
+                          p.tangential_damping[gi], p.eps)
+    f = fn[:, None] * n + ft
+    com = body_coms(model, kin)[np.asarray(bodies)]
+    w = jnp.concatenate([f, jnp.cross(P - o - com, f)], axis=1)
+    f_ext = jnp.zeros((model.n_bodies, 6)).at[np.asarray(bodies)].add(w)
+    return _Points(P, n, delta, fn, ft, dz, f_ext)
+
+
+def _init(self, geoms, terrain, friction, model, q, normal, **kw):
+    geoms = tuple(geoms)
+    if not geoms:
+        raise ValueError("Contacts: give at least one geom")
+    for g in geoms:
+        if not isinstance(g, AbstractGeom):
+            raise TypeError(f"Contacts: {g!r} is not a contact geom (Sphere, Box, ...)")
+    if not isinstance(terrain, AbstractTerrain):
+        raise TypeError(f"Contacts: {terrain!r} is not a terrain (Plane, HeightField)")
+    if normal not in L.NORMAL_LAWS:
+        raise ValueError(f"Contacts: normal law {normal!r}; choose one of {L.NORMAL_LAWS}")
+    self.geoms, self.terrain = geoms, terrain
+    self.normal, self.friction = normal, friction
+    self.params = _params(geoms, model, q, normal, **kw)
+    self.point_geom = tuple(i for i, g in enumerate(geoms) for _ in range(g.n_points))
+
+
+_DOC_ARGS = """
+    ``geoms``: :mod:`~diffmb.contacts.geometry` shapes; ``terrain``: a Plane/HeightField.
+    Parameters, each a number or one per geom (traced): ``stiffness`` k, ``damping`` b
+    (default: mass-normalised from ``model`` at ``q`` (default ``model.qpos0``) by
+    :func:`soft_contact_params` with ``timeconst``, ``dampratio``, ``dmin``, ``dmax``), ``mu``
+    (1.0), ``normal`` = "linear" (default) or "hunt_crossley" (``exponent`` n, ``dissipation``
+    c; with the default stiffness, k and c give the same rest penetration and rest damping as
+    the linear law; with a given stiffness c defaults to 0).
+"""
+
+
+class Contacts(AbstractStatefulForce):
+    """Compliant contacts with spring–damper stiction (the default friction).
+
+    State: the tangential deformations z (n_points, 3) [m], zero initially. Returns
+    ``(tau = 0, f_ext (nbody, 6), ż)``. ``tangential_stiffness`` k_t (default k) and
+    ``tangential_damping`` b_t (default 2 ζ √(k_t m_pt), critical) set the stiction spring.
+    """
+
+    geoms: tuple
+    terrain: AbstractTerrain
+    params: ContactParams
+    normal: str = eqx.field(static=True)
+    friction: str = eqx.field(static=True)
+    point_geom: tuple = eqx.field(static=True)
+
+    def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
+                 mu=1.0, normal="linear", exponent=1.0, dissipation=None,
+                 tangential_stiffness=None, tangential_damping=None, timeconst=0.02,
+                 dampratio=1.0, dmin=0.9, dmax=0.95):
+        _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
+              damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
+              tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
+              eps=1e-3, timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax)
+
+    @property
+    def n_points(self) -> int:
+        return len(self.point_geom)
+
+    def init_state(self, model):
+        return jnp.zeros((self.n_points, 3))
+
+    def __call__(self, model, t, q, v, ctrl, state):
+        r = _evaluate(self, model, q, v, state)
+        return jnp.zeros(model.nv), r.f_ext, r.dz
+
+    def energy(self, model, q, state):
+        """Elastic energy stored in the contacts (J): normal springs and stiction springs."""
+        return _energy(self, model, q, state)
+
+
+class CoulombContacts(AbstractForce):
+    """Compliant contacts with regularised Coulomb friction (stateless):
+    f_t = −μ f_n v_t/√(|v_t|² + ε²), ``eps`` ε [m/s] (default 1e-3). Returns
+    ``(tau = 0, f_ext (nbody, 6))``."""
+
+    geoms: tuple
+    terrain: AbstractTerrain
+    params: ContactParams
+    normal: str = eqx.field(static=True)
+    friction: str = eqx.field(static=True)
+    point_geom: tuple = eqx.field(static=True)
+
+    def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
+                 mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
+                 timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95):
+        _init(self, geoms, terrain, "coulomb", model, q, normal, stiffness=stiffness,
+              damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
+              tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, timeconst=timeconst,
+              dampratio=dampratio, dmin=dmin, dmax=dmax)
+
+    @property
+    def n_points(self) -> int:
+        return len(self.point_geom)
+
+    def __call__(self, model, t, q, v, ctrl):
+        r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))
+        return jnp.zeros(model.nv), r.f_ext
+
+    def energy(self, model, q, state=None):
+        """Elastic energy stored in the normal springs (J)."""
+        return _energy(self, model, q, None)
+
+
+Contacts.__init__.__doc__ = _DOC_ARGS
+CoulombContacts.__init__.__doc__ = _DOC_ARGS
+
+
+def _energy(el, model, q, z):
+    r = _evaluate(el, model, q, jnp.zeros(model.nv), jnp.zeros((el.n_points, 3)))
+    gi = np.asarray(el.point_geom)
+    p = el.params
+    e = jnp.sum(L.normal_energy(el.normal, r.penetration, p.stiffness[gi], p.exponent[gi]))
+    if z is not None:
+        e = e + 0.5 * jnp.sum(p.tangential_stiffness[gi] * jnp.sum(z * z, axis=-1))
+    return e
+
+
+_CONTACT_TYPES = (Contacts, CoulombContacts)
+
+
+class ContactResult(eqx.Module):
+    """Contact points along a trajectory, world frame; ns saves (leading axes of the
+    trajectory), nc candidate points of all contact elements: ``point`` (ns, nc, 3) m,
+    ``normal`` (ns, nc, 3), ``penetration`` (ns, nc) m, ``fn`` (ns, nc) N (≥ 0), ``ft``
+    (ns, nc, 3) N; ``pairs``: (geom name, terrain name) of each point. ``result["fn"]`` works
+    too."""
+
+    point: jnp.ndarray
+    normal: jnp.ndarray
+    penetration: jnp.ndarray
+    fn: jnp.ndarray
+    ft: jnp.ndarray
+    pairs: tuple = eqx.field(static=True)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def keys(self):
+        return ("point", "normal", "penetration", "fn", "ft", "pairs")
+
+
+def _pairs(el) -> list:
+    out = []
+    for i, g in enumerate(el.geoms):
+        gname = g.name if g.name is not None else f"{g.kind}{i}"
+        tname = getattr(el.terrain, "name", type(el.terrain).__name__)
+        out += [(gname, tname)] * g.n_points
+    return out
+
+
+def contact_forces(model: Model, traj, forces) -> ContactResult:
+    """Evaluate the contact elements among ``forces`` (the tuple given to ``simulate``) along
+    ``traj`` (a :class:`~diffmb.Trajectory`: ts, q (..., nq), v (..., nv), aux holding the
+    stiction states), concatenating their points; see :class:`ContactResult`."""
+    forces = tuple(forces)
+    states = None
+    if traj.aux is not None and traj.aux[0] is not None:
+        states = traj.aux[0]
+    lead = traj.q.shape[:-1]
+    q = traj.q.reshape(-1, model.nq)
+    v = traj.v.reshape(-1, model.nv)
+    parts, pairs = [], []
+    for k, el in enumerate(forces):
+        if not isinstance(el, _CONTACT_TYPES):
+            continue
+        if isinstance(el, Contacts):
+            if states is None or states[k] is None:
+                raise ValueError("contact_forces: traj.aux holds no stiction state for the "
+                                 f"Contacts element at forces[{k}]: pass the same forces as "
+                                 "to simulate")
+            z = states[k].reshape(-1, el.n_points, 3)
+        else:
+            z = jnp.zeros((q.shape[0], el.n_points, 3))
+        r = jax.vmap(lambda qi, vi, zi, el=el: _evaluate(el, model, qi, vi, zi))(q, v, z)
+        parts.append(r)
+        pairs += _pairs(el)
+    if not parts:
+        raise ValueError("contact_forces: no Contacts/CoulombContacts element in forces")
+    cat = lambda name, tail: jnp.concatenate([getattr(r, name) for r in parts], axis=1).reshape(
+        *lead, -1, *tail)
+    return ContactResult(cat("point", (3,)), cat("normal", (3,)), cat("penetration", ()),
+                         cat("fn", ()), cat("ft", (3,)), tuple(pairs))

@@ -1,0 +1,123 @@
+"""Compliant contact laws: normal force and tangential friction at one contact point.
+
+Conventions: δ is the penetration (m, > 0 in contact), δ̇ = dδ/dt = −n·v its rate (m/s), n
+the terrain's outward unit normal, v the contact point's velocity (terrain at rest). Forces are
+on the body, in the world frame. The choice of law is static (a string, see
+:data:`NORMAL_LAWS`, :data:`FRICTION_LAWS`), its parameters are traced arrays; every function
+works elementwise/under ``vmap`` and is gradient-safe: finite value and gradient at δ = 0 and
+at zero sliding speed (double-``where`` around powers and norms).
+
+Normal laws (never pulling: f_n = max(·, 0), and 0 out of contact):
+
+* ``"linear"``: f_n = k δ + b δ̇ (spring–damper; the force jumps by b δ̇ at touch-down);
+* ``"hunt_crossley"``: f_n = k δⁿ (1 + c δ̇), exponent n ≥ 1 (n = 3/2: Hertz), dissipation
+  c [s/m]; the damping vanishes with δ, so the force is continuous at touch-down. n = 1,
+  c = 0 is the linear spring without damping; the linear spring–damper is its own choice.
+
+Friction laws:
+
+* ``"coulomb"``: regularised Coulomb, f_t = −μ f_n v_t / √(|v_t|² + ε²), stateless; it creeps
+  at speed ~ε |f_t|/(μ f_n) under a tangential load below the Coulomb bound.
+* ``"stiction"`` (default): a tangential spring–damper per contact point with deformation state
+  z (3,): trial f = −k_t z_t − b_t v_t, bound F = μ f_n, f_t = f min(1, F/|f|), and
+  ż = −(f_t + k_t z)/b_t. While sticking (|f| ≤ F) ż = v_t (the spring follows the point); while
+  slipping the spring stays at the Coulomb bound; out of contact (F = 0) z relaxes to 0 with the
+  time constant b_t/k_t. z and v_t are projected onto the tangent plane (z's normal part relaxes
+  at the same rate). Passive: the spring energy ½ k_t |z|² plus the work of f_t never grows
+  (b_t × power = −[s|f + k_t z|² + (1 − s)|k_t z|²] ≤ 0, s = min(1, F/|f|)).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+__all__ = [
+    "NORMAL_LAWS",
+    "FRICTION_LAWS",
+    "spring_damper",
+    "hunt_crossley",
+    "normal_force",
+    "regularised_coulomb",
+    "stiction",
+    "tangential",
+    "normal_energy",
+]
+
+NORMAL_LAWS = ("linear", "hunt_crossley")
+FRICTION_LAWS = ("stiction", "coulomb")
+
+
+def spring_damper(delta, ddelta, k, b):
+    """Linear law f_n = max(k δ + b δ̇, 0) for δ > 0, else 0 (N)."""
+    on = delta > 0
+    return jnp.where(on, jnp.maximum(k * delta + b * ddelta, 0.0), 0.0)
+
+
+def hunt_crossley(delta, ddelta, k, c, n):
+    """Hunt–Crossley f_n = max(k δⁿ (1 + c δ̇), 0) for δ > 0, else 0 (N); δⁿ gradient-safe."""
+    on = delta > 0
+    dpos = jnp.where(on, delta, 1.0)
+    dn = jnp.where(on, dpos**n, 0.0)
+    return jnp.where(on, jnp.maximum(k * dn * (1.0 + c * ddelta), 0.0), 0.0)
+
+
+def normal_force(law: str, delta, ddelta, k, b, c, n):
+    """f_n of the static choice ``law`` (see :data:`NORMAL_LAWS`): b is the linear law's
+    damping [N s/m], c and n the Hunt–Crossley dissipation [s/m] and exponent."""
+    if law == "linear":
+        return spring_damper(delta, ddelta, k, b)
+    if law == "hunt_crossley":
+        return hunt_crossley(delta, ddelta, k, c, n)
+    raise ValueError(f"unknown normal law {law!r}; choose one of {NORMAL_LAWS}")
+
+
+def normal_energy(law: str, delta, k, n):
+    """Elastic energy stored in the normal spring (J): ½ k δ² (linear) or k δⁿ⁺¹/(n + 1)."""
+    on = delta > 0
+    dpos = jnp.where(on, delta, 1.0)
+    if law == "linear":
+        return jnp.where(on, 0.5 * k * dpos**2, 0.0)
+    return jnp.where(on, k * dpos ** (n + 1.0) / (n + 1.0), 0.0)
+
+
+def _tangent(x, n):
+    return x - jnp.sum(x * n, axis=-1, keepdims=True) * n
+
+
+def _norm(x):
+    s = jnp.sum(x * x, axis=-1, keepdims=True)
+    pos = s > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, s, 1.0)), 0.0)
+
+
+def regularised_coulomb(fn, v, n, mu, eps):
+    """f_t = −μ f_n v_t / √(|v_t|² + ε²) (N, (..., 3)); v_t the tangential part of v (...,3),
+    ``eps`` [m/s] the regularising speed (> 0)."""
+    vt = _tangent(v, n)
+    s = jnp.sqrt(jnp.sum(vt * vt, axis=-1, keepdims=True) + eps * eps)
+    return -(mu * fn)[..., None] * vt / s
+
+
+def stiction(fn, v, n, z, mu, kt, bt):
+    """Spring–damper stiction (see the module doc): ``(f_t (..., 3), ż (..., 3))``.
+
+    fn (...,) N; v, n, z (..., 3); mu, kt [N/m], bt [N s/m] broadcast against fn."""
+    vt = _tangent(v, n)
+    zt = _tangent(z, n)
+    kt, bt = kt[..., None], bt[..., None]
+    f = -kt * zt - bt * vt
+    F = (mu * fn)[..., None]
+    mag = _norm(f)
+    over = mag > F
+    scale = jnp.where(over, F / jnp.where(over, mag, 1.0), 1.0)
+    ft = f * scale
+    return ft, -(ft + kt * z) / bt
+
+
+def tangential(law: str, fn, v, n, z, mu, kt, bt, eps):
+    """Friction force of the static choice ``law`` and ż (zeros for ``"coulomb"``)."""
+    if law == "stiction":
+        return stiction(fn, v, n, z, mu, kt, bt)
+    if law == "coulomb":
+        return regularised_coulomb(fn, v, n, mu, eps), jnp.zeros_like(v)
+    raise ValueError(f"unknown friction law {law!r}; choose one of {FRICTION_LAWS}")

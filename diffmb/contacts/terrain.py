@@ -1,0 +1,208 @@
+"""Terrains: the ground that contact geometry touches (world frame, z up, at rest).
+
+A terrain is an equinox Module with traced numbers (heights, offsets, normals) and a static
+``name``. Every method works on one point and under ``vmap`` on many:
+
+* ``height(xy)``: (2,) -> (): the ground's z above the point (x, y);
+* ``normal(xy)``: (2,) -> (3,): the outward (upward) unit normal there, world frame;
+* ``signed_distance(p)``: (3,) -> ((), (3,)): d > 0 above/outside the ground, d < 0 inside,
+  and the outward unit normal n used for the contact (``(d, n)``).
+
+All three are differentiable in the point and in the terrain's numbers.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from ..spatial.safe import safe_div
+
+__all__ = ["AbstractTerrain", "Plane", "HeightField", "rough_terrain"]
+
+
+def _f64(x):
+    return jnp.asarray(x, dtype=jnp.float64)
+
+
+def _concrete(x):
+    """x as numpy, or None under a trace."""
+    try:
+        return np.asarray(x)
+    except Exception:  # a tracer
+        return None
+
+
+class AbstractTerrain(eqx.Module):
+    """Ground geometry: ``height``, ``normal`` and ``signed_distance`` (see the module doc).
+    Concrete terrains carry a static ``name`` (used in :func:`contact_forces`' pairs)."""
+
+    @abc.abstractmethod
+    def height(self, xy):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def normal(self, xy):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def signed_distance(self, p):
+        raise NotImplementedError
+
+
+class Plane(AbstractTerrain):
+    """The plane {p : n·p = offset} of any orientation; ``normal`` (3,) is normalised here and
+    points out of the ground (a tilted plane: ``Plane((-sin α, 0, cos α))`` rises along +x).
+
+    ``signed_distance(p) = n·p − offset`` is exact. ``height(xy)`` solves n·(x, y, z) = offset
+    for z (undefined for a vertical plane, n_z = 0: returns 0 there).
+    """
+
+    n: jnp.ndarray  # (3,) unit outward normal
+    offset: jnp.ndarray  # () m
+    name: str = eqx.field(static=True, default="plane")
+
+    def __init__(self, normal=(0.0, 0.0, 1.0), offset=0.0, name: str = "plane"):
+        n = _f64(normal).reshape(3)
+        self.n = n / jnp.sqrt(jnp.sum(n * n))
+        self.offset = _f64(offset).reshape(())
+        self.name = name
+
+    def height(self, xy):
+        xy = _f64(xy)
+        return safe_div(self.offset - self.n[0] * xy[..., 0] - self.n[1] * xy[..., 1], self.n[2])
+
+    def normal(self, xy):
+        return jnp.broadcast_to(self.n, (*jnp.shape(xy)[:-1], 3))
+
+    def signed_distance(self, p):
+        p = _f64(p)
+        return p @ self.n - self.offset, jnp.broadcast_to(self.n, p.shape)
+
+
+# ---- height field ------------------------------------------------------------------------------
+
+
+def _catmull_rom(t):
+    """Catmull–Rom weights of the four samples P_{i-1..i+2} at t ∈ [0, 1] in cell i, and their
+    t-derivatives: (4,), (4,). The interpolant passes through the samples, its slope at a node
+    is the central difference (P_{i+1} − P_{i-1})/2, so it is C¹ across cells and reproduces
+    linear functions exactly."""
+    t2, t3 = t * t, t * t * t
+    w = 0.5 * jnp.stack([-t + 2 * t2 - t3, 2 - 5 * t2 + 3 * t3, t + 4 * t2 - 3 * t3, -t2 + t3])
+    dw = 0.5 * jnp.stack([-1 + 4 * t - 3 * t2, -10 * t + 9 * t2, 1 + 8 * t - 9 * t2,
+                          -2 * t + 3 * t2])
+    return w, dw
+
+
+def _pad_linear(H):
+    """H (nx, ny) with one ghost row/column on every side, linearly extrapolated (so that the
+    end cells keep second-order slopes and a plane is reproduced exactly)."""
+    H = jnp.concatenate([2 * H[:1] - H[1:2], H, 2 * H[-1:] - H[-2:-1]], axis=0)
+    return jnp.concatenate([2 * H[:, :1] - H[:, 1:2], H, 2 * H[:, -1:] - H[:, -2:-1]], axis=1)
+
+
+class HeightField(AbstractTerrain):
+    """Ground z = h(x, y) sampled on a regular grid, interpolated bicubically (Catmull–Rom).
+
+    ``heights`` (nx, ny) [m], traced: sample (i, j) sits at (x0 + i dx, y0 + j dy), with
+    ``origin`` = (x0, y0) and ``spacing`` = (dx, dy) (traced too). nx, ny ≥ 2. The interpolant
+    is C¹ (continuous normals across cells), passes through the samples and reproduces any plane
+    exactly (the ghost samples beyond the edges are extrapolated linearly). Outside the grid the
+    point is clamped onto the grid's rectangle: the height continues at its edge value and the
+    slope across the edge is zero.
+
+    ``signed_distance`` approximates the distance to the surface by the vertical gap times the
+    normal's z component, d ≈ (z − h(x, y)) n_z: exact for a plane, first order in the gap and
+    the curvature otherwise (a sphere of radius r on a bump of curvature κ is off by O(κ r²)).
+    """
+
+    heights: jnp.ndarray  # (nx, ny) m
+    origin: jnp.ndarray  # (2,) m
+    spacing: jnp.ndarray  # (2,) m
+    name: str = eqx.field(static=True, default="heightfield")
+
+    def __init__(self, heights, origin=(0.0, 0.0), spacing=(1.0, 1.0), name="heightfield"):
+        H = _f64(heights)
+        if H.ndim != 2 or H.shape[0] < 2 or H.shape[1] < 2:
+            raise ValueError(f"HeightField {name!r}: heights must be (nx, ny) with nx, ny >= 2, "
+                             f"got shape {H.shape}")
+        self.heights = H
+        self.origin = _f64(origin).reshape(2)
+        self.spacing = jnp.broadcast_to(_f64(spacing), (2,))
+        sp = _concrete(self.spacing)
+        if sp is not None and not np.all(sp > 0):
+            raise ValueError(f"HeightField {name!r}: spacing must be > 0, got {sp}")
+        self.name = name
+
+    def _eval(self, xy):
+        """h, ∂h/∂x, ∂h/∂y at one point xy (2,)."""
+        nx, ny = self.heights.shape
+        u = (_f64(xy) - self.origin) / self.spacing
+        u = jnp.clip(u, 0.0, jnp.array([nx - 1.0, ny - 1.0]))
+        cell = jnp.clip(jnp.floor(u), 0.0, jnp.array([nx - 2.0, ny - 2.0]))
+        t = u - cell
+        i = cell.astype(jnp.int32)
+        Hp = _pad_linear(self.heights)
+        rows = i[0] + jnp.arange(4)  # padded rows i-1..i+2 of the unpadded grid
+        cols = i[1] + jnp.arange(4)
+        P = Hp[rows[:, None], cols[None, :]]  # (4, 4)
+        wx, dwx = _catmull_rom(t[0])
+        wy, dwy = _catmull_rom(t[1])
+        h = wx @ P @ wy
+        hx = (dwx @ P @ wy) / self.spacing[0]
+        hy = (wx @ P @ dwy) / self.spacing[1]
+        return h, hx, hy
+
+    def _gradient_normal(self, hx, hy):
+        s = jnp.sqrt(1.0 + hx * hx + hy * hy)
+        return jnp.stack([-hx / s, -hy / s, 1.0 / s])
+
+    def height(self, xy):
+        return self._eval(xy)[0]
+
+    def normal(self, xy):
+        _, hx, hy = self._eval(xy)
+        return self._gradient_normal(hx, hy)
+
+    def signed_distance(self, p):
+        p = _f64(p)
+        h, hx, hy = self._eval(p[:2])
+        n = self._gradient_normal(hx, hy)
+        return (p[2] - h) * n[2], n
+
+
+def rough_terrain(seed: int, size=(10.0, 10.0), resolution=0.05, amplitude=0.02, wavelength=0.5,
+                  n_waves: int = 64, name: str = "rough") -> HeightField:
+    """A seeded random rough ground as a :class:`HeightField` centred on the world origin.
+
+    h(x, y) = A √(2/N) Σ_k cos(κ_k · (x, y) + φ_k), a sum of N = ``n_waves`` plane waves with
+    uniformly random directions, phases φ_k ∈ [0, 2π) and wavelengths drawn uniformly in
+    [0.5, 1.5] × ``wavelength`` (the dominant wavelength λ), sampled on the grid and then
+    shifted and scaled so that the samples have zero mean and RMS ``amplitude`` A exactly.
+    ``size`` (Lx, Ly) [m] (or one number for a square), ``resolution`` = grid spacing [m]
+    (use ≤ λ/8 so the bicubic interpolant follows the waves). The same ``seed`` gives the same
+    ground (numpy's ``default_rng``); the heights are a traced leaf.
+    """
+    Lx, Ly = np.broadcast_to(np.asarray(size, dtype=float), (2,))
+    if not (resolution > 0 and amplitude >= 0 and wavelength > 0 and Lx > 0 and Ly > 0):
+        raise ValueError("rough_terrain: size, resolution and wavelength must be > 0, "
+                         "amplitude >= 0")
+    nx, ny = int(round(Lx / resolution)) + 1, int(round(Ly / resolution)) + 1
+    x = -0.5 * Lx + resolution * np.arange(nx)
+    y = -0.5 * Ly + resolution * np.arange(ny)
+    rng = np.random.default_rng(seed)
+    theta = rng.uniform(0.0, 2 * np.pi, n_waves)
+    lam = wavelength * rng.uniform(0.5, 1.5, n_waves)
+    phase = rng.uniform(0.0, 2 * np.pi, n_waves)
+    kx, ky = 2 * np.pi / lam * np.cos(theta), 2 * np.pi / lam * np.sin(theta)
+    X, Y = np.meshgrid(x, y, indexing="ij")
+    H = np.sqrt(2.0 / n_waves) * np.cos(
+        kx * X[..., None] + ky * Y[..., None] + phase).sum(axis=-1)
+    H = H - H.mean()
+    rms = np.sqrt(np.mean(H * H))
+    H = H * (amplitude / rms if rms > 0 else 0.0)
+    return HeightField(H, origin=(x[0], y[0]), spacing=(resolution, resolution), name=name)
