@@ -202,7 +202,89 @@ class InertiaWarning(UserWarning):
     """
 
 
-__all__ += ["InertiaWarning"]
+__all__ += ["InertiaWarning", "InertiaIssue", "check_inertia"]
+
+INERTIA_ROUNDOFF = 1e-9  # eigenvalue >= -1e-9 * max(1, trace) (kg·m²): round-off in the file
+INERTIA_TRIANGLE = 1e-6  # I1 + I2 >= I3 - 1e-6 * I3: files print about six significant digits
+
+
+@dataclass(frozen=True)
+class InertiaIssue:
+    """One implausible property of a body's inertia, found by :func:`check_inertia`.
+
+    ``kind``: ``"not_psd"`` (an eigenvalue below ``-1e-9 * max(1, trace)``), ``"roundoff"`` (a
+    negative eigenvalue at round-off level), ``"triangle"`` (principal inertias violate
+    ``I1 + I2 >= I3``) or ``"zero_mass"`` (zero mass, non-zero inertia); ``detail``: what is
+    wrong, with the numbers; ``message``: ``detail`` prefixed by the source and the body.
+    """
+
+    kind: str
+    body: str
+    detail: str
+    message: str
+    eigenvalues: np.ndarray = field(compare=False, repr=False)
+
+    def __str__(self):
+        return self.message
+
+
+def check_inertia(name: str, mass, inertia, *, strict: bool = False, warn: bool = True,
+                  source: str | None = None) -> list[InertiaIssue]:
+    """Check one body's mass and its inertia about the centre of mass ((3, 3), or (3,) for a
+    diagonal), by the rules and thresholds of :class:`ModelBuilder`.
+
+    Raises ``ValueError`` naming the body (and ``source``, when given) for what cannot be
+    simulated: a non-finite or negative mass, a non-finite, non-symmetric or mis-shaped inertia.
+    Returns the implausible properties (:class:`InertiaIssue`, empty when there are none); each
+    is warned as an :class:`InertiaWarning` (``warn=True``), or refused with ``ValueError``
+    (``strict=True``). A clearly negative eigenvalue (``kind == "not_psd"``) is one of them
+    here; :class:`ModelBuilder` instead judges it with the body's rigid assembly (refused only
+    when the assembly is not positive semi-definite either).
+    """
+    where = (f"{source}: " if source else "") + f"body {name!r}"
+    try:
+        m = float(mass)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: mass must be a number, got {mass!r}") from None
+    if not np.isfinite(m) or m < 0:
+        raise ValueError(f"{where}: mass must be finite and >= 0, got {m}")
+    Ic = np.asarray(inertia, dtype=float)
+    if Ic.shape == (3,):
+        Ic = np.diag(Ic)
+    if Ic.shape != (3, 3):
+        raise ValueError(f"{where}: inertia must be (3, 3) or a (3,) diagonal, got shape "
+                         f"{Ic.shape}")
+    if not np.all(np.isfinite(Ic)):
+        raise ValueError(f"{where}: inertia has non-finite entries: {Ic.tolist()}")
+    if not np.allclose(Ic, Ic.T, atol=1e-9 * max(1.0, np.abs(Ic).max())):
+        raise ValueError(f"{where}: inertia is not symmetric: {Ic.tolist()}")
+    ev = np.linalg.eigvalsh(0.5 * (Ic + Ic.T))
+    noise = 64 * np.finfo(float).eps * np.abs(ev).max()
+    roundoff = INERTIA_ROUNDOFF * max(1.0, ev.sum())
+    found = []
+    if ev[0] < -roundoff:
+        found.append(("not_psd", f"inertia is not positive semi-definite (eigenvalues {ev},"
+                                 f" below -{INERTIA_ROUNDOFF:g} * max(1, trace))"))
+    elif ev[0] < -noise:
+        found.append(("roundoff", f"inertia eigenvalue {ev[0]:.3g} < 0 at round-off level"
+                                  f" (eigenvalues {ev}; tolerance -{INERTIA_ROUNDOFF:g} *"
+                                  " max(1, trace))"))
+    a, b, c = ev
+    if not found or found[0][0] != "not_psd":
+        if a + b < c - max(INERTIA_TRIANGLE * c, roundoff):
+            found.append(("triangle", f"principal inertias {ev} violate the triangle inequality"
+                                      f" (I1 + I2 >= I3: {a + b:.6g} < {c:.6g}); no mass"
+                                      " distribution has them"))
+    if m == 0 and np.abs(Ic).max() > 0:
+        found.append(("zero_mass", f"zero mass with non-zero inertia (eigenvalues {ev})"))
+    issues = [InertiaIssue(k, name, d, f"{where}: {d}", ev) for k, d in found]
+    if issues and strict:
+        raise ValueError(f"{where}: " + "; ".join(i.detail for i in issues)
+                         + " (refused because strict=True)")
+    if issues and warn:
+        warnings.warn(f"{where}: " + "; ".join(i.detail for i in issues), InertiaWarning,
+                      stacklevel=2)
+    return issues
 
 
 @dataclass
@@ -226,6 +308,7 @@ class ModelBuilder:
 
     Validation (every message names ``source`` and the body or joint, with the numbers)
     -----------------------------------------------------------------------------------
+    Each body alone is checked by :func:`check_inertia` (also used on named parameters).
     Refused (``ValueError``): what cannot be simulated.
 
     - a non-finite number (mass, inertia, placement, centre of mass, joint anchor or axis), a
@@ -328,8 +411,8 @@ class ModelBuilder:
 
     # --- validation (see the class docstring for the rules and thresholds) -------------------
 
-    _ROUNDOFF = 1e-9  # eigenvalue >= -1e-9 * max(1, trace) (kg·m²): round-off in the file
-    _TRIANGLE = 1e-6  # I1 + I2 >= I3 - 1e-6 * I3: files print about six significant digits
+    _ROUNDOFF = INERTIA_ROUNDOFF
+    _TRIANGLE = INERTIA_TRIANGLE
     _SINGULAR = 1e-12  # articulated pivot <= 1e-12 * scale of what the joint carries: singular M
 
     def _implausible(self, msg):
@@ -353,35 +436,15 @@ class ModelBuilder:
                     )
 
     def _check_inertia(self, name, m, Ic):
-        """Checks on one body alone; a clearly negative eigenvalue is judged in :meth:`build`."""
-        where = f"{self.source}: body {name!r}"
-        if not np.isfinite(m) or m < 0:
-            raise ValueError(f"{where}: mass must be finite and >= 0, got {m}")
-        if not np.all(np.isfinite(Ic)):
-            raise ValueError(f"{where}: inertia has non-finite entries: {Ic.tolist()}")
-        if not np.allclose(Ic, Ic.T, atol=1e-9 * max(1.0, np.abs(Ic).max())):
-            raise ValueError(f"{where}: inertia is not symmetric: {Ic.tolist()}")
-        ev = np.linalg.eigvalsh(0.5 * (Ic + Ic.T))
-        noise = 64 * np.finfo(float).eps * np.abs(ev).max()
-        issues = []
-        roundoff = self._ROUNDOFF * max(1.0, ev.sum())
-        if ev[0] < -roundoff:
-            self._negative[name] = ev  # judged with its rigid assembly in build()
-        elif ev[0] < -noise:
-            issues.append(
-                f"inertia eigenvalue {ev[0]:.3g} < 0 at round-off level (eigenvalues {ev};"
-                f" tolerance -{self._ROUNDOFF:g} * max(1, trace)), loaded as is"
-            )
-        a, b, c = ev
-        if name not in self._negative and a + b < c - max(self._TRIANGLE * c, roundoff):
-            issues.append(
-                f"principal inertias {ev} violate the triangle inequality (I1 + I2 >= I3:"
-                f" {a + b:.6g} < {c:.6g}); no mass distribution has them, loaded as is"
-            )
-        if m == 0 and np.abs(Ic).max() > 0:
-            issues.append(f"zero mass with non-zero inertia (eigenvalues {ev}), loaded as is")
-        if issues:
-            self._implausible(f"{where}: " + "; ".join(issues))
+        """Checks on one body alone (:func:`check_inertia`); a clearly negative eigenvalue is
+        judged with the body's rigid assembly in :meth:`build`."""
+        issues = check_inertia(name, m, Ic, source=self.source, warn=False)
+        for i in issues:
+            if i.kind == "not_psd":
+                self._negative[name] = i.eigenvalues
+        shown = [i.detail + ", loaded as is" for i in issues if i.kind != "not_psd"]
+        if shown:
+            self._implausible(f"{self.source}: body {name!r}: " + "; ".join(shown))
 
     def _check_assemblies(self, body_node, body_rot, body_pos, node_joint):
         """Each node's welded bodies must have a positive semi-definite inertia about their com."""

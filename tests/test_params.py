@@ -2,6 +2,8 @@
 file's numbers (the UR5 shipped in diffmb/assets), closed-form transforms, and finite
 differences of a simulation for the gradient through a named parameter."""
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -10,6 +12,7 @@ import pytest
 
 import diffmb
 from diffmb.forces.elements import BodyWrench, JointDamping
+from diffmb.model import InertiaWarning, check_inertia
 from diffmb.optim.params import ParamSet, bounded, get_params, positive, set_params
 
 
@@ -240,3 +243,65 @@ def test_traced_values_pass_through_unchecked():
     # shapes are static: a wrong shape is refused even under a trace
     with pytest.raises(ValueError, match=r"body\.wrist_1_link\.com"):
         jax.jit(lambda x: set_params(m, {"body.wrist_1_link.com": x}).body_com)(1.0)
+
+
+# --- one public inertia check, shared by ModelBuilder and the parameters ---------------------
+
+
+def test_check_inertia_refuses_what_cannot_be_simulated_naming_the_body():
+    for mass, inertia, words in [
+        (-1.0, np.eye(3), "mass must be finite and >= 0, got -1.0"),
+        (np.nan, np.eye(3), "mass must be finite"),
+        (1.0, np.diag([1.0, np.inf, 1.0]), "non-finite"),
+        (1.0, [[1.0, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "not symmetric"),
+        (1.0, np.ones(2), "shape (2,)"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            check_inertia("link", mass, inertia, source="robot.urdf")
+        assert "robot.urdf: body 'link'" in str(e.value) and words in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("inertia, mass, kind, words", [
+    (np.diag([0.1, 0.1, 0.5]), 1.0, "triangle", "violate the triangle inequality"),
+    (np.diag([0.1, 0.1, -1e-11]), 1.0, "roundoff", "at round-off level"),
+    (np.diag([1.0, 1.0, -1.0]), 1.0, "not_psd", "not positive semi-definite"),
+    (np.diag([0.1, 0.2, 0.25]), 0.0, "zero_mass", "zero mass with non-zero inertia"),
+])
+def test_check_inertia_warns_implausible_and_strict_refuses(inertia, mass, kind, words):
+    with pytest.warns(InertiaWarning, match=f"body 'link': .*{words}"):
+        issues = check_inertia("link", mass, inertia)
+    assert [i.kind for i in issues] == [kind] and issues[0].body == "link"
+    assert words in str(issues[0]) and str(issues[0]).startswith("body 'link': ")
+    with pytest.raises(ValueError, match=f"body 'link': .*{words}.*strict=True"):
+        check_inertia("link", mass, inertia, strict=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [i.kind for i in check_inertia("link", mass, inertia, warn=False)] == [kind]
+
+
+def test_check_inertia_passes_valid_bodies_silently():
+    c, s = np.cos(0.3), np.sin(0.3)
+    R = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_inertia("rod", 1.0, [0.5, 0.5, 1.0]) == []  # triangle with equality
+        assert check_inertia("box", 2.0, R @ np.diag([0.1, 0.2, 0.25]) @ R.T, strict=True) == []
+        assert check_inertia("point", 1.0, np.zeros((3, 3)), strict=True) == []
+
+
+def test_builder_and_parameters_judge_inertia_by_check_inertia():
+    tri = np.diag([0.1, 0.1, 0.5])
+    (issue,) = check_inertia("b", 1.0, tri, source="unit", warn=False)
+    b = diffmb.ModelBuilder(source="unit")
+    b.add_body("a", -1, mass=1.0, inertia=np.diag([0.1, 0.1, 0.1]),
+               joints=[{"name": "j0", "type": "hinge"}])
+    with pytest.warns(InertiaWarning) as rec:
+        b.add_body("b", "a", mass=1.0, inertia=tri, pos=(0.0, 0.0, 0.1),
+                   joints=[{"name": "j1", "type": "hinge", "axis": (1.0, 0.0, 0.0)}])
+    assert str(rec[0].message) == issue.message + ", loaded as is"
+    # a parameter refuses what the builder only warns about, with the same words
+    m = _ur5()
+    with pytest.raises(ValueError) as e:
+        set_params(m, {"body.forearm_link.inertia_diag": [0.1, 0.1, 0.5]})
+    assert e.value.args[0] == ("parameter 'body.forearm_link.inertia_diag': body 'forearm_link':"
+                               f" {issue.detail}")

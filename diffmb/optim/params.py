@@ -25,8 +25,8 @@ is not the parameter's (a scalar is never broadcast to a vector) raises ``ValueE
 the parameter and both shapes, always (shapes are static, also under a trace). A *concrete*
 value that is not finite, a negative mass, a negative damping/stiffness/armature, or an inertia
 that is not symmetric positive semi-definite or violates the triangle inequality
-``I1 + I2 >= I3`` beyond round-off (the checks and thresholds of
-:class:`~diffmb.model.ModelBuilder`) raises ``ValueError`` naming the parameter. Traced values
+``I1 + I2 >= I3`` beyond round-off (:func:`diffmb.model.check_inertia`, the checks and
+thresholds of :class:`~diffmb.model.ModelBuilder`) raises ``ValueError`` naming the parameter. Traced values
 (inside ``jit``/``grad``/``vmap``) are written unchecked.
 
 Reading and writing are pure functions of the pytrees (``equinox.tree_at``), so
@@ -64,7 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model import InertiaWarning, Model, ModelBuilder
+from ..model import InertiaWarning, Model, check_inertia
 from ..systems import concrete
 
 __all__ = [
@@ -130,14 +130,14 @@ def _body_param(model: Model, name: str, body: str, field: str) -> Param:
             Ic = jnp.zeros((3, 3), x.dtype).at[rows, cols].set(x).at[cols, rows].set(x)
             return eqx.tree_at(lambda t: t.body_inertia, m, m.body_inertia.at[i].set(Ic)), f
 
-        def check_inertia(m, x):
+        def check_full(m, x):
             Ic = np.zeros((3, 3))
             Ic[[a for a, _ in _IU], [b for _, b in _IU]] = x
             Ic[[b for _, b in _IU], [a for a, _ in _IU]] = x
             _check_body(name, body, 1.0, Ic)
 
         return Param(name, (6,), lambda m, f: m.body_inertia[i][rows, cols], set_inertia,
-                     check_inertia)
+                     check_full)
     if field == "inertia_diag":
         d = jnp.arange(3)
 
@@ -236,24 +236,19 @@ def _concrete(x):
 
 
 def _check_body(name: str, body: str, mass: float, Ic: np.ndarray) -> None:
-    """Mass and inertia of one body through :meth:`ModelBuilder._check_inertia` (its checks and
-    thresholds): its errors are raised, a clearly negative eigenvalue or a violated triangle
-    inequality (which the builder defers or only warns about) is refused, other (harmless)
+    """Mass and inertia of one body by :func:`~diffmb.model.check_inertia` (the builder's checks
+    and thresholds): its errors are raised, a clearly negative eigenvalue or a violated triangle
+    inequality (which a builder defers or only warns about) is refused, other (harmless)
     remarks are passed on as :class:`~diffmb.model.InertiaWarning`."""
-    b = ModelBuilder(source=f"parameter {name!r}")
-    with warnings.catch_warnings(record=True) as got:
-        warnings.simplefilter("always")
-        b._check_inertia(body, mass, Ic)
-    if body in b._negative:
-        raise ValueError(
-            f"parameter {name!r}: body {body!r}: inertia is not positive semi-definite "
-            f"(eigenvalues {b._negative[body].tolist()}): {Ic.tolist()}"
-        )
-    for w in got:
-        msg = str(w.message)
-        if "triangle inequality" in msg:
-            raise ValueError(msg.replace(", loaded as is", ""))
-        warnings.warn(msg, InertiaWarning, stacklevel=5)
+    issues = check_inertia(body, mass, Ic, source=f"parameter {name!r}", warn=False)
+    refused = [i for i in issues if i.kind in ("not_psd", "triangle")]
+    if refused:
+        extra = f": {Ic.tolist()}" if refused[0].kind == "not_psd" else ""
+        raise ValueError(f"parameter {name!r}: body {body!r}: "
+                         + "; ".join(i.detail for i in refused) + extra)
+    if issues:
+        warnings.warn(f"parameter {name!r}: body {body!r}: " + "; ".join(i.detail for i in issues),
+                      InertiaWarning, stacklevel=5)
 
 
 def _validate(p: Param, model: Model, x) -> None:
