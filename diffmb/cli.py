@@ -1,14 +1,26 @@
 """The ``diffmb`` command line: reproduce the studies, identify parameters from data, benchmark.
 
     diffmb reproduce <study>|all --out DIR [--quick]
-    diffmb identify <study> --data FILE.csv --out DIR
+    diffmb identify <study> --data FILE.csv --out DIR [--resume]
     diffmb bench [--quick] --out DIR
     diffmb list
 
 Each study is a module ``diffmb.studies.<name>`` with ``reproduce(out_dir, quick)`` (and, where
-it identifies parameters, ``identify(data_csv, out_dir)``); the benchmarks are the modules of
-``diffmb.bench``; this file is only the registry. User errors print one line and exit with code
-2; Ctrl-C exits with 130 and SIGTERM with 143, with a one-line message instead of a traceback.
+it identifies parameters, ``identify(data_csv, out_dir, checkpoint=path)``); the benchmarks are
+the modules of ``diffmb.bench``; this file is only the registry. User errors print one line and
+exit with code 2; Ctrl-C exits with 130 and SIGTERM with 143, with a one-line message instead of
+a traceback.
+
+``identify`` checkpoints its fit in ``DIR/checkpoint.npz`` after every iteration. An existing
+checkpoint in DIR is never silently reused nor overwritten: without ``--resume`` the command
+refuses (exit 2) and suggests ``--resume`` or a fresh ``--out``; with ``--resume`` it continues
+from the saved iteration (a finished fit returns at once), and says from which. A checkpoint
+that is corrupt or belongs to other data or another study is refused (exit 2). Interrupted
+(Ctrl-C, SIGTERM), it keeps the checkpoint and writes ``DIR/results.json`` with
+``"status": "interrupted"``, the last saved iteration, its cost and named parameters, and the
+command that resumes it. An interrupted ``reproduce`` deletes nothing it has written; the
+message says the output is incomplete (``reproduce all`` also writes its index, marking the
+interrupted study and those not run).
 """
 
 from __future__ import annotations
@@ -16,8 +28,10 @@ from __future__ import annotations
 import _thread
 import argparse
 import importlib
+import inspect
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -75,9 +89,11 @@ def _reproduce(args) -> int:
         _study_module(n)  # fail fast on unknown names
     out = _out_dir(args.out)
     failed = []
+    args.on_interrupt = lambda how: _reproduce_interrupted(args, out, names, failed, how)
     for n in names:
         mod = _study_module(n)
         d = _out_dir(out / n) if args.study == "all" else out
+        args.running = n
         t0 = time.perf_counter()
         print(f"[diffmb] reproduce {n} -> {d} ({'quick' if args.quick else 'full'})", flush=True)
         try:
@@ -97,29 +113,114 @@ def _reproduce(args) -> int:
     return 0
 
 
-def _write_index(out: Path, names, failed):
+def _write_index(out: Path, names, failed, interrupted=None):
     lines = ["# diffmb studies", ""]
+    later = False
     for n in names:
-        status = "FAILED" if n in failed else f"[report]({n}/report.md)"
+        if n == interrupted:
+            status, later = "INTERRUPTED (its output is incomplete)", True
+        elif later:
+            status = "not run (interrupted before)"
+        else:
+            status = "FAILED" if n in failed else f"[report]({n}/report.md)"
         lines.append(f"- **{n}**: {status}")
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
+def _reproduce_interrupted(args, out: Path, names, failed, how: str) -> str:
+    """After an interruption: nothing written is deleted; the index says what is missing."""
+    n = getattr(args, "running", None)
+    if args.study == "all" and n is not None:
+        _write_index(out, names, failed, interrupted=n)
+    what = f"study {n!r} did not finish" if n else "no study started"
+    return (f"diffmb: reproduce {how}; the output in {out} is incomplete ({what}); the files "
+            "already written are kept")
+
+
+CHECKPOINT = "checkpoint.npz"  # identify's resumable state, in --out
+
+
 def _identify(args) -> int:
+    from .optim.lsq import read_checkpoint
+
     mod = _study_module(args.study)
     if not hasattr(mod, "identify"):
         raise CLIError(f"study {args.study!r} has no identification")
     data = Path(args.data)
     if not data.is_file():
         raise CLIError(f"{data}: no such data file")
+    resumable = "checkpoint" in inspect.signature(mod.identify).parameters
+    if args.resume and not resumable:
+        raise CLIError(f"study {args.study!r}: its identification cannot be resumed")
     out = _out_dir(args.out)
+    ck = out / CHECKPOINT
+    if resumable and ck.exists():
+        try:
+            meta, _ = read_checkpoint(ck)
+        except ValueError as e:
+            raise CLIError(str(e)) from None
+        k, done = meta["state"]["k"], meta["state"]["done"]
+        if not args.resume:
+            raise CLIError(
+                f"--out {out} holds the checkpoint of an earlier identification ({ck.name}, "
+                f"{'finished' if done else 'unfinished'}, {k} iterations): pass --resume to "
+                "continue from it, or choose a fresh --out")
+        print(f"[diffmb] identify {args.study}: resuming from iteration {k} of {ck}",
+              file=sys.stderr, flush=True)
+    elif args.resume:
+        print(f"[diffmb] identify {args.study}: no checkpoint in {out}; starting from the "
+              "beginning", file=sys.stderr, flush=True)
+    resume_cmd = shlex.join(["diffmb", "identify", args.study, "--data", str(data), "--out",
+                             str(out), "--resume"])
+    if resumable:
+        args.on_interrupt = lambda how: _identify_interrupted(out, ck, resume_cmd, how)
     try:
-        res = mod.identify(data, out)
-    except ValueError as e:  # bad data: the message names file, row and column
+        res = mod.identify(data, out, checkpoint=ck) if resumable else mod.identify(data, out)
+    except ValueError as e:  # bad data or checkpoint: the message names the file and reason
         raise CLIError(str(e)) from None
+    args.on_interrupt = None
+    results = out / "results.json"
+    if isinstance(res, dict) and _status(results) == "interrupted":  # not left stale
+        _write_json(results, {"status": "complete", **res})
     if isinstance(res, dict):
         print(json.dumps(res.get("identified", res), indent=2, default=float))
     return 0
+
+
+def _status(path: Path):
+    try:
+        return json.loads(path.read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _write_json(path: Path, obj):
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, default=float) + "\n")
+    os.replace(tmp, path)
+
+
+def _identify_interrupted(out: Path, ck: Path, resume_cmd: str, how: str) -> str:
+    """Write ``out/results.json`` marked ``"interrupted"`` from the last checkpoint; the
+    one-line message says how to resume."""
+    from .optim.lsq import read_checkpoint
+
+    res = {"status": "interrupted", "reason": how}
+    try:
+        meta, _ = read_checkpoint(ck) if ck.exists() else (None, None)
+    except ValueError as e:
+        meta, res["checkpoint_error"] = None, str(e)
+    if meta is None:
+        res.update(iteration=0, note="interrupted before the first iteration was saved")
+        _write_json(out / "results.json", res)
+        return (f"diffmb: identify {how} before the first iteration was saved; "
+                f"{out / 'results.json'} is marked interrupted; run it again to start over")
+    st = meta["state"]
+    res.update(iteration=st["k"], cost=meta.get("cost", st["history"][-1]["cost"]),
+               params=meta.get("params"), checkpoint=str(ck), resume=resume_cmd)
+    _write_json(out / "results.json", res)
+    return (f"diffmb: identify {how} after iteration {st['k']}; partial results in "
+            f"{out / 'results.json'}; resume with: {resume_cmd}")
 
 
 def _bench(args) -> int:
@@ -149,7 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("identify", help="fit a study's parameters to measured data (CSV)")
     i.add_argument("study")
     i.add_argument("--data", required=True, help="CSV: first column t [s], then named channels")
-    i.add_argument("--out", required=True)
+    i.add_argument("--out", required=True,
+                   help=f"output directory; the fit is checkpointed in DIR/{CHECKPOINT}")
+    i.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint in --out (without it, an existing "
+                        "checkpoint is refused)")
     b = sub.add_parser("bench", help="benchmarks against peers measured in the same run")
     b.add_argument("--out", required=True)
     b.add_argument("--quick", action="store_true")
@@ -205,6 +310,17 @@ class _Signals:
             _thread.interrupt_main(signum)
 
 
+def _after_interrupt(args, how: str) -> str:
+    """Keep the partial results of the interrupted command; its one-line message."""
+    hook = getattr(args, "on_interrupt", None)
+    if hook is not None:
+        try:
+            return hook(how)
+        except Exception as e:  # noqa: BLE001 - the interruption is what is reported
+            return f"diffmb: {args.cmd} {how} (its partial results could not be written: {e})"
+    return f"diffmb: {args.cmd} {how}"
+
+
 def _interrupted(code: int, message: str, hard: bool) -> int:
     print(message, file=sys.stderr)
     if hard:  # the process's own command line: leave at once, without the interpreter's
@@ -229,10 +345,11 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt:
         signals.restore()
-        return _interrupted(130, f"\ndiffmb: {args.cmd} interrupted (Ctrl-C)", argv is None)
+        msg = _after_interrupt(args, "interrupted (Ctrl-C)")
+        return _interrupted(130, f"\n{msg}", argv is None)
     except _Terminated:
         signals.restore()
-        return _interrupted(143, f"diffmb: {args.cmd} terminated (SIGTERM)", argv is None)
+        return _interrupted(143, _after_interrupt(args, "terminated (SIGTERM)"), argv is None)
     finally:
         signals.restore()
 

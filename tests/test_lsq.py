@@ -1,6 +1,7 @@
 """least_squares tests. Oracles: closed-form OLS (numpy lstsq, s²(XᵀX)⁻¹) and
 scipy.optimize.curve_fit (estimates and covariance) on an exponential decay."""
 
+import json
 import warnings
 
 import jax.numpy as jnp
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import curve_fit
 
-from diffmb.optim.lsq import UnidentifiableWarning, least_squares
+from diffmb.optim.lsq import UnidentifiableWarning, least_squares, read_checkpoint, solve
 
 
 def _linreg_data():
@@ -129,3 +130,104 @@ def test_interrupted_least_squares_resumes(tmp_path):
     assert r.resumed_from == 2 and r.n_steps == ref.n_steps
     assert r.params == pytest.approx(ref.params, rel=1e-12)
     assert [h["cost"] for h in r.history] == pytest.approx([h["cost"] for h in ref.history])
+
+
+# --- checkpoints that are not this problem's are refused (issue "No silent wrong answers") --
+
+
+def _linear_problem(n=3):
+    """½‖A z − b‖² solved by solve() with a numpy res_jac (nothing to compile)."""
+    A = np.vander(np.linspace(0.0, 1.0, 12), n)
+    b = A @ np.arange(1.0, n + 1.0) + 0.01 * np.sin(np.arange(12.0))
+    return (lambda z: (A @ z - b, A)), np.zeros(n)
+
+
+def _real_checkpoint(path, n=3, steps=2):
+    res_jac, z0 = _linear_problem(n)
+    solve(res_jac, z0, max_steps=steps, progress=False, checkpoint=path,
+          fingerprint={"problem": f"linear{n}"})
+    return path
+
+
+def _corrupt(kind, path, tmp_path):
+    if kind == "garbage":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        data = _real_checkpoint(tmp_path / "whole.npz").read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "no_meta":
+        np.savez(path, z=np.zeros(3))
+    elif kind == "meta_not_json":
+        np.savez(path, z=np.zeros(3), __meta__=np.array("{not json"))
+    elif kind == "meta_incomplete":
+        np.savez(path, z=np.zeros(3), __meta__=np.array(json.dumps({"fingerprint": {}})))
+    elif kind == "npy":
+        with open(path, "wb") as fh:
+            np.save(fh, np.zeros(3))
+    elif kind == "directory":
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("garbage", "not an .npz file"),
+    ("empty", "the file is empty"),
+    ("truncated", "truncated or corrupt"),
+    ("no_meta", "without diffmb's '__meta__'"),
+    ("meta_not_json", "not diffmb's JSON metadata"),
+    ("meta_incomplete", "lacks state.mu"),
+    ("npy", "not an .npz file"),
+    ("directory", "cannot be read"),
+])
+def test_foreign_or_corrupt_checkpoint_is_refused_naming_file_and_reason(tmp_path, kind, reason):
+    path = _corrupt(kind, tmp_path / "ck.npz", tmp_path)
+    before = path.read_bytes() if path.is_file() else None
+    res_jac, z0 = _linear_problem()
+    with pytest.raises(ValueError) as e:
+        solve(res_jac, z0, progress=False, checkpoint=path, fingerprint={"problem": "linear3"})
+    msg = str(e.value)
+    assert type(e.value) is ValueError and str(path) in msg and reason in msg, msg
+    assert "\n" not in msg
+    if before is not None:
+        assert path.read_bytes() == before  # refused, not overwritten
+    with pytest.raises(ValueError, match=reason):
+        read_checkpoint(path)
+
+
+def test_checkpoint_of_another_problem_is_refused(tmp_path):
+    ck = _real_checkpoint(tmp_path / "ck.npz")
+    meta, arrays = read_checkpoint(ck)
+    assert meta["state"]["k"] == 2 and arrays["z"].shape == (3,)
+    res_jac, z0 = _linear_problem()
+    # another fingerprint: the keys that differ are named
+    with pytest.raises(ValueError, match=r"different problem \(problem: saved 'linear3', now "
+                                         r"'other'\)"):
+        solve(res_jac, z0, progress=False, checkpoint=ck, fingerprint={"problem": "other"})
+    # another solver
+    with pytest.raises(ValueError, match="different problem.*solver: saved 'lm', now 'gn'"):
+        solve(res_jac, z0, solver="gn", progress=False, checkpoint=ck,
+              fingerprint={"problem": "linear3"})
+    # same fingerprint, another number of unknowns (a caller that fingerprints too little)
+    res_jac4, z04 = _linear_problem(4)
+    with pytest.raises(ValueError, match="3 unknowns, this problem 4"):
+        solve(res_jac4, z04, progress=False, checkpoint=ck, fingerprint={"problem": "linear3"})
+    # and through least_squares: other parameter names
+    t = jnp.linspace(0.0, 1.0, 12)
+    ck2 = tmp_path / "ls.npz"
+    least_squares(lambda p, a: p["a"] * a - 1.0, {"a": 0.5}, t, checkpoint=ck2, max_steps=2)
+    with pytest.raises(ValueError, match=f"checkpoint {ck2} belongs to a different problem"):
+        least_squares(lambda p, a: p["b"] * a - 1.0, {"b": 0.5}, t, checkpoint=ck2)
+
+
+def test_checkpoint_holds_cost_and_named_parameters(tmp_path):
+    t = jnp.linspace(0.0, 1.0, 12)
+    ck = tmp_path / "ls.npz"
+    seen = []
+    r = least_squares(lambda p, a: p["k"] * a - 2.0 * a, {"k": 0.5}, t, positive={"k"},
+                      checkpoint=ck, callback=seen.append)
+    meta, _ = read_checkpoint(ck)
+    assert meta["params"]["k"] == pytest.approx(r.params["k"], rel=1e-12)
+    assert meta["cost"] == pytest.approx(r.cost, rel=1e-9, abs=1e-20)
+    assert seen[-1]["params"]["k"] == pytest.approx(r.params["k"], rel=1e-12)

@@ -25,7 +25,10 @@ Adam the optax state) is written to ``checkpoint`` with numpy's ``.npz`` format 
 file in the same folder, flushed and fsynced, then moved over the old one with ``os.replace``
 (atomic on POSIX and Windows): a crash leaves either the previous or the new checkpoint, never a
 torn one. If ``checkpoint`` exists when the loop starts, it resumes from it (after checking it
-belongs to the same problem: the caller's fingerprint and the solver). No pickle is used.
+belongs to the same problem: the caller's fingerprint, the solver and the number of unknowns).
+A file there that is not such a checkpoint (not an ``.npz``, truncated or corrupt, without
+diffmb's metadata) or that belongs to another problem is refused with a ``ValueError`` naming
+the file and the reason (:func:`read_checkpoint`); it is never overwritten. No pickle is used.
 
 Named parameters
 ----------------
@@ -71,7 +74,7 @@ from jax.flatten_util import ravel_pytree
 from .params import Transforms, bounded
 
 __all__ = ["LSQResult", "least_squares", "covariance", "UnidentifiableWarning", "solve",
-           "Solution"]
+           "Solution", "read_checkpoint"]
 
 SOLVERS = ("lm", "gn", "adam")
 
@@ -102,24 +105,100 @@ class Solution:
     resumed_from: int | None
 
 
+_STATE_KEYS = ("mu", "nu", "k", "done", "message", "history")
+
+
 def _save(path: pathlib.Path, meta: dict, arrays: dict):
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     payload = {k: np.asarray(v) for k, v in arrays.items()}
     payload["__meta__"] = np.array(json.dumps(meta))
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # an interrupt while writing: the previous checkpoint stays
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def _load(path: pathlib.Path):
-    with np.load(path, allow_pickle=False) as f:
-        meta = json.loads(str(f["__meta__"]))
-        arrays = {k: f[k] for k in f.files if k != "__meta__"}
+def read_checkpoint(path) -> tuple[dict, dict]:
+    """``(meta, arrays)`` of a checkpoint written by :func:`solve`: ``meta`` holds
+    ``fingerprint``, ``state`` (``k`` the iterations done, ``done``, ``history``, ...) and, when
+    the caller named them, ``cost`` and ``params`` of the saved iterate; ``arrays`` holds ``z``.
+
+    Raises ``ValueError`` naming the file and the reason when it is not such a checkpoint: not
+    readable, not an ``.npz`` file, truncated or corrupt, or without diffmb's metadata.
+    """
+    path = pathlib.Path(path)
+
+    def bad(why):
+        return ValueError(f"checkpoint {path}: {why}; delete it or choose another path")
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as e:
+        raise bad(f"cannot be read ({e.strerror or e})") from None
+    if not head:
+        raise bad("the file is empty")
+    if head != b"PK\x03\x04":
+        raise bad("not a checkpoint (not an .npz file)")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            files = list(f.files)
+            raw = f["__meta__"] if "__meta__" in files else None
+            arrays = {k: np.asarray(f[k]) for k in files if k != "__meta__"}
+    except Exception as e:  # zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, ...
+        raise bad(f"truncated or corrupt .npz file ({type(e).__name__}: {e})") from None
+    if raw is None:
+        raise bad("an .npz file without diffmb's '__meta__' entry, not a checkpoint of "
+                  "diffmb.optim")
+    try:
+        meta = json.loads(str(raw)) if raw.ndim == 0 and raw.dtype.kind == "U" else None
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict):
+        raise bad("its '__meta__' entry is not diffmb's JSON metadata")
+    state = meta.get("state")
+    missing = [k for k in _STATE_KEYS if not isinstance(state, dict) or k not in state]
+    if not isinstance(meta.get("fingerprint"), dict) or missing:
+        raise bad("its metadata lacks " + ", ".join(
+            (["fingerprint"] if not isinstance(meta.get("fingerprint"), dict) else [])
+            + [f"state.{k}" for k in missing]))
+    if not isinstance(state["k"], int) or state["k"] < 0 or not isinstance(state["history"], list):
+        raise bad(f"its metadata is inconsistent (iteration {state['k']!r})")
+    z = arrays.get("z")
+    if z is None or z.ndim != 1 or z.dtype.kind != "f" or not np.all(np.isfinite(z)):
+        raise bad("no finite iterate 'z' (a 1-D float array) in it")
     return meta, arrays
+
+
+def _check_fingerprint(path, meta: dict, fingerprint: dict):
+    """Refuse a checkpoint of another problem, naming what differs."""
+    saved = meta["fingerprint"]
+    if saved == json.loads(json.dumps(fingerprint)):
+        return
+    keys = sorted(set(saved) | set(fingerprint), key=str)
+    diff = []
+    for k in keys:
+        a, b = saved.get(k, "(absent)"), json.loads(json.dumps(fingerprint.get(k, "(absent)")))
+        if a != b:
+            shown = lambda x: (repr(x) if len(repr(x)) <= 60 else repr(x)[:57] + "...")
+            diff.append(f"{k}: saved {shown(a)}, now {shown(b)}")
+    raise ValueError(f"checkpoint {path} belongs to a different problem ({'; '.join(diff)}); "
+                     "delete it or choose another path")
+
+
+def _jsonable(x):
+    """Numbers and arrays in nested dicts as JSON-able floats and lists."""
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    a = np.asarray(x, dtype=float)
+    return float(a) if a.ndim == 0 else a.tolist()
 
 
 def _cost(r) -> float:
@@ -144,6 +223,7 @@ def solve(
     checkpoint=None,
     callback: Callable | None = None,
     fingerprint: dict | None = None,
+    params_of: Callable | None = None,
 ) -> Solution:
     """Minimise ½‖r(z)‖² from ``z0`` (n,) (see the module docstring).
 
@@ -154,7 +234,14 @@ def solve(
         learning_rate: Adam's. progress: tqdm bar labelled ``desc``.
         checkpoint: path of the resumable state file; fingerprint: a JSON-able dict that
             identifies the problem (a checkpoint of another problem is refused).
-        callback: ``callback({"iteration", "cost", "z", "accepted"})`` after each iteration.
+        callback: ``callback({"iteration", "cost", "z", "accepted"})`` after each iteration
+            (with ``"params"`` when ``params_of`` is given).
+        params_of: ``z -> {name: value}``, the named parameters of an iterate: stored in the
+            checkpoint (``meta["params"]``, with ``meta["cost"]``) for whoever reads it.
+
+    Raises:
+        ValueError: ``checkpoint`` exists but is not a checkpoint (see :func:`read_checkpoint`)
+            or belongs to another problem (``fingerprint``, solver or size differ).
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver must be 'lm', 'gn' or 'adam', got {solver!r}")
@@ -184,20 +271,23 @@ def solve(
         opt_state = opt.init(jnp.asarray(z))
     resumed_from = None
     if checkpoint is not None and pathlib.Path(checkpoint).exists():
-        meta, arr = _load(pathlib.Path(checkpoint))
-        if meta.get("fingerprint") != json.loads(json.dumps(fingerprint)):
-            raise ValueError(
-                f"checkpoint {checkpoint} belongs to a different problem "
-                f"({meta.get('fingerprint')} != {fingerprint}); delete it or choose another path"
-            )
+        meta, arr = read_checkpoint(checkpoint)
+        _check_fingerprint(checkpoint, meta, fingerprint)
+        if arr["z"].shape != z.shape:
+            raise ValueError(f"checkpoint {checkpoint} belongs to a different problem (its "
+                             f"iterate has {arr['z'].size} unknowns, this problem {z.size}); "
+                             "delete it or choose another path")
         z = arr["z"].astype(float)
         D = arr["D"] if "D" in arr else None
-        st.update(meta["state"])
+        st.update({k: meta["state"][k] for k in _STATE_KEYS})
         if solver == "adam":
             leaves, tdef = jax.tree.flatten(opt_state)
-            opt_state = jax.tree.unflatten(
-                tdef, [jnp.asarray(arr[f"opt{i}"]) for i in range(len(leaves))]
-            )
+            saved = [arr.get(f"opt{i}") for i in range(len(leaves))]
+            if any(a is None or a.shape != np.shape(l) for a, l in zip(saved, leaves,
+                                                                       strict=True)):
+                raise ValueError(f"checkpoint {checkpoint}: its Adam state does not match this "
+                                 "problem; delete it or choose another path")
+            opt_state = jax.tree.unflatten(tdef, [jnp.asarray(a) for a in saved])
         resumed_from = st["k"]
 
     def save():
@@ -209,7 +299,10 @@ def solve(
         if solver == "adam":
             for i, leaf in enumerate(jax.tree.leaves(opt_state)):
                 arrays[f"opt{i}"] = np.asarray(leaf)
-        _save(pathlib.Path(checkpoint), {"fingerprint": fingerprint, "state": st}, arrays)
+        meta = {"fingerprint": fingerprint, "state": st, "cost": F}
+        if params_of is not None:
+            meta["params"] = _jsonable(params_of(z))
+        _save(pathlib.Path(checkpoint), meta, arrays)
 
     bar = None
     try:
@@ -220,76 +313,82 @@ def solve(
     except ImportError:  # pragma: no cover
         pass
 
-    r, J = eval_rj(z)
-    F = _cost(r)
-    if not math.isfinite(F):
-        raise FloatingPointError(f"{desc}: the residual is not finite at the initial guess")
-    if not st["history"]:
-        st["history"].append({"iteration": 0, "cost": F})
-    while not st["done"] and st["k"] < max_steps:
-        g = J.T @ r
-        accepted = False
-        if solver == "lm":
-            A = J.T @ J
-            dA = np.diag(A).copy()
-            D = dA if D is None else np.maximum(D, dA)
-            Ds = np.where(D > 0, D, 1.0)
-            if st["mu"] is None:
-                st["mu"] = 1e-3
-            h = np.linalg.solve(A + st["mu"] * np.diag(Ds), -g)
-            if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
-                st["done"], st["message"] = True, "converged (step below xtol)"
-            else:
-                F_new = _cost(eval_r(z + h))
-                pred = 0.5 * float(h @ (st["mu"] * Ds * h - g))
-                rho = (F - F_new) / pred if pred > 0 else -1.0
-                if math.isfinite(F_new) and rho > 0:
-                    accepted, z = True, z + h
-                    st["mu"] *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
-                    st["nu"] = 2.0
+    try:  # the bar is closed also when an interrupt or an error ends the loop
+        r, J = eval_rj(z)
+        F = _cost(r)
+        if not math.isfinite(F):
+            raise FloatingPointError(f"{desc}: the residual is not finite at the initial guess")
+        if not st["history"]:
+            st["history"].append({"iteration": 0, "cost": F})
+        while not st["done"] and st["k"] < max_steps:
+            g = J.T @ r
+            accepted = False
+            if solver == "lm":
+                A = J.T @ J
+                dA = np.diag(A).copy()
+                D = dA if D is None else np.maximum(D, dA)
+                Ds = np.where(D > 0, D, 1.0)
+                if st["mu"] is None:
+                    st["mu"] = 1e-3
+                h = np.linalg.solve(A + st["mu"] * np.diag(Ds), -g)
+                if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
+                    st["done"], st["message"] = True, "converged (step below xtol)"
                 else:
-                    st["mu"] *= st["nu"]
-                    st["nu"] *= 2.0
-        elif solver == "gn":
-            h = np.linalg.lstsq(J, -r, rcond=None)[0]
-            if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
-                st["done"], st["message"] = True, "converged (step below xtol)"
+                    F_new = _cost(eval_r(z + h))
+                    pred = 0.5 * float(h @ (st["mu"] * Ds * h - g))
+                    rho = (F - F_new) / pred if pred > 0 else -1.0
+                    if math.isfinite(F_new) and rho > 0:
+                        accepted, z = True, z + h
+                        st["mu"] *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+                        st["nu"] = 2.0
+                    else:
+                        st["mu"] *= st["nu"]
+                        st["nu"] *= 2.0
+            elif solver == "gn":
+                h = np.linalg.lstsq(J, -r, rcond=None)[0]
+                if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
+                    st["done"], st["message"] = True, "converged (step below xtol)"
+                else:
+                    a = 1.0
+                    for _ in range(30):
+                        F_new = _cost(eval_r(z + a * h))
+                        if F_new < F:
+                            accepted, z = True, z + a * h
+                            break
+                        a *= 0.5
+                    if not accepted:
+                        st["done"], st["message"] = True, "no descent along the Gauss–Newton step"
             else:
-                a = 1.0
-                for _ in range(30):
-                    F_new = _cost(eval_r(z + a * h))
-                    if F_new < F:
-                        accepted, z = True, z + a * h
-                        break
-                    a *= 0.5
-                if not accepted:
-                    st["done"], st["message"] = True, "no descent along the Gauss–Newton step"
-        else:
-            import optax
+                import optax
 
-            upd, opt_state = opt.update(jnp.asarray(g), opt_state)
-            z = np.asarray(optax.apply_updates(jnp.asarray(z), upd))
-            accepted = True
-        if accepted:
-            r, J = eval_rj(z)
-            F_prev, F = F, _cost(r)
-            if solver != "adam" and F_prev - F <= ftol * F_prev:
-                st["done"], st["message"] = True, "converged (relative cost reduction below ftol)"
-            if gtol > 0 and np.max(np.abs(J.T @ r)) <= gtol:
-                st["done"], st["message"] = True, "converged (gradient below gtol)"
-        st["k"] += 1
-        st["history"].append(
-            {"iteration": st["k"], "cost": F, "accepted": bool(accepted),
-             **({"mu": st["mu"]} if solver == "lm" else {})}
-        )
-        save()
+                upd, opt_state = opt.update(jnp.asarray(g), opt_state)
+                z = np.asarray(optax.apply_updates(jnp.asarray(z), upd))
+                accepted = True
+            if accepted:
+                r, J = eval_rj(z)
+                F_prev, F = F, _cost(r)
+                if solver != "adam" and F_prev - F <= ftol * F_prev:
+                    st["done"] = True
+                    st["message"] = "converged (relative cost reduction below ftol)"
+                if gtol > 0 and np.max(np.abs(J.T @ r)) <= gtol:
+                    st["done"], st["message"] = True, "converged (gradient below gtol)"
+            st["k"] += 1
+            st["history"].append(
+                {"iteration": st["k"], "cost": F, "accepted": bool(accepted),
+                 **({"mu": st["mu"]} if solver == "lm" else {})}
+            )
+            save()
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(cost=f"{F:.6g}")
+            if callback is not None:
+                info = {"iteration": st["k"], "cost": F, "z": z.copy(), "accepted": accepted}
+                if params_of is not None:
+                    info["params"] = params_of(z)
+                callback(info)
+    finally:
         if bar is not None:
-            bar.update(1)
-            bar.set_postfix(cost=f"{F:.6g}")
-        if callback is not None:
-            callback({"iteration": st["k"], "cost": F, "z": z.copy(), "accepted": accepted})
-    if bar is not None:
-        bar.close()
+            bar.close()
     if not st["done"]:
         st["message"] = f"stopped after max_steps = {max_steps} iterations"
     success = st["done"] or solver == "adam"
@@ -471,7 +570,9 @@ def least_squares(
     sol = solve(lambda z: res_jac_jit(jnp.asarray(z), args), z0, solver=solver,
                 max_steps=max_steps, ftol=rtol, xtol=rtol, atol=atol, learning_rate=learning_rate,
                 progress=progress, desc="least_squares", checkpoint=checkpoint, callback=callback,
-                fingerprint={"params": list(names), "n_residuals": m})
+                fingerprint={"params": list(names), "n_residuals": m},
+                params_of=lambda z: dict(zip(names, np.asarray(tr.forward(jnp.asarray(z))),
+                                             strict=True)))
     zj = jnp.asarray(sol.z)
     p = np.asarray(tr.forward(zj))
     J = original_jacobian(sol.J, tr.derivative(zj))

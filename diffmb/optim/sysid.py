@@ -67,8 +67,11 @@ unknown or a parameter's standard error is not finite.
 Checkpoint
 ----------
 ``checkpoint=path``: the fit state is written atomically after every iteration (see
-:func:`diffmb.optim.lsq.solve`); calling :func:`fit` again with the same arguments and path
-resumes from the last saved iteration (and returns at once if the saved fit had converged).
+:func:`diffmb.optim.lsq.solve`), with the named parameters and the cost of the iterate; calling
+:func:`fit` again with the same arguments and path resumes from the last saved iteration (and
+returns at once if the saved fit had converged). A file at ``path`` that is not a checkpoint,
+or is the checkpoint of another problem (other parameters, data or shooting), raises
+``ValueError`` naming the file and the reason.
 
 CSV
 ---
@@ -682,7 +685,9 @@ def fit(
                 res=lambda z: _res(jnp.asarray(z), args, spec), solver=solver,
                 max_steps=max_steps, ftol=ftol, xtol=xtol, learning_rate=learning_rate,
                 progress=progress, desc="fit", checkpoint=checkpoint, callback=callback,
-                fingerprint=fp)
+                fingerprint=fp,
+                params_of=lambda z: dict(zip(ps.scalar_names, np.asarray(tr.forward(
+                    jnp.asarray(z[:n_p]))), strict=True)))
     z, r = out.z, out.r
     zp = jnp.asarray(z[:n_p])
     p_hat = np.asarray(tr.forward(zp))

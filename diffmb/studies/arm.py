@@ -136,7 +136,7 @@ def write_asset(path=CSV, t1=4.0, seed=0):
                     "\nchannels: q_<joint> measured angle [rad], tau_<joint> applied torque [N m]")
 
 
-def _fit(model_guess, data, progress=True):
+def _fit(model_guess, data, progress=True, checkpoint=None):
     names = param_names(model_guess)
     t = data["t"] if isinstance(data, dict) else data.t
     segments = max(1, int(round((t[-1] - t[0]) / SEGMENT)))
@@ -144,7 +144,8 @@ def _fit(model_guess, data, progress=True):
         warnings.simplefilter("always", UnidentifiableWarning)
         res = fit(model_guess, data, names, forces=(JointDamping(),),
                   simulate_kwargs={"dt": DT_FIT}, weights={"q": 1.0 / SIGMA_Q},
-                  shooting="multiple", segments=segments, max_steps=40, progress=progress)
+                  shooting="multiple", segments=segments, max_steps=40, progress=progress,
+                  checkpoint=checkpoint)
     msgs = [str(x.message) for x in w if issubclass(x.category, UnidentifiableWarning)]
     return res, msgs
 
@@ -267,8 +268,10 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     return results
 
 
-def identify(data_csv: pathlib.Path, out_dir: pathlib.Path) -> dict:
-    """Fit the link masses and joint damping of the UR5 to a joint-space CSV (see module doc)."""
+def identify(data_csv: pathlib.Path, out_dir: pathlib.Path, *, checkpoint=None) -> dict:
+    """Fit the link masses and joint damping of the UR5 to a joint-space CSV (see module doc);
+    writes ``results.json`` (``"status": "complete"``) and ``report.md`` in ``out_dir``.
+    ``checkpoint``: the fit's resumable state file (:func:`diffmb.optim.fit`)."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     nominal = nominal_arm()
@@ -281,7 +284,7 @@ def identify(data_csv: pathlib.Path, out_dir: pathlib.Path) -> dict:
     steps = dts / DT_FIT
     if np.any(np.abs(steps - np.round(steps)) > 1e-6) or np.any(np.round(steps) < 1):
         raise ValueError(f"{data_csv}: sample intervals must be multiples of {DT_FIT} s")
-    res, msgs = _fit(nominal, rec)
+    res, msgs = _fit(nominal, rec, checkpoint=checkpoint)
     synthetic = HEADER in pathlib.Path(data_csv).read_text()[:400]
     true = load_arm()
     ident = {}
@@ -293,10 +296,10 @@ def identify(data_csv: pathlib.Path, out_dir: pathlib.Path) -> dict:
             kind, target, _ = n.split(".")
             ident[n]["true"] = (float(true.body_mass[true.body_index(target)]) if kind == "body"
                                 else float(true.damping[true.joint_dofs(target)][0]))
-    out = {"identified": ident, "unidentifiable": list(res.unidentifiable),
+    out = {"status": "complete", "identified": ident, "unidentifiable": list(res.unidentifiable),
            "unidentifiable_warnings": msgs, "data": str(data_csv),
            "fit": {"iterations": res.n_iter, "message": res.message, "cost": res.cost,
-                   "rms_q_rad": res.rms.get("q")}}
+                   "rms_q_rad": res.rms.get("q"), "resumed_from": res.resumed_from}}
     (out_dir / "results.json").write_text(json.dumps(out, indent=2))
     lines = ["# arm: identification from " + str(data_csv), "",
              "| parameter | estimate | std |" + (" true |" if synthetic else ""),

@@ -158,12 +158,14 @@ def synthetic_record(seed: int = 0, arm: fa.FlexibleArm | None = None):
 # --------------------------------------------------------------------------------------------
 # identification
 # --------------------------------------------------------------------------------------------
-def identify(data_csv: pathlib.Path, out_dir: pathlib.Path, plot: bool = True) -> dict:
+def identify(data_csv: pathlib.Path, out_dir: pathlib.Path, plot: bool = True, *,
+             checkpoint=None) -> dict:
     """Fit Young's modulus E and the modal damping ratio ζ of the paper's arm to a record with
     channels ``torque`` and ``tip_deflection`` (uniformly sampled; torque zero-order held).
 
     All other parameters are the paper's. Writes ``out_dir/identification.json`` (and a figure);
-    returns ``{"E": {"estimate", "std"}, "zeta": {...}, ...}``.
+    returns ``{"E": {"estimate", "std"}, "zeta": {...}, ...}``. ``checkpoint``: the fit's
+    resumable state file (:func:`~diffmb.optim.least_squares`).
     """
     data_csv = pathlib.Path(data_csv)
     out_dir = pathlib.Path(out_dir)
@@ -192,7 +194,7 @@ def identify(data_csv: pathlib.Path, out_dir: pathlib.Path, plot: bool = True) -
         return (w - y) / scale
 
     res = least_squares(residual, dict(ID_GUESS), meas, positive={"E", "zeta"},
-                        upper={"zeta": 1.0}, lower={"zeta": 0.0})
+                        upper={"zeta": 1.0}, lower={"zeta": 0.0}, checkpoint=checkpoint)
     arm_hat = eqx.tree_at(lambda a: a.E, arm0, jnp.asarray(res.params["E"]))
     fit = np.asarray(fa.sampled_response(arm_hat, res.params["zeta"], torque, dt)["tip_deflection"])
     rms = float(np.sqrt(np.mean((fit - ch["tip_deflection"]) ** 2)))

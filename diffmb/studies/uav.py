@@ -223,8 +223,10 @@ def read_flight_csv(path: pathlib.Path):
         raise ValueError(f"{e.path}: row {e.line}, column {col!r}: {e.reason}") from None
 
 
-def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_steps=60):
-    """Output-error fit of the aero derivatives ``names`` plus the initial pitch, speed, altitude."""
+def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_steps=60,
+               checkpoint=None):
+    """Output-error fit of the aero derivatives ``names`` plus the initial pitch, speed, altitude
+    (``checkpoint``: the resumable state file of :func:`~diffmb.optim.least_squares`)."""
     from ..optim.lsq import least_squares
 
     params = uav.default_params() if params is None else params
@@ -255,7 +257,7 @@ def fit_flight(t, ch, params=None, names=IDENT_NAMES, start_scale=1.25, max_step
 
     p0 = {k: float(getattr(params.aero, k)) * start_scale for k in names}
     p0.update(x0_guess)
-    res = least_squares(residual, p0, None, max_steps=max_steps)
+    res = least_squares(residual, p0, None, max_steps=max_steps, checkpoint=checkpoint)
     return res, p0
 
 
@@ -460,8 +462,9 @@ def _clean(o):
     return o
 
 
-def identify(data_csv: pathlib.Path, out_dir: pathlib.Path) -> dict:
-    """Fit C_L0, C_La, C_D0, C_ma, C_mq (+ initial pitch, speed, altitude) to a flight CSV."""
+def identify(data_csv: pathlib.Path, out_dir: pathlib.Path, *, checkpoint=None) -> dict:
+    """Fit C_L0, C_La, C_D0, C_ma, C_mq (+ initial pitch, speed, altitude) to a flight CSV;
+    ``checkpoint``: the fit's resumable state file."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -471,8 +474,8 @@ def identify(data_csv: pathlib.Path, out_dir: pathlib.Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     P = uav.default_params()
     t, ch = read_flight_csv(pathlib.Path(data_csv))
-    fit, p0 = fit_flight(t, ch, P)
-    res = {"identified": {k: {"true": float(getattr(P.aero, k)), "estimate": fit.params[k],
+    fit, p0 = fit_flight(t, ch, P, checkpoint=checkpoint)
+    res = {"status": "complete", "identified": {k: {"true": float(getattr(P.aero, k)), "estimate": fit.params[k],
                               "std": fit.std[k], "start": p0[k]} for k in IDENT_NAMES},
            "initial_state": {k: {"estimate": fit.params[k], "std": fit.std[k]}
                              for k in ("theta0", "V0", "h0")},
