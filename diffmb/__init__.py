@@ -12,7 +12,8 @@ import jax as _jax
 _jax.config.update("jax_enable_x64", True)
 
 # --- subpackages and modules ------------------------------------------------------------------
-from . import controls as controls  # noqa: E402
+from . import contacts as contacts  # noqa: E402
+from . import controls as controls
 from . import dynamics as dynamics
 from . import forces as forces
 from . import formulations as formulations
@@ -25,7 +26,9 @@ from . import topology as topology
 from ._version import __version__ as __version__
 
 # --- models and loaders -----------------------------------------------------------------------
+from .model import InertiaIssue as InertiaIssue
 from .model import InertiaWarning as InertiaWarning
+from .model import check_inertia as check_inertia
 from .model import Model as Model
 from .model import ModelBuilder as ModelBuilder
 from .model import State as State

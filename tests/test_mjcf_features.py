@@ -132,9 +132,14 @@ def test_tendon_equality_like_mujoco(tmp_path):
     f = _write(tmp_path, extra)
     q0 = np.array([0.0, 0.0])
     model = diffmb.load_mjcf(f)
-    tr = diffmb.simulate(model, jnp.asarray(q0), None, t1=1.0, dt=1e-3,
-                         forces=diffmb.mjcf_forces(f))
-    np.testing.assert_allclose(np.asarray(tr.q[-1]), _mujoco_run(f, 1000, q0), atol=5e-3)
+    forces = diffmb.mjcf_forces(f)
+    tr = diffmb.simulate(model, jnp.asarray(q0), None, t1=1.0, dt=1e-3, forces=forces)
+    mj_q = _mujoco_run(f, 1000, q0)
+    # 0.4 % of the 2.45 rad swing: the penalty's transient in the locked mode is not the solver's
+    np.testing.assert_allclose(np.asarray(tr.q[-1]), mj_q, atol=1.5e-2)
+    assert abs((mj_q[0] - mj_q[1]) - float(tr.q[-1, 0] - tr.q[-1, 1])) < 3e-3
+    free = diffmb.simulate(model, jnp.asarray(q0), None, t1=1.0, dt=1e-3, forces=forces[:2])
+    assert np.max(np.abs(np.asarray(free.q[-1]) - mj_q)) > 0.2
 
 
 def test_unsupported_tendons_and_equalities_are_named(tmp_path):

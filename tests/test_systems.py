@@ -196,9 +196,13 @@ def _mujoco_qpos_after(path, steps):
 def test_mjcf_forces_refuses_what_it_cannot_simulate(tmp_path):
     f = tmp_path / "contact.xml"
     f.write_text(_CONTACT_XML)
-    with pytest.raises(NotImplementedError, match="contacts=False"):
-        diffmb.mjcf_forces(f)
+    assert type(diffmb.mjcf_forces(f)[-1]).__name__ == "Contacts"
     assert len(diffmb.mjcf_forces(f, contacts=False)) == 2
+    e = tmp_path / "ellipsoid.xml"
+    e.write_text(_CONTACT_XML.replace('type="sphere" size="0.1"', 'type="ellipsoid" size="0.1 0.2 0.1"'))
+    with pytest.raises(NotImplementedError, match="'floor' \\(plane\\) with 'ball' \\(ellipsoid\\)"):
+        diffmb.mjcf_forces(e)
+    assert len(diffmb.mjcf_forces(e, ignore=("unsupported_contacts",))) == 2
     g = tmp_path / "fluid.xml"
     g.write_text(_LIMIT_XML.replace('timestep="0.001"', 'timestep="0.001" density="1000"'))
     with pytest.raises(NotImplementedError, match="fluid=False"):

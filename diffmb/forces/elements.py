@@ -59,6 +59,7 @@ __all__ = [
     "Couplings",
     "BodyWrench",
     "soft_constraint_gains",
+    "friction_slope",
     "limit_force",
     "friction_force",
     "dof_qpos_addresses",
@@ -219,8 +220,10 @@ class Actuators(AbstractForce):
         return len(self.dof)
 
     def actuator_force(self, q, v, ctrl):
-        """Scalar actuator forces (nu,) before the gear maps them to joints."""
-        ctrl = jnp.asarray(ctrl, dtype=jnp.float64).reshape(self.nu)
+        """Scalar actuator forces (nu,) before the gear maps them to joints; ``ctrl`` None (no
+        control given to ``simulate``) is MuJoCo's default, zero."""
+        ctrl = jnp.zeros(self.nu) if ctrl is None else jnp.asarray(ctrl, dtype=jnp.float64)
+        ctrl = ctrl.reshape(self.nu)
         lim = np.array(self.ctrllimited)
         u = jnp.where(lim, jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
         if self.coef is not None:
@@ -266,22 +269,36 @@ def soft_constraint_gains(m_eff, solref=(0.02, 1.0), solimp=(0.9, 0.95), d=None)
     mass ``m_eff`` (MuJoCo's ``*_invweight0`` inverted).
 
     With ``solref = (T, ζ)`` and ``solimp = (d_min, d_max, ...)`` MuJoCo's constrained
-    acceleration is a = (1 − d) a₀ − d (b' ẋ + k' r), k' = 1/(d_max² T² ζ²), b' = 2/(d_max T)
-    (a negative solref gives (−k', −b') directly), r the violation and a₀ the unconstrained
-    acceleration. The spring–damper force −m (d/(1 − d)) (k' r + b' ẋ) on the coordinate has the
-    same equilibrium violation r = (1 − d)/d · a₀/k' and the same time constants with the mass
-    scaled by 1/(1 − d). ``d`` defaults to mid-transition, (d_min + d_max)/2. Returns
-    (k, b) = m d/(1 − d) · (k', b').
+    acceleration is a = (1 − d) a₀ − d (b' ẋ + k' r), k' = 1/(d_max² T² ζ²), b' = 2/(d_max T),
+    r the violation and a₀ the unconstrained acceleration, so a load rests at the violation
+    r = (1 − d)/d · a₀/k'. The spring k = m d/(1 − d) k' rests at the same violation, and
+    b = 2 ζ √(k m) gives it MuJoCo's damping ratio ζ (its natural frequency is √(d/(1 − d))
+    times MuJoCo's). Scaling b' like k' instead would overdamp it √(d/(1 − d)) ≈ 3.5 times and
+    put a fast mode at −m d/(1 − d) b'/m ≈ −1300 s⁻¹, near the edge of RK4's stability at
+    dt = 1 ms once several constraints share a mode; with this b the fastest rate is
+    √(k/m) ≈ 185 s⁻¹ for the defaults. A negative ``solref`` (−k', −b') gives both directly:
+    (k, b) = m d/(1 − d) (k', b'). ``d`` defaults to mid-transition, (d_min + d_max)/2.
     """
     T, zeta = (float(x) for x in np.asarray(solref, float)[:2])
     dmin, dmax = (float(x) for x in np.asarray(solimp, float)[:2])
-    if T > 0:
-        k, b = 1.0 / (dmax**2 * T**2 * zeta**2), 2.0 / (dmax * T)
-    else:
-        k, b = -T, -zeta
     dm = 0.5 * (dmin + dmax) if d is None else float(d)
-    g = np.asarray(m_eff, float) * dm / (1.0 - dm)
-    return g * k, g * b
+    m = np.asarray(m_eff, float)
+    g = m * dm / (1.0 - dm)
+    if T <= 0:
+        return g * -T, g * -zeta
+    k = g / (dmax**2 * T**2 * zeta**2)
+    return k, 2.0 * zeta * np.sqrt(k * m)
+
+
+def friction_slope(m_eff, solref=(0.02, 1.0), solimp=(0.9, 0.95)):
+    """The viscous slope c of :func:`friction_force` that reproduces MuJoCo's friction-loss
+    constraint below its level: the constraint's reference acceleration is −b' ẋ
+    (b' = 2/(d_max T), or −solref[1] if negative), so a joint loaded below the friction level
+    creeps at ẋ = (1 − d)/d · a₀/b' with d = d_min (no violation); c = m d/(1 − d) b'."""
+    T, zeta = (float(x) for x in np.asarray(solref, float)[:2])
+    dmin, dmax = (float(x) for x in np.asarray(solimp, float)[:2])
+    b = 2.0 / (dmax * T) if T > 0 else -zeta
+    return np.asarray(m_eff, float) * dmin / (1.0 - dmin) * b
 
 
 def limit_force(x, xd, lower, upper, stiffness, damping):

@@ -18,6 +18,7 @@ from ..spatial.quaternion import to_rotmat
 
 __all__ = ["load_mjcf", "from_mjmodel", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
            "joint_friction_from_mjcf", "tendons_from_mjcf", "couplings_from_mjcf",
+           "contacts_from_mjcf", "read_contact_pairs",
            "colliding_geom_pairs", "unsupported_features"]
 
 _JT = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
@@ -249,14 +250,10 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
     """:class:`~diffmb.forces.JointLimits` on the limited hinge/slide joints of a file.
 
     With ``stiffness``/``damping`` given (scalars or one per limited joint) they are used as
-    they are. Otherwise each limit follows MuJoCo's soft constraint: with ``solref = (T, ζ)``
-    and ``solimp = (d_min, d_max, ...)``, MuJoCo's constrained acceleration is
-    a = (1 − d) a₀ − d (b v + k r), k = 1/(d_max² T² ζ²), b = 2/(d_max T), r the violation and
-    a₀ the unconstrained acceleration. A spring–damper on the joint with
-    tau = −m (d/(1 − d)) (k r + b v), m = 1/``dof_invweight0`` the joint's effective mass at
-    qpos0, has the same equilibrium violation r = (1 − d)/d · a₀/k and the same time constants
-    with the mass scaled by 1/(1 − d). d is taken at mid-transition, (d_min + d_max)/2. This is a
-    penalty form of MuJoCo's constraint, not its solver.
+    they are. Otherwise each limit follows MuJoCo's soft constraint through
+    :func:`~diffmb.forces.elements.soft_constraint_gains` with the joint's ``solref``/``solimp``
+    and effective mass 1/``dof_invweight0``: MuJoCo's resting violation and damping ratio. This
+    is a penalty form of MuJoCo's constraint, not its solver.
     """
     from ..forces.elements import JointLimits
 
@@ -274,31 +271,29 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
     return JointLimits(lim["dof"], lim["qadr"], r[:, 0], r[:, 1], stiffness, damping)
 
 
-def _soft_gain(mj, solref, solimp, dof, d=None):
+def _soft_gain(mj, solref, solimp, dof):
     """Penalty gains (k, b) of a soft constraint on ``dof`` (:func:`soft_constraint_gains`
     with m = 1/``dof_invweight0``)."""
     from ..forces.elements import soft_constraint_gains
 
-    return soft_constraint_gains(1.0 / float(mj.dof_invweight0[dof]), solref, solimp, d)
+    return soft_constraint_gains(1.0 / float(mj.dof_invweight0[dof]), solref, solimp)
 
 
 def joint_friction_from_mjcf(src):
     """:class:`~diffmb.forces.JointFriction` of the file's ``frictionloss`` (per dof).
 
-    MuJoCo's friction loss is a soft constraint whose reference acceleration is −b v: at a load
-    below the friction level the joint creeps at v = (1 − d)/d · a₀/b. The element's slope
-    c = m (d/(1 − d)) b (m = 1/``dof_invweight0``, d = d_min as a friction constraint has no
-    violation, b from ``dof_solref``) gives the same creep; above the level the force saturates
-    at the friction loss.
+    The slope :func:`~diffmb.forces.elements.friction_slope` (m = 1/``dof_invweight0``, the
+    dof's ``solreffriction``/``solimpfriction``) gives MuJoCo's creep below the friction level;
+    above it the force saturates at the friction loss.
     """
-    from ..forces.elements import JointFriction
+    from ..forces.elements import JointFriction, friction_slope
 
     mj, _ = _as_mjmodel(src)
     f = np.asarray(mj.dof_frictionloss, float)
     c = np.zeros(mj.nv)
     for i in np.flatnonzero(f > 0):
-        _, c[i] = _soft_gain(mj, mj.dof_solref[i], mj.dof_solimp[i], int(i),
-                             d=float(mj.dof_solimp[i, 0]))
+        c[i] = friction_slope(1.0 / float(mj.dof_invweight0[i]), mj.dof_solref[i],
+                              mj.dof_solimp[i])
     return JointFriction(f, c)
 
 
@@ -347,7 +342,7 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
     """
     import mujoco
 
-    from ..forces.elements import FixedTendons, soft_constraint_gains
+    from ..forces.elements import FixedTendons, friction_slope, soft_constraint_gains
 
     mj, _ = _as_mjmodel(src)
     ids = sorted(_fixed_tendon_ids(mj))
@@ -360,8 +355,7 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
         k, b = soft_constraint_gains(m_eff, mj.tendon_solref_lim[t], mj.tendon_solimp_lim[t])
         kl.append(k)
         bl.append(b)
-        cf.append(soft_constraint_gains(m_eff, mj.tendon_solref_fri[t], mj.tendon_solimp_fri[t],
-                                        d=float(mj.tendon_solimp_fri[t, 0]))[1])
+        cf.append(friction_slope(m_eff, mj.tendon_solref_fri[t], mj.tendon_solimp_fri[t]))
     no_limits = not limits or bool(mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT))
     no_friction = not friction or bool(
         mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS))
@@ -470,19 +464,18 @@ def unsupported_features(src) -> list[str]:
     return out
 
 
-def colliding_geom_pairs(src) -> list[tuple[str, str]]:
-    """Geom pairs that MuJoCo's collision filter would test (contype/conaffinity, parent-child
-    filtering, ``<exclude>``, explicit ``<pair>``), by name; empty when contacts are disabled."""
+def _colliding_geom_ids(mj) -> list[tuple[int, int, int]]:
+    """(g1, g2, pair id or -1) of the geom pairs MuJoCo's collision filter would test
+    (contype/conaffinity, parent–child filtering, ``<exclude>``, explicit ``<pair>``); empty when
+    contacts are disabled."""
     import mujoco
 
-    mj, _ = _as_mjmodel(src)
     if mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_CONTACT):
         return []
-    name = lambda g: mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
     excluded = {(int(s) >> 16, int(s) & 0xFFFF) for s in np.asarray(mj.exclude_signature)}
     filterparent = not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT))
-    root = lambda b: int(mj.body_weldid[b])
-    out = [(name(int(mj.pair_geom1[i])), name(int(mj.pair_geom2[i]))) for i in range(mj.npair)]
+    root = lambda b: int(mj.body_weldid[b])  # noqa: E731
+    out = [(int(mj.pair_geom1[i]), int(mj.pair_geom2[i]), i) for i in range(mj.npair)]
     for g1 in range(mj.ngeom):
         for g2 in range(g1 + 1, mj.ngeom):
             b1, b2 = root(int(mj.geom_bodyid[g1])), root(int(mj.geom_bodyid[g2]))
@@ -496,8 +489,173 @@ def colliding_geom_pairs(src) -> list[tuple[str, str]]:
             p1, p2 = root(int(mj.body_parentid[b1])), root(int(mj.body_parentid[b2]))
             if filterparent and (p1 == b2 or p2 == b1) and b1 != 0 and b2 != 0:
                 continue
-            out.append((name(g1), name(g2)))
+            out.append((g1, g2, -1))
     return out
+
+
+def _geom_name(mj, g):
+    import mujoco
+
+    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+
+
+def colliding_geom_pairs(src) -> list[tuple[str, str]]:
+    """Geom pairs that MuJoCo's collision filter would test (contype/conaffinity, parent-child
+    filtering, ``<exclude>``, explicit ``<pair>``), by name; empty when contacts are disabled."""
+    mj, _ = _as_mjmodel(src)
+    return [(_geom_name(mj, g1), _geom_name(mj, g2)) for g1, g2, _ in _colliding_geom_ids(mj)]
+
+
+_TERRAIN_GEOMS = ("plane", "hfield")
+_BODY_GEOMS = ("sphere", "capsule", "box", "cylinder")
+_GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder",
+               6: "box", 7: "mesh", 8: "sdf"}
+
+
+def _mixed_contact_params(mj, g1, g2, pair):
+    """MuJoCo's parameters of one contact pair (``mj_contactParam``): from an explicit
+    ``<pair>`` as given; otherwise friction is the elementwise max, solref/solimp the
+    solmix-weighted mean, margin the max, condim the max, unless one geom has the higher
+    ``priority``, whose values are then used."""
+    if pair >= 0:
+        return dict(friction=np.array(mj.pair_friction[pair][:3], float),
+                    solref=np.array(mj.pair_solref[pair], float),
+                    solimp=np.array(mj.pair_solimp[pair][:2], float),
+                    margin=float(mj.pair_margin[pair]), condim=int(mj.pair_dim[pair]))
+    p1, p2 = int(mj.geom_priority[g1]), int(mj.geom_priority[g2])
+    if p1 != p2:
+        g = g1 if p1 > p2 else g2
+        return dict(friction=np.array(mj.geom_friction[g], float),
+                    solref=np.array(mj.geom_solref[g], float),
+                    solimp=np.array(mj.geom_solimp[g][:2], float),
+                    margin=max(float(mj.geom_margin[g1]), float(mj.geom_margin[g2])),
+                    condim=int(mj.geom_condim[g]))
+    m1, m2 = float(mj.geom_solmix[g1]), float(mj.geom_solmix[g2])
+    mix = 0.5 if m1 + m2 < 1e-15 else m1 / (m1 + m2)
+    return dict(friction=np.maximum(mj.geom_friction[g1], mj.geom_friction[g2]).astype(float),
+                solref=mix * np.asarray(mj.geom_solref[g1]) + (1 - mix) * np.asarray(mj.geom_solref[g2]),
+                solimp=(mix * np.asarray(mj.geom_solimp[g1]) + (1 - mix) * np.asarray(mj.geom_solimp[g2]))[:2],
+                margin=max(float(mj.geom_margin[g1]), float(mj.geom_margin[g2])),
+                condim=max(int(mj.geom_condim[g1]), int(mj.geom_condim[g2])))
+
+
+def read_contact_pairs(src) -> tuple[list[dict], list[str]]:
+    """The file's colliding geom pairs split into what diffmb's contacts model and what they do
+    not: ``(pairs, unsupported)``. A supported pair is a plane or height field welded to the
+    world against a sphere, capsule, box or cylinder on a moving body; each is a dict with
+    ``terrain`` and ``geom`` (geom ids), their names, the body id and MuJoCo's mixed parameters
+    (:func:`_mixed_contact_params`). ``unsupported`` lists the other pairs as readable strings
+    naming both geoms and why."""
+    mj, _ = _as_mjmodel(src)
+    static = lambda g: int(mj.body_weldid[int(mj.geom_bodyid[g])]) == 0  # noqa: E731
+    kind = lambda g: _GEOM_TYPES.get(int(mj.geom_type[g]), "unknown")  # noqa: E731
+    pairs, bad = [], []
+    for g1, g2, pair in _colliding_geom_ids(mj):
+        if kind(g2) in _TERRAIN_GEOMS and static(g2):
+            g1, g2 = g2, g1
+        n1, n2 = _geom_name(mj, g1), _geom_name(mj, g2)
+        what = f"{n1!r} ({kind(g1)}) with {n2!r} ({kind(g2)})"
+        if not (kind(g1) in _TERRAIN_GEOMS and static(g1)):
+            bad.append(f"{what}: only a plane or height field fixed to the world is supported as "
+                       "the ground; geom-geom contact between bodies is not modelled")
+        elif kind(g2) not in _BODY_GEOMS:
+            bad.append(f"{what}: a {kind(g2)} on the ground is not supported (use a sphere, "
+                       "capsule, box or cylinder)")
+        elif static(g2):
+            continue  # two static geoms never move: MuJoCo's contact would do nothing
+        else:
+            pairs.append(dict(terrain=g1, geom=g2, terrain_name=n1, geom_name=n2,
+                              body=int(mj.geom_bodyid[g2]), **_mixed_contact_params(mj, g1, g2, pair)))
+    return pairs, bad
+
+
+def _terrain_from_geom(mj, g, name):
+    """A Plane or HeightField for a world-fixed plane/hfield geom (pose at qpos0)."""
+    import mujoco
+
+    from ..contacts.terrain import HeightField, Plane
+
+    d = mujoco.MjData(mj)
+    mujoco.mj_kinematics(mj, d)
+    R, p = np.asarray(d.geom_xmat[g]).reshape(3, 3), np.asarray(d.geom_xpos[g])
+    if _GEOM_TYPES[int(mj.geom_type[g])] == "plane":
+        return Plane(R[:, 2], float(R[:, 2] @ p), name=name)
+    if not np.allclose(R, np.eye(3), atol=1e-9):
+        raise NotImplementedError(f"height field geom {name!r}: only an axis-aligned height field "
+                                  "(no rotation) is supported")
+    h = int(mj.geom_dataid[g])
+    nrow, ncol = int(mj.hfield_nrow[h]), int(mj.hfield_ncol[h])
+    rx, ry, zmax, _ = (float(x) for x in mj.hfield_size[h])
+    adr = int(mj.hfield_adr[h])
+    data = np.asarray(mj.hfield_data[adr: adr + nrow * ncol], float).reshape(nrow, ncol)
+    # rows run along y, columns along x; heights (nx, ny) above the geom's origin
+    return HeightField(p[2] + zmax * data.T, origin=(p[0] - rx, p[1] - ry),
+                       spacing=(2 * rx / (ncol - 1), 2 * ry / (nrow - 1)), name=name)
+
+
+def _contact_geom(mj, pair, body_name):
+    """The diffmb geom of a pair's body geom, grown by the pair's margin (MuJoCo's contact
+    acts from distance ``margin``, so the surface rests about ``margin`` above the ground)."""
+    from ..contacts.geometry import Box, Capsule, Cylinder, Sphere
+
+    g, m = pair["geom"], pair["margin"]
+    size = np.asarray(mj.geom_size[g], float)
+    kw = dict(pos=np.asarray(mj.geom_pos[g], float), quat=np.asarray(mj.geom_quat[g], float),
+              name=pair["geom_name"])
+    kind = _GEOM_TYPES[int(mj.geom_type[g])]
+    if kind == "sphere":
+        return Sphere(body_name, size[0] + m, **kw)
+    if kind == "capsule":
+        return Capsule(body_name, size[0] + m, size[1], **kw)
+    if kind == "cylinder":
+        return Cylinder(body_name, size[0] + m, size[1] + m, **kw)
+    return Box(body_name, size + m, **kw)
+
+
+def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False) -> tuple:
+    """Contact elements (:class:`~diffmb.contacts.Contacts`, one per ground geom) for the geom
+    pairs MuJoCo would collide (:func:`read_contact_pairs`).
+
+    Per pair, as MuJoCo combines the two geoms (:func:`_mixed_contact_params`): the sliding
+    friction μ = ``friction[0]`` (0 for ``condim`` 1; torsional and rolling friction of condim
+    4/6 are not modelled), and normal stiffness and damping from ``solref``/``solimp`` by
+    :func:`~diffmb.forces.elements.soft_constraint_gains` with the body's effective mass
+    1/``body_invweight0`` shared among the geom's ``n_active`` points (MuJoCo's rest
+    penetration, ~0.3 mm with the defaults). The stiction spring takes the same stiffness and
+    critical damping. ``margin`` grows the geom. Unsupported pairs (body–body, meshes,
+    ellipsoids) raise ``NotImplementedError`` naming the geoms unless ``ignore_unsupported``.
+    """
+    from ..contacts.element import Contacts
+    from ..forces.elements import soft_constraint_gains
+
+    mj, where = _as_mjmodel(src)
+    pairs, bad = read_contact_pairs(mj)
+    if bad and not ignore_unsupported:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise NotImplementedError(
+            f"{where}: MuJoCo would collide geom pairs that diffmb's contacts do not model: "
+            + "; ".join(bad[:3]) + more + ". Pass ignore=('unsupported_contacts',) to simulate "
+            "without them, or exclude them in the file (contype/conaffinity, <exclude>).")
+    if not pairs:
+        return ()
+    if model is None:
+        model = from_mjmodel(mj, where)
+    out = []
+    for t in dict.fromkeys(p["terrain"] for p in pairs):
+        group = [p for p in pairs if p["terrain"] == t]
+        terrain = _terrain_from_geom(mj, t, group[0]["terrain_name"])
+        geoms, ks, bs, mus = [], [], [], []
+        for p in group:
+            geom = _contact_geom(mj, p, model.body_names[p["body"] - 1])
+            m_pt = 1.0 / float(mj.body_invweight0[p["body"], 0]) / geom.n_active
+            k, b = soft_constraint_gains(m_pt, p["solref"], p["solimp"])
+            geoms.append(geom)
+            ks.append(k)
+            bs.append(b)
+            mus.append(0.0 if p["condim"] == 1 else float(p["friction"][0]))
+        out.append(Contacts(geoms, terrain, model=model, stiffness=np.array(ks),
+                            damping=np.array(bs), mu=np.array(mus)))
+    return tuple(out)
 
 
 def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, ignore=(),
@@ -509,9 +667,10 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     tendons (:func:`tendons_from_mjcf`) and joint/tendon equalities (:func:`couplings_from_mjcf`). ``friction=True``: the joints'
     ``frictionloss`` (:func:`joint_friction_from_mjcf`). ``limits=True``: soft limits on the
     limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
-    ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts``: contact
-    elements for the geom pairs MuJoCo would collide — not implemented yet, so a file with such
-    pairs raises ``NotImplementedError`` unless ``contacts=False`` (simulate without them).
+    ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts=True``: contact
+    elements for the geom pairs MuJoCo would collide (:func:`contacts_from_mjcf`: sphere,
+    capsule, box and cylinder against a world plane or height field; other pairs are refused
+    naming the geoms unless ``ignore=("unsupported_contacts",)``).
     ``fluid``: MuJoCo's fluid forces — not implemented yet: a file with ``density`` or
     ``viscosity`` > 0 raises unless ``fluid=False``. Anything else MuJoCo would simulate and
     these elements do not (:func:`unsupported_features`: spatial tendons, connect/weld
@@ -548,13 +707,7 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     elif limit_stiffness is not None:
         out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping or 0.0))
     if contacts:
-        pairs = colliding_geom_pairs(mj)
-        if pairs:
-            raise NotImplementedError(
-                f"{where}: MuJoCo would collide {len(pairs)} geom pair(s), e.g. {pairs[0]}; "
-                "contact elements are not implemented yet. Pass contacts=False to simulate "
-                "without contacts (or disable them in the file: <flag contact=\"disable\"/>)."
-            )
+        out += contacts_from_mjcf(mj, ignore_unsupported="unsupported_contacts" in ignored)
     if fluid not in (None, False):
         raise NotImplementedError(f"{where}: fluid={fluid!r}: MuJoCo's fluid forces are not "
                                   "implemented yet")

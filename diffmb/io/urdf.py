@@ -211,7 +211,7 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
 
     from ..dynamics.api import mass_matrix
     from ..forces.elements import (
-        Couplings, JointDamping, JointFriction, JointLimits, dof_qpos_addresses,
+        Couplings, JointDamping, JointFriction, JointLimits, dof_qpos_addresses, friction_slope,
         soft_constraint_gains,
     )
 
@@ -250,7 +250,7 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
                         _attr(src, me, name, "offset", 0.0)))
     out = [JointDamping()]
     if friction and np.any(fric > 0):
-        slope = np.array([soft_constraint_gains(1.0 / w[i], d=0.9)[1] for i in range(model.nv)])
+        slope = friction_slope(1.0 / w)
         out.append(JointFriction(fric, slope))
     if limits and lim:
         ks, bs = zip(*(soft_constraint_gains(1.0 / w[dofs[n]]) for n, _, _ in lim), strict=True)
