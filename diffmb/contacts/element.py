@@ -8,33 +8,38 @@ of mass (torque = (p − com) × f), summed over every candidate point of every 
 
 Default parameters: mass-normalised (MuJoCo's solref/solimp)
 -----------------------------------------------------------
-MuJoCo's soft contact with ``solref = (T, ζ)`` and ``solimp = (dmin, dmax, ...)`` accelerates
-a contact of effective mass m with a = (1 − d) a₀ + d (−b' δ̇ − k' δ), b' = 2/(dmax T),
-k' = 1/(dmax² T² ζ²), impedance d ∈ [dmin, dmax]. Its static deflection is that of a spring
-k = m d/(1−d) k' (weight m g rests at δ = (1 − d) g/(d k')), which
-:func:`soft_contact_params` returns per candidate point, with the damping scaled alike:
+MuJoCo's soft contact with ``solref = (T, ζ)`` and ``solimp = (dmin, dmax, ...)`` moves a
+contact of effective mass m by a = (1 − d) a₀ + d (−b' δ̇ − k' δ) with b' = 2/(dmax T),
+k' = 1/(dmax² T² ζ²) and impedance d ∈ [dmin, dmax]: a weight m g rests at
+δ = (1 − d) g/(d k'), the deflection of a spring k = m d/(1−d) k', and the motion has damping
+ratio ζ (critically damped at ζ = 1). :func:`soft_contact_params` returns, per candidate point,
+the spring with MuJoCo's deflection and the damper with MuJoCo's damping ratio:
 
-    d = (dmin + dmax)/2,  m_pt = m_eff / n_active,
-    k = m_pt d/(1−d) / (dmax² T² ζ²),   b = m_pt d/(1−d) · 2/(dmax T)
+    d = (dmin + dmax)/2,  r = d/(1 − d),  m_pt = m_eff / n_active,
+    k = m_pt r / (dmax² T² ζ²),   b = 2 ζ √(k m_pt) = m_pt √r · 2/(dmax T)
 
 so a body resting on its ``n_active`` points (box: 4 corners) has the same total stiffness as
-on one. With the defaults (T = 0.02 s, ζ = 1, d = 0.925): k/m_pt = 34 164 s⁻², a body rests at
-δ = g m_pt/k = 0.287 mm. The tangential spring of the stiction law gets k_t = k and the
-critical damping b_t = 2 ζ √(k_t m_pt). ``effective_mass`` is MuJoCo's ``body_invweight0``
-analogue: 1/(mean diagonal of J M⁻¹ Jᵀ) of the body's com translation (m for a free body).
+on one. Defaults (T = 0.02 s, ζ = 1, d = 0.925, r = 12.33): k/m_pt = 34 164 s⁻², ω = 184.8 rad/s,
+b/m_pt = 369.7 s⁻¹; a body rests at δ = g m_pt/k = 0.287 mm. (Scaling b by r instead of √r,
+b = m_pt r 2/(dmax T), keeps the deflection too but gives ζ_eff = ζ √r = 3.5 and a stiff
+eigenvalue of −1271 s⁻¹ per point, up to −3900 s⁻¹ in the rocking modes of a flat box: outside
+RK4's stability region at dt = 1 ms.) The tangential spring of the stiction law gets k_t = k
+and the critical damping b_t = 2 ζ √(k_t m_pt). ``effective_mass`` is MuJoCo's
+``body_invweight0`` analogue: 1/(mean diagonal of J M⁻¹ Jᵀ) of the body's com translation (m
+for a free body).
 
 Stability with the default solver (RK4, fixed step)
 ---------------------------------------------------
-Per point the normal law is m_pt δ̈ = −k δ − b δ̇: with the defaults
-s² + 1298 s + 34164 = 0, eigenvalues −26.9 s⁻¹ and −1271 s⁻¹ (overdamped, as MuJoCo's
-impedance makes it). RK4 is stable on the negative real axis for h|λ| ≤ 2.785, i.e. up to
-|λ| = 2785 s⁻¹ at dt = 1 ms. A box on 4 corners adds rocking modes: with corners at ±a from
-the com (half-height c), I = m (a² + c²)/3 and the rocking rate is 4 b a²/I = (3 a²/(a² + c²))
-· b/m_pt ≤ 3 · 1298 s⁻¹. A cube (a = c) gives 1947 s⁻¹: h λ = −1.95, inside the region (the
-test measures the full Jacobian's eigenvalues, tangential springs included). A flat plate
-(c ≪ a) approaches 3894 s⁻¹ and needs dt ≤ 0.7 ms at T = 0.02 s, or T ≥ 0.028 s at dt = 1 ms
-(b ∝ 1/T): in general keep dt · 2/(dmax T) · d/(1−d) · (m_pt/m_mode) ≤ 2.78, where m_mode is the
-smallest effective mass of a point in the contact's modes.
+RK4 is stable on the negative real axis for h|λ| ≤ 2.785, on the imaginary axis for
+h|λ| ≤ 2.83: at dt = 1 ms, up to |λ| ≈ 2800 s⁻¹. Per point the defaults give the double
+root λ = −ω = −184.8 s⁻¹. On 4 corners a box's modes are at most 3× faster: the rocking modes
+(corners at ±a, half-height c: I = m (a² + c²)/3) have stiffness and damping 4 (k, b) a² on
+inertia I, i.e. (k, b)/m_pt times 3 a²/(a² + c²) ≤ 3 (overdamped: fast root ≤ 3 b/m_pt =
+1109 s⁻¹), and the yaw mode is damped by 4 b_t (a² + b²) on m (a² + b²)/3, again 3 b_t/m_pt =
+1109 s⁻¹. So h|λ| ≤ 1.11 for any box (≈ 1.2 measured for a cube, the full Jacobian of (q, v, z)
+with the stiction states: ``tests/test_contacts.py``), well inside the region. For other
+bodies and steps keep dt · 3 · 2 √r /(dmax T) · (m_pt/m_mode) ≤ 2.78, m_mode the smallest
+effective mass a point feels in the contact's modes.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def soft_contact_params(m_eff, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.9
     r = d / (1.0 - d)
     m_pt = _f64(m_eff) / n_active
     k = m_pt * r / (dmax**2 * timeconst**2 * dampratio**2)
-    b = m_pt * r * 2.0 / (dmax * timeconst)
+    b = m_pt * jnp.sqrt(r) * 2.0 / (dmax * timeconst)
     return k, b
 
 

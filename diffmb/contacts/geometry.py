@@ -26,8 +26,8 @@ Cylinder   (r, h)    6       per rim (centres e = c ± h a, a = R[:, 2]): the de
 
 Cylinder: the deepest rim point is exact for a wheel (any tilt). When the axis is (nearly)
 parallel to n the deepest direction is undefined; u is then regularised towards the geom's x
-axis, u = (w + ε R[:, 0])/|w + ε R[:, 0]| with ε = 1e-3 (a gradient-safe norm), which changes
-the deepest point's depth by at most r ε²/(2|w|²) (≤ 5e-5 r for tilts above 6°), and the three
+axis, u = (w + ε R[:, 0])/|w + ε R[:, 0]| with ε = 1e-4 (a gradient-safe norm), which changes
+the deepest point's depth by at most r ε²/(2|w|²) (≤ 5e-7 r for tilts above 6°), and the three
 points per rim at 120° then carry a cylinder standing on an end face (a wheel rolling on its
 tread touches with one point per rim: the ±120° points sit 1.5 r higher).
 
@@ -173,7 +173,7 @@ class Box(AbstractGeom):
 
 
 _C120, _S120 = -0.5, np.sqrt(3.0) / 2.0
-CYLINDER_EPS = 1e-3
+CYLINDER_EPS = 1e-4
 
 
 class Cylinder(AbstractGeom):

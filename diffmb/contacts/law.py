@@ -95,7 +95,7 @@ def regularised_coulomb(fn, v, n, mu, eps):
     ``eps`` [m/s] the regularising speed (> 0)."""
     vt = _tangent(v, n)
     s = jnp.sqrt(jnp.sum(vt * vt, axis=-1, keepdims=True) + eps * eps)
-    return -(mu * fn)[..., None] * vt / s
+    return -jnp.asarray(mu * fn)[..., None] * vt / s
 
 
 def stiction(fn, v, n, z, mu, kt, bt):
@@ -104,13 +104,14 @@ def stiction(fn, v, n, z, mu, kt, bt):
     fn (...,) N; v, n, z (..., 3); mu, kt [N/m], bt [N s/m] broadcast against fn."""
     vt = _tangent(v, n)
     zt = _tangent(z, n)
-    kt, bt = kt[..., None], bt[..., None]
+    kt, bt = jnp.asarray(kt)[..., None], jnp.asarray(bt)[..., None]
     f = -kt * zt - bt * vt
-    F = (mu * fn)[..., None]
-    mag = _norm(f)
-    over = mag > F
-    scale = jnp.where(over, F / jnp.where(over, mag, 1.0), 1.0)
-    ft = f * scale
+    F = jnp.asarray(mu * fn)[..., None]
+    # f min(1, F/|f|) = f F / max(|f|, F): 0 when F = 0 (out of contact) also at f = 0, so the
+    # derivative there is 0 too, not that of the unclipped spring-damper
+    den = jnp.maximum(_norm(f), F)
+    ok = den > 0
+    ft = jnp.where(ok, f * F / jnp.where(ok, den, 1.0), 0.0)
     return ft, -(ft + kt * z) / bt
 
 

@@ -147,8 +147,8 @@ class HeightField(AbstractTerrain):
         t = u - cell
         i = cell.astype(jnp.int32)
         Hp = _pad_linear(self.heights)
-        rows = i[0] + jnp.arange(4)  # padded rows i-1..i+2 of the unpadded grid
-        cols = i[1] + jnp.arange(4)
+        rows = i[0] + jnp.arange(4, dtype=jnp.int32)  # padded rows = rows i-1..i+2 of the grid
+        cols = i[1] + jnp.arange(4, dtype=jnp.int32)
         P = Hp[rows[:, None], cols[None, :]]  # (4, 4)
         wx, dwx = _catmull_rom(t[0])
         wy, dwy = _catmull_rom(t[1])
