@@ -1,0 +1,172 @@
+"""Contacts from MJCF files through the one call users write,
+
+    diffmb.simulate(model, q0, v0, t1, dt=1e-3, forces=diffmb.mjcf_forces(path)),
+
+against MuJoCo simulating the same file and against closed forms."""
+
+import importlib.resources
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import diffmb
+
+G = 9.81
+
+
+def _quadruped_path():
+    return importlib.resources.files("diffmb") / "assets" / "quadruped.xml"
+
+
+def _quadruped_q0(model):
+    q0 = np.array(model.qpos0)
+    q0[2], q0[8::2] = 0.45, 0.8  # torso raised, knees inside their range [30°, 70°]
+    return q0
+
+
+def test_dropped_quadruped_rests_on_its_limits_at_mujocos_height():
+    """ctrl = 0: the quadruped falls, its feet slide out (μ = 0.5) until the knees reach their
+    lower limit, and it rests there. MuJoCo rests the torso at 0.2560 m; the weight is carried
+    by the four feet."""
+    with importlib.resources.as_file(_quadruped_path()) as path:
+        model = diffmb.load_mjcf(path)
+        forces = diffmb.mjcf_forces(path)
+        q0 = _quadruped_q0(model)
+        mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+    d.qpos[:] = q0
+    mujoco.mj_step(mj, d, nstep=int(round(3.0 / mj.opt.timestep)))
+    traj = diffmb.simulate(model, jnp.asarray(q0), None, t1=3.0, dt=1e-3, forces=forces,
+                           saveat=[2.5, 3.0])
+    z, z_mj = float(traj.q[-1, 2]), float(d.qpos[2])
+    assert abs(z_mj - 0.256) < 2e-3
+    assert abs(z - z_mj) < 3e-3  # 1.1 mm measured: the feet sink 1.0 mm here, 0.1 mm in MuJoCo
+    np.testing.assert_allclose(np.asarray(traj.q[-1, 8::2]), d.qpos[8::2], atol=0.01)
+    assert float(jnp.max(jnp.abs(traj.v[-1]))) < 1e-3  # at rest
+    res = diffmb.contacts.contact_forces(model, traj, forces)
+    weight = float(jnp.sum(model.body_mass)) * G
+    assert res.fn.shape == (2, 17) and res.point.shape == (2, 17, 3)
+    assert float(jnp.min(res.fn)) >= 0.0
+    np.testing.assert_allclose(float(jnp.sum(res.fn[-1])), weight, rtol=1e-3)
+    assert {p[0] for p, f in zip(res.pairs, res.fn[-1], strict=True) if f > 0} == {
+        "foot_fl", "foot_fr", "foot_bl", "foot_br"}
+    assert all(p[1] == "floor" for p in res.pairs)
+
+
+_SLOPE = """
+<mujoco>
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <geom name="slope" type="plane" size="50 50 0.1" euler="0 {deg} 0" friction="{mu} 0 0"/>
+    <body name="box" pos="{x} 0 {z}" euler="0 {deg} 0"><freejoint/>
+      <geom name="box" type="box" size="0.1 0.1 0.05" mass="2" friction="{mu} 0 0"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def _box_on_slope(tmp_path, deg, mu, t1):
+    """A box released on a plane tilted by ``deg`` about y (it falls towards −x)."""
+    a = np.radians(deg)
+    # the box's bottom face on the plane: centre 0.05 m along the plane normal
+    n = np.array([np.sin(a), 0.0, np.cos(a)])
+    c = 0.0498 * n
+    f = tmp_path / "slope.xml"
+    f.write_text(_SLOPE.format(deg=deg, mu=mu, x=c[0], z=c[2]))
+    model = diffmb.load_mjcf(f)
+    q0 = np.array(model.qpos0)
+    traj = diffmb.simulate(model, jnp.asarray(q0), None, t1=t1, dt=1e-3,
+                           forces=diffmb.mjcf_forces(f), saveat=np.linspace(0.5, t1, 5))
+    return traj, a
+
+
+def test_box_slides_down_a_slope_with_coulomb_acceleration(tmp_path):
+    """tan α > μ: s(t) = ½ g (sin α − μ cos α) t² along the slope (after the first 0.5 s)."""
+    traj, a = _box_on_slope(tmp_path, 30.0, 0.3, 1.5)
+    along = np.array([-np.cos(a), 0.0, np.sin(a)])  # downhill unit vector (−x, and down)
+    along = -along if along[2] > 0 else along
+    s = np.asarray(traj.q[:, :3]) @ along
+    t = np.asarray(traj.ts)
+    acc = np.polyfit(t, s, 2)[0] * 2
+    expected = G * (np.sin(a) - 0.3 * np.cos(a))
+    assert abs(acc - expected) < 0.01 * expected
+
+
+def test_box_holds_on_a_slope_below_the_friction_angle(tmp_path):
+    """tan 25° = 0.47 < μ = 0.6: the box stays (creep under 1 mm in 3 s)."""
+    traj, _ = _box_on_slope(tmp_path, 25.0, 0.6, 3.0)
+    drift = np.linalg.norm(np.asarray(traj.q[-1, :3] - traj.q[0, :3]))
+    assert drift < 1e-3
+
+
+_HFIELD = """
+<mujoco>
+  <option gravity="0 0 -9.81"/>
+  <asset><hfield name="ramp" nrow="21" ncol="41" size="2 1 {zmax} 0.1"/></asset>
+  <worldbody>
+    <geom name="ground" type="hfield" hfield="ramp" friction="2 0 0"/>
+    <body name="ball" pos="{x} 0 {z}"><freejoint/>
+      <geom name="ball" type="sphere" size="0.1" mass="1" friction="2 0 0"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_sphere_rolls_down_an_mjcf_height_field_ramp(tmp_path):
+    """A ramp z = s (x + 2) written into an MJCF <hfield> (elevation data set through MuJoCo):
+    a solid sphere rolls without slipping with a = (5/7) g sin α along it."""
+    zmax, s = 0.4, 0.1  # z from 0 to 0.4 over x in [-2, 2]
+    a = np.arctan(s)
+    x0 = 0.5
+    z_ground = s * (x0 + 2)
+    n = np.array([-np.sin(a), 0.0, np.cos(a)])
+    c = np.array([x0, 0.0, z_ground]) + 0.0998 * n
+    f = tmp_path / "ramp.xml"
+    f.write_text(_HFIELD.format(zmax=zmax, x=c[0], z=c[2]))
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    xs = np.linspace(-2, 2, 41)
+    mj.hfield_data[:] = np.tile((s * (xs + 2)) / zmax, 21)  # rows along y, columns along x
+    model = diffmb.io.mjcf.from_mjmodel(mj)
+    forces = diffmb.io.mjcf.mjcf_forces(mj)
+    traj = diffmb.simulate(model, jnp.asarray(model.qpos0), None, t1=1.0, dt=1e-3,
+                           forces=forces, saveat=np.linspace(0.3, 1.0, 8))
+    along = np.array([-np.cos(a), 0.0, -np.sin(a)])  # downhill
+    dist = np.asarray(traj.q[:, :3]) @ along
+    acc = np.polyfit(np.asarray(traj.ts), dist, 2)[0] * 2
+    expected = 5.0 / 7.0 * G * np.sin(a)
+    assert abs(acc - expected) < 0.02 * expected
+    res = diffmb.contacts.contact_forces(model, traj, forces)
+    np.testing.assert_allclose(np.asarray(res.normal[-1, 0]), n, atol=1e-6)
+
+
+def test_gradient_through_touch_down_is_finite_and_matches_differences(tmp_path):
+    """d(height after landing)/d(drop height) through the MJCF call, at dt = 1 ms."""
+    f = tmp_path / "drop.xml"
+    f.write_text(_SLOPE.format(deg=0.0, mu=0.8, x=0.0, z=0.3))
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f)
+
+    def final(z0, vx):
+        q0 = jnp.asarray(model.qpos0).at[2].set(z0)
+        v0 = jnp.zeros(6).at[0].set(vx)
+        tr = diffmb.simulate(model, q0, v0, t1=0.4, dt=1e-3, forces=forces, saveat=[0.4])
+        return tr.q[-1, 0] + tr.q[-1, 2]
+
+    g = jax.grad(final, argnums=(0, 1))(0.3, 1.0)
+    assert all(np.isfinite(float(x)) for x in g)
+    h = 1e-6
+    fd = (final(0.3, 1.0 + h) - final(0.3, 1.0 - h)) / (2 * h)
+    assert abs(float(g[1]) - float(fd)) < 1e-3 * max(1.0, abs(float(fd)))
+
+
+def test_unsupported_pairs_are_named(tmp_path):
+    f = tmp_path / "two.xml"
+    f.write_text("""<mujoco><worldbody>
+      <body name="a" pos="0 0 1"><freejoint/><geom name="ga" type="sphere" size="0.1"/></body>
+      <body name="b" pos="0 0 2"><freejoint/><geom name="gb" type="sphere" size="0.1"/></body>
+    </worldbody></mujoco>""")
+    with pytest.raises(NotImplementedError, match="'ga' \\(sphere\\) with 'gb' \\(sphere\\)"):
+        diffmb.mjcf_forces(f)
