@@ -18,7 +18,7 @@ Example: a box on the ground, simulated with the default solver::
 """
 
 from . import law as law
-from .element import ContactParams as ContactParams
+from .element import AbstractContacts as AbstractContacts
 from .element import ContactResult as ContactResult
 from .element import Contacts as Contacts
 from .element import CoulombContacts as CoulombContacts
@@ -27,10 +27,12 @@ from .element import effective_mass as effective_mass
 from .element import soft_contact_params as soft_contact_params
 from .geometry import AbstractGeom as AbstractGeom
 from .geometry import Box as Box
+from .geometry import Candidates as Candidates
 from .geometry import Capsule as Capsule
 from .geometry import Cylinder as Cylinder
 from .geometry import Point as Point
 from .geometry import Sphere as Sphere
+from .geometry import candidates as candidates
 from .law import hunt_crossley as hunt_crossley
 from .law import regularised_coulomb as regularised_coulomb
 from .law import spring_damper as spring_damper

@@ -50,18 +50,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dynamics.api import mass_matrix
-from ..dynamics.kinematics import body_coms, body_frames, body_jacobian, kinematics, \
-    point_velocities
+from ..dynamics.kinematics import body_coms, body_jacobian, kinematics
 from ..forces.elements import AbstractForce, AbstractStatefulForce
 from ..model import Model
 from . import law as L
-from .geometry import AbstractGeom
+from .geometry import AbstractGeom, body_index, candidates
 from .terrain import AbstractTerrain
 
 __all__ = [
     "Contacts",
     "CoulombContacts",
-    "ContactParams",
+    "AbstractContacts",
     "ContactResult",
     "soft_contact_params",
     "effective_mass",
@@ -95,32 +94,9 @@ def effective_mass(model: Model, body, q=None):
     return 3.0 / jnp.trace(A)
 
 
-class ContactParams(eqx.Module):
-    """Per-geom law parameters (ng,) (traced): normal ``stiffness`` k and ``damping`` b,
-    Hunt–Crossley ``exponent`` n and ``dissipation`` c, friction coefficient ``mu``,
-    stiction ``tangential_stiffness`` k_t and ``tangential_damping`` b_t, and the regularising
-    speed ``eps`` (m/s, scalar) of the Coulomb law."""
-
-    stiffness: jnp.ndarray
-    damping: jnp.ndarray
-    exponent: jnp.ndarray
-    dissipation: jnp.ndarray
-    mu: jnp.ndarray
-    tangential_stiffness: jnp.ndarray
-    tangential_damping: jnp.ndarray
-    eps: jnp.ndarray
-
-
-def _body_index(model: Model, body) -> int:
-    b = model.body_index(body) if isinstance(body, str) else int(body)
-    if not 0 <= b < model.n_bodies:
-        raise ValueError(f"{model.name}: geom body index {b} out of range "
-                         f"(model has {model.n_bodies} bodies)")
-    return b
-
-
 def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipation,
             tangential_stiffness, tangential_damping, eps, timeconst, dampratio, dmin, dmax):
+    """The per-geom parameter arrays (ng,) (and eps ()), defaults filled in."""
     ng = len(geoms)
     full = lambda x: jnp.broadcast_to(_f64(x), (ng,))
     need = [x is None for x in (stiffness, damping, tangential_stiffness, tangential_damping)]
@@ -130,14 +106,15 @@ def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipati
             raise ValueError("Contacts: pass model= for the mass-normalised default stiffness and"
                              " damping (or give stiffness, damping, tangential_stiffness and "
                              "tangential_damping)")
-        m = jnp.stack([effective_mass(model, _body_index(model, g.body), q) for g in geoms])
+        m = jnp.stack([effective_mass(model, body_index(model, g.body), q) for g in geoms])
         na = np.array([g.n_active for g in geoms], dtype=float)
         k_soft, b_soft = soft_contact_params(m, timeconst, dampratio, dmin, dmax, na)
         m_pt = m / na
     n = full(exponent)
     k_lin = k_soft if stiffness is None else full(stiffness)
     if normal == "hunt_crossley" and stiffness is None:
-        # same rest penetration δ0 = m_pt g / k as the linear law: k_hc δ0ⁿ = k δ0
+        # same rest penetration δ0 = m_pt g / k as the linear law: k_hc δ0ⁿ = k δ0, and the
+        # same damping at rest: k_hc δ0ⁿ c = b
         g = jnp.sqrt(jnp.sum(model.gravity**2))
         delta0 = m_pt * g / k_soft
         k = k_soft * delta0 ** (1.0 - n)
@@ -147,12 +124,10 @@ def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipati
         c = full(0.0 if dissipation is None else dissipation)
     b = b_soft if damping is None else full(damping)
     kt = k_lin if tangential_stiffness is None else full(tangential_stiffness)
-    if tangential_damping is None:
-        kt_m = kt * m_pt if m_pt is not None else None
-        bt = 2.0 * dampratio * jnp.sqrt(kt_m)
-    else:
-        bt = full(tangential_damping)
-    return ContactParams(k, b, n, c, full(mu), kt, bt, _f64(eps).reshape(()))
+    bt = 2.0 * dampratio * jnp.sqrt(kt * m_pt) if tangential_damping is None \
+        else full(tangential_damping)
+    return dict(stiffness=k, damping=b, exponent=n, dissipation=c, mu=full(mu),
+                tangential_stiffness=kt, tangential_damping=bt, eps=_f64(eps).reshape(()))
 
 
 class _Points(eqx.Module):
@@ -161,6 +136,7 @@ class _Points(eqx.Module):
     point: jnp.ndarray  # (nc, 3)
     normal: jnp.ndarray  # (nc, 3)
     penetration: jnp.ndarray  # (nc,)
+    velocity: jnp.ndarray  # (nc, 3)
     fn: jnp.ndarray  # (nc,)
     ft: jnp.ndarray  # (nc, 3)
     dz: jnp.ndarray  # (nc, 3)
@@ -169,30 +145,65 @@ class _Points(eqx.Module):
 
 def _evaluate(el, model: Model, q, v, z) -> _Points:
     kin = kinematics(model, q, v)
-    Rb, pb = body_frames(model, kin)  # relative to kin.origin
-    o = kin.origin
-    pts, bodies = [], []
-    for g in el.geoms:
-        b = _body_index(model, g.body)
-        R, c = g.frame(Rb[b], pb[b] + o)
-        pts.append(g.points(R, c, el.terrain))
-        bodies += [b] * g.n_points
-    P = jnp.concatenate(pts, axis=0)
-    d, n = jax.vmap(el.terrain.signed_distance)(P)
-    _, vp = point_velocities(kin, P - o, bodies)
-    delta = -d
-    ddelta = -jnp.sum(n * vp, axis=-1)
+    cand = candidates(model, el.geoms, el.terrain, q, v, kin=kin)
     gi = np.asarray(el.point_geom)
-    p = el.params
-    fn = L.normal_force(el.normal, delta, ddelta, p.stiffness[gi], p.damping[gi],
-                        p.dissipation[gi], p.exponent[gi])
-    ft, dz = L.tangential(el.friction, fn, vp, n, z, p.mu[gi], p.tangential_stiffness[gi],
-                          p.tangential_damping[gi], p.eps)
-    f = fn[:, None] * n + ft
-    com = body_coms(model, kin)[np.asarray(bodies)]
-    w = jnp.concatenate([f, jnp.cross(P - o - com, f)], axis=1)
-    f_ext = jnp.zeros((model.n_bodies, 6)).at[np.asarray(bodies)].add(w)
-    return _Points(P, n, delta, fn, ft, dz, f_ext)
+    bodies = np.asarray(cand.body)
+    ddelta = -jnp.sum(cand.normal * cand.velocity, axis=-1)
+    fn = L.normal_force(el.normal, cand.penetration, ddelta, el.stiffness[gi], el.damping[gi],
+                        el.dissipation[gi], el.exponent[gi])
+    ft, dz = L.tangential(el.friction, fn, cand.velocity, cand.normal, z, el.mu[gi],
+                          el.tangential_stiffness[gi], el.tangential_damping[gi], el.eps)
+    f = fn[:, None] * cand.normal + ft
+    com = body_coms(model, kin)[bodies] + kin.origin
+    w = jnp.concatenate([f, jnp.cross(cand.point - com, f)], axis=1)
+    f_ext = jnp.zeros((model.n_bodies, 6)).at[bodies].add(w)
+    return _Points(cand.point, cand.normal, cand.penetration, cand.velocity, fn, ft, dz, f_ext)
+
+
+class AbstractContacts(eqx.Module):
+    """What both contact elements hold: ``geoms`` (a tuple of
+    :mod:`~diffmb.contacts.geometry` shapes), a ``terrain``, the static law choices ``normal``
+    and ``friction``, and the per-geom parameters (ng,), traced (``force.<name>.mu`` etc. in
+    :mod:`diffmb.optim`): ``stiffness`` k [N/m or N/mⁿ], ``damping`` b [N s/m] (linear law),
+    ``exponent`` n and ``dissipation`` c [s/m] (Hunt–Crossley), ``mu``,
+    ``tangential_stiffness`` k_t [N/m] and ``tangential_damping`` b_t [N s/m] (stiction), and
+    the Coulomb law's regularising speed ``eps`` [m/s] (scalar)."""
+
+    geoms: tuple
+    terrain: AbstractTerrain
+    stiffness: jnp.ndarray
+    damping: jnp.ndarray
+    exponent: jnp.ndarray
+    dissipation: jnp.ndarray
+    mu: jnp.ndarray
+    tangential_stiffness: jnp.ndarray
+    tangential_damping: jnp.ndarray
+    eps: jnp.ndarray
+    normal: str = eqx.field(static=True)
+    friction: str = eqx.field(static=True)
+    point_geom: tuple = eqx.field(static=True)  # (nc,) geom index of each candidate point
+
+    @property
+    def n_points(self) -> int:
+        """Number of candidate points nc (Σ of the geoms' ``n_points``)."""
+        return len(self.point_geom)
+
+    def evaluate(self, model: Model, q, v, state=None) -> _Points:
+        """Points, normals, penetrations, velocities, forces (nc, ...) and the body wrenches
+        at (q, v) (and stiction state (nc, 3), default zeros)."""
+        z = jnp.zeros((self.n_points, 3)) if state is None else state
+        return _evaluate(self, model, q, v, z)
+
+    def energy(self, model: Model, q, state=None):
+        """Elastic energy stored in the contacts (J): the normal springs, and the stiction
+        springs ½ k_t |z|² when ``state`` z (nc, 3) is given."""
+        r = self.evaluate(model, q, jnp.zeros(model.nv))
+        gi = np.asarray(self.point_geom)
+        e = jnp.sum(L.normal_energy(self.normal, r.penetration, self.stiffness[gi],
+                                    self.exponent[gi]))
+        if state is not None:
+            e = e + 0.5 * jnp.sum(self.tangential_stiffness[gi] * jnp.sum(state**2, axis=-1))
+        return e
 
 
 def _init(self, geoms, terrain, friction, model, q, normal, **kw):
@@ -206,9 +217,13 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
         raise TypeError(f"Contacts: {terrain!r} is not a terrain (Plane, HeightField)")
     if normal not in L.NORMAL_LAWS:
         raise ValueError(f"Contacts: normal law {normal!r}; choose one of {L.NORMAL_LAWS}")
+    if model is not None:
+        for g in geoms:
+            body_index(model, g.body)  # a clear error now rather than inside a trace
     self.geoms, self.terrain = geoms, terrain
     self.normal, self.friction = normal, friction
-    self.params = _params(geoms, model, q, normal, **kw)
+    for name, val in _params(geoms, model, q, normal, **kw).items():
+        setattr(self, name, val)
     self.point_geom = tuple(i for i, g in enumerate(geoms) for _ in range(g.n_points))
 
 
@@ -223,20 +238,13 @@ _DOC_ARGS = """
 """
 
 
-class Contacts(AbstractStatefulForce):
+class Contacts(AbstractContacts, AbstractStatefulForce):
     """Compliant contacts with spring–damper stiction (the default friction).
 
     State: the tangential deformations z (n_points, 3) [m], zero initially. Returns
     ``(tau = 0, f_ext (nbody, 6), ż)``. ``tangential_stiffness`` k_t (default k) and
     ``tangential_damping`` b_t (default 2 ζ √(k_t m_pt), critical) set the stiction spring.
     """
-
-    geoms: tuple
-    terrain: AbstractTerrain
-    params: ContactParams
-    normal: str = eqx.field(static=True)
-    friction: str = eqx.field(static=True)
-    point_geom: tuple = eqx.field(static=True)
 
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, normal="linear", exponent=1.0, dissipation=None,
@@ -247,10 +255,6 @@ class Contacts(AbstractStatefulForce):
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax)
 
-    @property
-    def n_points(self) -> int:
-        return len(self.point_geom)
-
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
 
@@ -258,22 +262,11 @@ class Contacts(AbstractStatefulForce):
         r = _evaluate(self, model, q, v, state)
         return jnp.zeros(model.nv), r.f_ext, r.dz
 
-    def energy(self, model, q, state):
-        """Elastic energy stored in the contacts (J): normal springs and stiction springs."""
-        return _energy(self, model, q, state)
 
-
-class CoulombContacts(AbstractForce):
+class CoulombContacts(AbstractContacts, AbstractForce):
     """Compliant contacts with regularised Coulomb friction (stateless):
     f_t = −μ f_n v_t/√(|v_t|² + ε²), ``eps`` ε [m/s] (default 1e-3). Returns
     ``(tau = 0, f_ext (nbody, 6))``."""
-
-    geoms: tuple
-    terrain: AbstractTerrain
-    params: ContactParams
-    normal: str = eqx.field(static=True)
-    friction: str = eqx.field(static=True)
-    point_geom: tuple = eqx.field(static=True)
 
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
@@ -283,46 +276,26 @@ class CoulombContacts(AbstractForce):
               tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, timeconst=timeconst,
               dampratio=dampratio, dmin=dmin, dmax=dmax)
 
-    @property
-    def n_points(self) -> int:
-        return len(self.point_geom)
-
     def __call__(self, model, t, q, v, ctrl):
         r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))
         return jnp.zeros(model.nv), r.f_ext
-
-    def energy(self, model, q, state=None):
-        """Elastic energy stored in the normal springs (J)."""
-        return _energy(self, model, q, None)
 
 
 Contacts.__init__.__doc__ = _DOC_ARGS
 CoulombContacts.__init__.__doc__ = _DOC_ARGS
 
 
-def _energy(el, model, q, z):
-    r = _evaluate(el, model, q, jnp.zeros(model.nv), jnp.zeros((el.n_points, 3)))
-    gi = np.asarray(el.point_geom)
-    p = el.params
-    e = jnp.sum(L.normal_energy(el.normal, r.penetration, p.stiffness[gi], p.exponent[gi]))
-    if z is not None:
-        e = e + 0.5 * jnp.sum(p.tangential_stiffness[gi] * jnp.sum(z * z, axis=-1))
-    return e
-
-
-_CONTACT_TYPES = (Contacts, CoulombContacts)
-
-
 class ContactResult(eqx.Module):
     """Contact points along a trajectory, world frame; ns saves (leading axes of the
     trajectory), nc candidate points of all contact elements: ``point`` (ns, nc, 3) m,
     ``normal`` (ns, nc, 3), ``penetration`` (ns, nc) m, ``fn`` (ns, nc) N (≥ 0), ``ft``
-    (ns, nc, 3) N; ``pairs``: (geom name, terrain name) of each point. ``result["fn"]`` works
-    too."""
+    (ns, nc, 3) N, ``velocity`` (ns, nc, 3) m/s of the contact points; ``pairs``: (geom name,
+    terrain name) of each point. ``result["fn"]`` works too."""
 
     point: jnp.ndarray
     normal: jnp.ndarray
     penetration: jnp.ndarray
+    velocity: jnp.ndarray
     fn: jnp.ndarray
     ft: jnp.ndarray
     pairs: tuple = eqx.field(static=True)
@@ -331,7 +304,7 @@ class ContactResult(eqx.Module):
         return getattr(self, key)
 
     def keys(self):
-        return ("point", "normal", "penetration", "fn", "ft", "pairs")
+        return ("point", "normal", "penetration", "velocity", "fn", "ft", "pairs")
 
 
 def _pairs(el) -> list:
@@ -356,7 +329,7 @@ def contact_forces(model: Model, traj, forces) -> ContactResult:
     v = traj.v.reshape(-1, model.nv)
     parts, pairs = [], []
     for k, el in enumerate(forces):
-        if not isinstance(el, _CONTACT_TYPES):
+        if not isinstance(el, AbstractContacts):
             continue
         if isinstance(el, Contacts):
             if states is None or states[k] is None:
@@ -374,4 +347,4 @@ def contact_forces(model: Model, traj, forces) -> ContactResult:
     cat = lambda name, tail: jnp.concatenate([getattr(r, name) for r in parts], axis=1).reshape(
         *lead, -1, *tail)
     return ContactResult(cat("point", (3,)), cat("normal", (3,)), cat("penetration", ()),
-                         cat("fn", ()), cat("ft", (3,)), tuple(pairs))
+                         cat("velocity", (3,)), cat("fn", ()), cat("ft", (3,)), tuple(pairs))

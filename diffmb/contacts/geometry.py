@@ -42,12 +42,16 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..dynamics.kinematics import KinematicsData, body_frames, kinematics, point_velocities
+from ..model import Model
 from ..spatial import quaternion as quatm
 
-__all__ = ["AbstractGeom", "Point", "Sphere", "Capsule", "Box", "Cylinder"]
+__all__ = ["AbstractGeom", "Point", "Sphere", "Capsule", "Box", "Cylinder", "Candidates",
+           "candidates", "body_index"]
 
 
 def _f64(x):
@@ -205,3 +209,49 @@ class Cylinder(AbstractGeom):
             for cs, sn in ((1.0, 0.0), (_C120, _S120), (_C120, -_S120)):
                 out.append(e - self.radius * (cs * u + sn * u2))
         return jnp.stack(out)
+
+
+# ---- candidate points of geoms on a model ------------------------------------------------------
+
+
+def body_index(model: Model, body) -> int:
+    """Row of ``body`` (a name or an index) in ``model.body_names``, checked."""
+    b = model.body_index(body) if isinstance(body, str) else int(body)
+    if not 0 <= b < model.n_bodies:
+        raise ValueError(f"{model.name}: geom body index {b} out of range "
+                         f"(model has {model.n_bodies} bodies)")
+    return b
+
+
+class Candidates(eqx.Module):
+    """The candidate contact points of a tuple of geoms, nc = Σ n_points, world frame:
+    ``point`` (nc, 3) m, ``normal`` (nc, 3) the terrain's outward unit normal there,
+    ``penetration`` (nc,) m (≥ 0 in contact, else minus the gap), ``velocity`` (nc, 3) m/s of
+    the body's material point at ``point`` (terrain at rest: the relative velocity), ``body``
+    (static, nc) the body index of each point."""
+
+    point: jax.Array
+    normal: jax.Array
+    penetration: jax.Array
+    velocity: jax.Array
+    body: tuple = eqx.field(static=True)
+
+
+def candidates(model: Model, geoms, terrain, q, v=None, *, kin: KinematicsData | None = None):
+    """:class:`Candidates` of ``geoms`` against ``terrain`` at q (nq,) and v (nv,) (zero
+    velocities if None), from the shared kinematics (pass ``kin = kinematics(model, q, v)`` to
+    reuse one)."""
+    if kin is None:
+        kin = kinematics(model, q, jnp.zeros(model.nv) if v is None else v)
+    Rb, pb = body_frames(model, kin)  # origins relative to kin.origin
+    o = kin.origin
+    pts, bodies = [], []
+    for g in geoms:
+        b = body_index(model, g.body)
+        R, c = g.frame(Rb[b], pb[b] + o)
+        pts.append(g.points(R, c, terrain))
+        bodies += [b] * g.n_points
+    P = jnp.concatenate(pts, axis=0)
+    d, n = jax.vmap(terrain.signed_distance)(P)
+    _, vp = point_velocities(kin, P - o, bodies)
+    return Candidates(P, n, -d, vp, tuple(bodies))
