@@ -25,6 +25,7 @@ BENCHMARKS = {
     "core": "dynamics kernels (ABA, CRBA, RNEA, Lagrange, Kane) under jit(vmap) vs Pinocchio",
     "sim": "simulate on the four-box chain vs MuJoCo C and MJX; gradient cost and memory",
     "variational": "symplectic variational step vs RK4 at equal energy error; its gradient",
+    "contacts": "quadruped on a plane, batch 1024: diffmb vs MJX, MuJoCo C, jaxsim; gradient/forward",
 }
 
 
