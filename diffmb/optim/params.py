@@ -13,7 +13,8 @@ Names
 ``joint.<joint>.stiffness``        (nv_j,)   joint spring [N m/rad or N/m]
 ``joint.<joint>.armature``         (nv_j,)   reflected rotor inertia [kg m² or kg]
 ``force.<elem>.<field>``           any       an array field of the force element ``forces[elem]``
-                                             (equinox Module), e.g. ``force.aero.CLa``
+                                             (equinox Module), e.g. ``force.aero.CLa``, or of
+                                             one of its sub-modules: ``force.floor.terrain.heights``
 =================================  ========  =============================================
 
 Body and joint names are ``model.body_names`` / ``model.joint_names`` (verbatim from the file).
@@ -55,6 +56,7 @@ entry (this is what :func:`~diffmb.optim.least_squares`, :func:`~diffmb.optim.fi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -197,34 +199,47 @@ def _array_fields(elem) -> list[str]:
     return out
 
 
-def _force_param(forces: Mapping | None, name: str, elem: str, field: str) -> Param:
-    if not forces or elem not in forces:
+def _force_param(forces: Mapping | None, name: str, path: str, _field=None) -> Param:
+    """``force.<elem>.<field>`` or a nested ``force.<elem>.<sub>.<field>`` (e.g.
+    ``force.floor.terrain.heights`` of a Contacts element); ``<elem>`` is the longest leading part of
+    ``path`` that names an element (element names may contain dots)."""
+    parts = path.split(".")
+    elem = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
+                 if forces and ".".join(parts[:k]) in forces), None)
+    if elem is None:
         have = list(forces) if forces else []
         raise KeyError(
-            f"parameter {name!r}: no force element named {elem!r}; pass forces as a dict "
-            f"{{name: element}} (elements given: {have})"
+            f"parameter {name!r}: no force element named {'.'.join(parts[:-1])!r}; pass forces "
+            f"as a dict {{name: element}} (elements given: {have})"
         )
-    el = forces[elem]
-    fields = _array_fields(el)
+    attrs = parts[len(elem.split(".")):]
+    owner = forces[elem]
+    for a in attrs[:-1]:
+        sub = getattr(owner, a, None)
+        if not isinstance(sub, eqx.Module):
+            raise KeyError(f"parameter {name!r}: element {elem!r} has no sub-module {a!r}")
+        owner = sub
+    field = attrs[-1]
+    fields = _array_fields(owner)
     if field not in fields:
         raise KeyError(
-            f"parameter {name!r}: element {elem!r} ({type(el).__name__}) has no array field "
+            f"parameter {name!r}: element {elem!r} ({type(owner).__name__}) has no array field "
             f"{field!r}; array fields: {fields}"
         )
-    shape = tuple(np.shape(getattr(el, field)))
+    shape = tuple(np.shape(getattr(owner, field)))
+    at = lambda e: functools.reduce(getattr, attrs, e)  # noqa: E731
 
     def get(m, f):
-        return jnp.asarray(getattr(f[elem], field))
+        return jnp.asarray(at(f[elem]))
 
     def set_(m, f, x):
         f = dict(f)
-        old = getattr(f[elem], field)
+        old = at(f[elem])
         x = jnp.reshape(jnp.asarray(x), shape)
         if not eqx.is_array(old):  # a Python float field: replace it by an array leaf
-            f[elem] = eqx.tree_at(lambda e: getattr(e, field), f[elem], x,
-                                  is_leaf=lambda v: v is old)
+            f[elem] = eqx.tree_at(at, f[elem], x, is_leaf=lambda v: v is old)
         else:
-            f[elem] = eqx.tree_at(lambda e: getattr(e, field), f[elem], x)
+            f[elem] = eqx.tree_at(at, f[elem], x)
         return m, f
 
     return Param(name, shape, get, set_)
@@ -288,7 +303,7 @@ def parse(model: Model, name: str, forces: Mapping | None = None) -> Param:
         return _body_param(model, name, target, field)
     if kind == "joint":
         return _joint_param(model, name, target, field)
-    return _force_param(forces, name, target, field)
+    return _force_param(forces, name, ".".join(parts[1:]))
 
 
 class ParamSet:
