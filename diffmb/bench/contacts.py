@@ -22,7 +22,8 @@ batch * T / wall; best of interleaved repetitions, all engines in the same proce
   * quadruped_b1024_vs_jaxsim: vs jaxsim (soft contacts, its default integrator), the model
     handed to jaxsim's own loader as an SDF written from the compiled MJCF (its URDF path needs
     Gazebo's converter): the same bodies, inertias, joints, limits (diffmb's limit stiffness and
-    damping) and joint damping; contact parameters from jaxsim's estimate_good_contact_parameters;
+    damping, its limit damper rescaled: see LIMIT_DELTA_REF) and joint damping; contact parameters
+    from jaxsim's estimate_good_contact_parameters (friction 0.5, four feet in contact);
     jaxsim collides boxes, spheres and meshes only, so each capsule is two spheres at its ends
     (jaxsim's default 50 collidable points per sphere; coincident spheres merged). Not
     installed, failing, not settling at any dt tried, or ``--quick``: ``peer_value`` null.
@@ -30,10 +31,11 @@ batch * T / wall; best of interleaved repetitions, all engines in the same proce
     angles) w.r.t. the initial velocity over the time of the forward rollout, 500 steps of
     dt = 1e-3 of a dropped quadruped (batch 1, feet landing), both jitted, interleaved, in a
     subprocess pinned to one core (as ``diffmb.bench.sim``); peer: the target 5.
-MJX and jaxsim are measured on at most ``PEER_BATCH`` members when a full batch would take too
-long on this CPU (sim-s/s is a throughput; the batch measured is in the record).
+jaxsim is measured on the first ``PEER_BATCH`` = 256 members (at ~11 sim-s/s at batch 8 here, a
+full batch would take minutes per run; sim-s/s is a throughput; the batch measured is in the
+record). MJX runs the full batch.
 ``--quick``: batch 32 (peers too), the same horizon (settling needs it), fewer repetitions,
-no jaxsim (its compilations alone take over a minute).
+no jaxsim (its compilation alone takes tens of seconds; its record has ``peer_value`` null).
 
 Run: ``python -m diffmb.bench.contacts [--quick] --out DIR`` (writes DIR/bench_contacts.json),
 or ``diffmb bench --only contacts``.
@@ -61,6 +63,7 @@ DT_DIFFMB = (8e-3, 4e-3, 2e-3, 1e-3)
 DT_MUJOCO = (0.02, 0.01, 0.005, 0.0025, 0.001)  # the file's default is 0.005
 DT_JAXSIM = (1e-3, 5e-4)  # 4e-3 and 2e-3 diverged (non-finite) when tried
 PEER_BATCH = 256
+LIMIT_DELTA_REF = 0.01  # rad: jaxsim's limit damping matched to diffmb's at this violation
 
 
 def initial_states(batch: int, seed: int = 0):
@@ -294,7 +297,10 @@ def jaxsim_engine(q, v):
     limits = next(f for f in diffmb.mjcf_forces(QUADRUPED) if type(f).__name__ == "JointLimits")
     mj = mujoco.MjModel.from_xml_path(str(QUADRUPED))
     hinge = [mj.joint(j).name for j in range(mj.njnt) if mj.jnt_type[j] != 0]
-    sdf = quadruped_sdf(np.asarray(limits.stiffness), np.asarray(limits.damping))
+    # jaxsim's limit damping is multiplied by the limit's spring torque (tau_k * d * qdot):
+    # d = b / (k * LIMIT_DELTA_REF) matches diffmb's damping b at a violation of LIMIT_DELTA_REF
+    k_lim = np.asarray(limits.stiffness)
+    sdf = quadruped_sdf(k_lim, np.asarray(limits.damping) / (k_lim * LIMIT_DELTA_REF))
     B = len(q)
     # initial states in jaxsim's (mixed) representation: world angular velocity
     R = np.zeros((B, 9))
@@ -392,34 +398,28 @@ def run(out_dir, quick: bool = False) -> dict:
     go_x = None
     try:
         cands = tuple(d for d in DT_MUJOCO if dt_c is None or d <= dt_c + 1e-12)
-        qx, vx = q[:peer_batch], v[:peer_batch]
-        dt_x, go_x, st_x, tried_x = mjx_engine(qx, vx, cands)
-        batch_x = peer_batch
+        dt_x, go_x, st_x, tried_x = mjx_engine(q, v, cands)
+        batch_x = batch
     except Exception as e:  # MJX missing or failing: report, do not hide
         print(f"MJX unavailable: {type(e).__name__}: {e}")
         notes["mjx"] = f"{type(e).__name__}: {e}"
         dt_x, st_x, tried_x, batch_x = None, None, [], 0
 
-    go_j = None
-    if quick:  # four compilations of jaxsim alone take over a minute here
+    go_j, dt_j, st_j, tried_j, batch_j = None, None, None, [], 0
+    if quick:  # jaxsim's compilation alone takes tens of seconds here
         notes["jaxsim"] = "skipped in --quick (compilation time)"
-        dt_j, st_j, tried_j, batch_j = None, None, [], 0
     else:
-      try:
-        qj, vj = q[:peer_batch], v[:peer_batch]
-        dt_j, go_j, st_j, tried_j = jaxsim_engine(qj, vj)
-        batch_j = peer_batch
-        if go_j is None:
-            notes["jaxsim"] = f"did not settle at any dt in {DT_JAXSIM}"
+        try:
+            dt_j, go_j, st_j, tried_j = jaxsim_engine(q[:peer_batch], v[:peer_batch])
+            batch_j = peer_batch
+            if go_j is None:
+                notes["jaxsim"] = f"did not settle at any dt in {DT_JAXSIM}"
+        except ImportError as e:
+            notes["jaxsim"] = f"not installed: {e}"
+        except Exception as e:  # a failing peer is reported, not hidden
+            notes["jaxsim"] = f"{type(e).__name__}: {e}"
+        if "jaxsim" in notes:
             print(f"jaxsim: {notes['jaxsim']}")
-      except ImportError as e:
-        print(f"jaxsim not installed: {e}")
-        notes["jaxsim"] = f"not installed: {e}"
-        dt_j, st_j, tried_j, batch_j = None, None, [], 0
-      except Exception as e:  # a failing peer is reported, not hidden
-        print(f"jaxsim failed: {type(e).__name__}: {e}")
-        notes["jaxsim"] = f"{type(e).__name__}: {e}"
-        dt_j, st_j, tried_j, batch_j = None, None, [], 0
 
     # best of interleaved repetitions (engines that settled)
     engines = {"diffmb": go_d, "mujoco_c": go_c, "mjx": go_x, "jaxsim": go_j}
