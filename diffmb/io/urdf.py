@@ -211,7 +211,12 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
 
     from ..dynamics.api import mass_matrix
     from ..forces.elements import (
-        Couplings, JointDamping, JointFriction, JointLimits, dof_qpos_addresses, friction_slope,
+        Couplings,
+        JointDamping,
+        JointFriction,
+        JointLimits,
+        dof_qpos_addresses,
+        friction_slope,
         soft_constraint_gains,
     )
 
