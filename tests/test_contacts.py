@@ -7,6 +7,7 @@ free bodies loaded from MJCF (their geoms give only the inertia; contact geoms a
 hand). Simulations use the default path: RK4 at dt = 1 ms, unless stated.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -186,6 +187,27 @@ def test_sphere_on_incline(ball, mu, rolls):
     assert a == pytest.approx(expected, rel=1e-2)
 
 
+def test_wheel_rolls_down_an_incline(tmp_path_factory):
+    """A solid disc (Cylinder geom, axis along y) rolls with a = (2/3) g sin α."""
+    wheel = _load(tmp_path_factory, "wheel", "cylinder", "0.1 0.02\" quat=\"0.70710678 0.70710678 0 0",
+                  1.0)
+    alpha = 0.3
+    n = np.array([-np.sin(alpha), 0.0, np.cos(alpha)])
+    down = np.array([-np.cos(alpha), 0.0, -np.sin(alpha)])
+    geom = Cylinder("wheel", 0.1, 0.02, quat=(0.70710678, 0.70710678, 0.0, 0.0))
+    c = Contacts([geom], Plane(n), model=wheel, mu=1.0)
+    delta0 = 0.5 * G * np.cos(alpha) / _k_per_point(1.0, 2)
+    q0 = jnp.concatenate([jnp.asarray((0.1 - delta0) * n), jnp.array([1.0, 0, 0, 0])])
+    tr = diffmb.simulate(wheel, q0, jnp.zeros(6), t1=0.5, dt=1e-3, forces=(c,),
+                         saveat=[0.1, 0.5])
+    s = np.asarray(tr.v[:, :3]) @ down
+    a = (s[1] - s[0]) / 0.4
+    assert a == pytest.approx(2 / 3 * G * np.sin(alpha), rel=1e-2)
+    res = contact_forces(wheel, tr, (c,))
+    assert float(jnp.sum(res.fn[-1])) == pytest.approx(G * np.cos(alpha), rel=1e-2)
+    assert np.allclose(np.asarray(res.fn[-1])[[1, 2, 4, 5]], 0.0)  # the ±120° rim points stay unloaded
+
+
 # ---- (d) stiction on a slope --------------------------------------------------------------------
 
 
@@ -258,18 +280,26 @@ def test_contact_never_adds_energy(box):
 # ---- (g) gradient of the stopping distance -------------------------------------------------------
 
 
-def test_stopping_distance_gradient_wrt_mu(box):
-    v0 = 1.0
-    q0 = _box_rest_q(box)
-    vv = jnp.array([v0, 0, 0, 0, 0, 0])
+def _slide(box, mu, z0, vx):
+    """x displacement of the box after 0.4 s, started at height z0 with speed vx along x."""
+    q0 = jnp.concatenate([jnp.zeros(2), jnp.reshape(z0, (1,)), jnp.array([1.0, 0, 0, 0])])
+    c = _box_contacts(box, mu=mu)
+    v0 = jnp.zeros(6).at[0].set(vx)
+    tr = diffmb.simulate(box, q0, v0, t1=0.4, dt=1e-3, forces=(c,), saveat=[0.4])
+    return tr.q[-1, 0] - q0[0]
 
-    def dist(mu):
-        c = _box_contacts(box, mu=mu)
-        tr = diffmb.simulate(box, q0, vv, t1=0.4, dt=1e-3, forces=(c,), saveat=[0.4])
-        return tr.q[-1, 0] - q0[0]
 
-    mu = 0.5
-    g = float(jax.grad(dist)(mu))
+@pytest.fixture(scope="module")
+def slide_grad(box):
+    """d(displacement)/d(mu, z0, vx), compiled once for (g) and (h)."""
+    return jax.jit(jax.grad(lambda mu, z0, vx: _slide(box, mu, z0, vx), argnums=(0, 1, 2)))
+
+
+def test_stopping_distance_gradient_wrt_mu(box, slide_grad):
+    v0, mu = 1.0, 0.5
+    z0 = float(_box_rest_q(box)[2])  # at rest penetration
+    dist = jax.jit(lambda mu: _slide(box, mu, z0, v0))
+    g = float(slide_grad(mu, z0, v0)[0])
     eps = 1e-4
     fd = (float(dist(mu + eps)) - float(dist(mu - eps))) / (2 * eps)
     closed = -(v0**2) / (2 * mu**2 * G)
@@ -291,7 +321,7 @@ def test_laws_gradient_safe_at_zero():
         lambda x: jnp.sum(stiction(x[2] * x[0], x[5:8], n, x[8:11], x[3], x[2], x[3])[1]),
     ):
         x = jnp.concatenate([jnp.array([0.0, 0.0, 1e4, 10.0, 0.0]), z3, z3])  # δ = 0, v = 0
-        val, grad = f(x), jax.grad(f)(x)
+        val, grad = jax.jit(jax.value_and_grad(f))(x)
         assert np.isfinite(float(val)) and np.all(np.isfinite(np.asarray(grad)))
     # stiction: out of contact no force and zero gradient, sticking: the spring-damper
     ft = lambda fn, v: stiction(fn, v, n, z3, 0.5, 1e3, 10.0)[0]
@@ -299,13 +329,13 @@ def test_laws_gradient_safe_at_zero():
     assert np.allclose(jax.jacfwd(ft, argnums=1)(100.0, z3), -10.0 * np.diag([1, 1, 0]))
 
 
-def test_element_gradients_finite_at_touchdown(ball, box):
+def test_element_gradients_finite_at_touchdown(ball):
     c = Contacts([Sphere("ball", H), Cylinder("ball", 0.05, 0.02, pos=(0, 0, -0.05))], Plane(),
                  model=ball, mu=0.8)
     q = jnp.array([0.0, 0.0, H, 1.0, 0.0, 0.0, 0.0])  # δ = 0 exactly, the cylinder's axis ∥ n
     v = jnp.zeros(6)
     z = jnp.zeros((c.n_points, 3))
-    r = _evaluate(c, ball, q, v, z)
+    r = eqx.filter_jit(c.evaluate)(ball, q, v, z)
     assert float(r.penetration[0]) == 0.0
 
     def f(q, v, c):
@@ -316,16 +346,14 @@ def test_element_gradients_finite_at_touchdown(ball, box):
     for leaf in jax.tree_util.tree_leaves((gq, gv, gc)):
         assert np.all(np.isfinite(np.asarray(leaf)))
 
-    # through a simulation that starts exactly at touch-down with zero sliding speed
-    def final_height(z0, mu):
-        cc = Contacts([Sphere("ball", H)], Plane(), model=ball, mu=mu)
-        qq = jnp.concatenate([jnp.array([0.0, 0.0]), z0[None], jnp.array([1.0, 0, 0, 0])])
-        tr = diffmb.simulate(ball, qq, jnp.zeros(6), t1=0.05, dt=1e-3, forces=(cc,),
-                             saveat=[0.05])
-        return tr.q[-1, 2] + tr.q[-1, 0]
 
-    g = jax.grad(final_height, argnums=(0, 1))(jnp.asarray(H), 0.5)
-    assert np.all(np.isfinite(np.asarray(g)))
+
+def test_simulation_gradients_finite_from_touchdown(box, slide_grad):
+    """Through a simulation that starts exactly at touch-down (δ = 0 at 4 corners), at rest
+    (zero sliding speed) and sliding."""
+    for vx in (0.0, 1.0):
+        g = slide_grad(0.5, H, vx)
+        assert np.all(np.isfinite(np.asarray(g)))
 
 
 # ---- (i) height field --------------------------------------------------------------------------
@@ -387,6 +415,40 @@ def test_heightfield_is_c1():
     assert np.allclose(-np.asarray(nz[:2]) / float(nz[2]), gh, rtol=1e-10)
     # samples are interpolated exactly
     assert float(hf.height(jnp.array([0.4, 0.5]))) == pytest.approx(float(hf.heights[2, 2]))
+
+
+def test_heightfield_follows_a_smooth_surface_within_grid_tolerance():
+    """h = A sin(κx) cos(κy) sampled at λ/32: the bicubic interpolant's height is within its
+    O(dx³) grid tolerance A (κ dx)³/10, its normal within the O(dx²) slope tolerance
+    A κ (κ dx)²/6 (Catmull–Rom's node slopes are central differences)."""
+    A, lam = 0.05, 1.0
+    kap, dx = 2 * np.pi / lam, lam / 32
+    xs = dx * np.arange(65)
+    X, Y = np.meshgrid(xs, xs, indexing="ij")
+    hf = HeightField(A * np.sin(kap * X) * np.cos(kap * Y), spacing=(dx, dx))
+    xy = np.random.default_rng(3).uniform(0.1, 1.9, (40, 2))
+    h = np.asarray(jax.vmap(hf.height)(jnp.asarray(xy)))
+    nrm = np.asarray(jax.vmap(hf.normal)(jnp.asarray(xy)))
+    x, y = xy[:, 0], xy[:, 1]
+    hx = A * kap * np.cos(kap * x) * np.cos(kap * y)
+    hy = -A * kap * np.sin(kap * x) * np.sin(kap * y)
+    n_ex = np.stack([-hx, -hy, np.ones_like(hx)], 1) / np.sqrt(1 + hx**2 + hy**2)[:, None]
+    assert np.max(np.abs(h - A * np.sin(kap * x) * np.cos(kap * y))) < A * (kap * dx) ** 3 / 10
+    assert np.max(np.abs(nrm - n_ex)) < A * kap * (kap * dx) ** 2 / 6
+
+
+def test_sphere_on_rough_terrain(ball):
+    ground = rough_terrain(0, size=2.0, resolution=0.05, amplitude=0.01, wavelength=0.5)
+    c = Contacts([Sphere("ball", H)], ground, model=ball, mu=0.8)
+    z0 = float(ground.height(jnp.zeros(2))) + H + 0.02
+    tr = diffmb.simulate(ball, jnp.array([0.0, 0.0, z0, 1.0, 0, 0, 0]), jnp.zeros(6), t1=0.4,
+                         dt=1e-3, forces=(c,), saveat=[0.2, 0.4])
+    res = contact_forces(ball, tr, (c,))
+    assert bool(tr.ok)
+    pen = float(res.penetration[-1, 0])
+    assert 0.0 < pen < 1e-3  # carried by the ground, near the flat-ground 0.29 mm
+    assert float(jnp.linalg.norm(res.normal[-1, 0])) == pytest.approx(1.0, abs=1e-12)
+    assert res.pairs == (("sphere0", "rough"),)
 
 
 def test_rough_terrain_is_seeded_with_the_given_rms():

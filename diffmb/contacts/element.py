@@ -316,6 +316,11 @@ def _pairs(el) -> list:
     return out
 
 
+@eqx.filter_jit
+def _evaluate_many(el, model, q, v, z):
+    return jax.vmap(lambda qi, vi, zi: _evaluate(el, model, qi, vi, zi))(q, v, z)
+
+
 def contact_forces(model: Model, traj, forces) -> ContactResult:
     """Evaluate the contact elements among ``forces`` (the tuple given to ``simulate``) along
     ``traj`` (a :class:`~diffmb.Trajectory`: ts, q (..., nq), v (..., nv), aux holding the
@@ -339,7 +344,7 @@ def contact_forces(model: Model, traj, forces) -> ContactResult:
             z = states[k].reshape(-1, el.n_points, 3)
         else:
             z = jnp.zeros((q.shape[0], el.n_points, 3))
-        r = jax.vmap(lambda qi, vi, zi, el=el: _evaluate(el, model, qi, vi, zi))(q, v, z)
+        r = _evaluate_many(el, model, q, v, z)
         parts.append(r)
         pairs += _pairs(el)
     if not parts:
