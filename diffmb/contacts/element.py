@@ -10,10 +10,11 @@ Default parameters: mass-normalised (MuJoCo's solref/solimp)
 -----------------------------------------------------------
 MuJoCo's soft contact with ``solref = (T, ζ)`` and ``solimp = (dmin, dmax, ...)`` moves a
 contact of effective mass m by a = (1 − d) a₀ + d (−b' δ̇ − k' δ) with b' = 2/(dmax T),
-k' = 1/(dmax² T² ζ²) and impedance d ∈ [dmin, dmax]: a weight m g rests at
-δ = (1 − d) g/(d k'), the deflection of a spring k = m d/(1−d) k', and the motion has damping
-ratio ζ (critically damped at ζ = 1). :func:`soft_contact_params` returns, per candidate point,
-the spring with MuJoCo's deflection and the damper with MuJoCo's damping ratio:
+k' = 1/(dmax² T² ζ²) and impedance d ∈ [dmin, dmax] (rising with δ over solimp's width; here
+its mid value d = (dmin + dmax)/2): a weight m g rests at δ = (1 − d) g/(d k'), the deflection
+of a spring k = m d/(1−d) k', and the motion has damping ratio √d ζ ≈ ζ (critically damped at
+ζ = 1). :func:`soft_contact_params` returns, per candidate point, the spring with MuJoCo's
+deflection and the damper with damping ratio ζ:
 
     d = (dmin + dmax)/2,  r = d/(1 − d),  m_pt = m_eff / n_active,
     k = m_pt r / (dmax² T² ζ²),   b = 2 ζ √(k m_pt) = m_pt √r · 2/(dmax T)
@@ -35,8 +36,8 @@ h|λ| ≤ 2.83: at dt = 1 ms, up to |λ| ≈ 2800 s⁻¹. Per point the defaults
 root λ = −ω = −184.8 s⁻¹. On 4 corners a box's modes are at most 3× faster: the rocking modes
 (corners at ±a, half-height c: I = m (a² + c²)/3) have stiffness and damping 4 (k, b) a² on
 inertia I, i.e. (k, b)/m_pt times 3 a²/(a² + c²) ≤ 3 (overdamped: fast root ≤ 3 b/m_pt =
-1109 s⁻¹), and the yaw mode is damped by 4 b_t (a² + b²) on m (a² + b²)/3, again 3 b_t/m_pt =
-1109 s⁻¹. So h|λ| ≤ 1.11 for any box (≈ 1.2 measured for a cube, the full Jacobian of (q, v, z)
+1109 s⁻¹), and the yaw mode (corners at (±a, ±a′)) is damped by 4 b_t (a² + a′²) on inertia
+m (a² + a′²)/3, again 3 b_t/m_pt = 1109 s⁻¹. So h|λ| ≤ 1.11 for any box (≈ 1.2 measured for a cube, the full Jacobian of (q, v, z)
 with the stiction states: ``tests/test_contacts.py``), well inside the region. For other
 bodies and steps keep dt · 3 · 2 √r /(dmax T) · (m_pt/m_mode) ≤ 2.78, m_mode the smallest
 effective mass a point feels in the contact's modes.
@@ -106,7 +107,9 @@ def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipati
             raise ValueError("Contacts: pass model= for the mass-normalised default stiffness and"
                              " damping (or give stiffness, damping, tangential_stiffness and "
                              "tangential_damping)")
-        m = jnp.stack([effective_mass(model, body_index(model, g.body), q) for g in geoms])
+        bodies = [body_index(model, g.body) for g in geoms]
+        per_body = {b: effective_mass(model, b, q) for b in set(bodies)}
+        m = jnp.stack([per_body[b] for b in bodies])
         na = np.array([g.n_active for g in geoms], dtype=float)
         k_soft, b_soft = soft_contact_params(m, timeconst, dampratio, dmin, dmax, na)
         m_pt = m / na
