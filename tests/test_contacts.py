@@ -100,6 +100,13 @@ def test_soft_params_and_effective_mass(box):
     r = d / (1 - d)
     assert float(k) == pytest.approx(M_BOX / 4 * r / (0.95**2 * 0.02**2), rel=1e-12)
     assert float(b) == pytest.approx(2 * np.sqrt(float(k) * M_BOX / 4), rel=1e-12)  # ζ = 1
+    # the one solref/solimp mapping of diffmb (limits, friction, MJCF contacts), traceable here
+    from diffmb.forces.elements import soft_constraint_gains
+
+    assert np.allclose((k, b), soft_constraint_gains(M_BOX / 4), rtol=1e-12)
+    kj, bj = jax.jit(soft_contact_params, static_argnames="n_active")(M_BOX, 0.03, 0.8,
+                                                                         n_active=2)
+    assert np.allclose((kj, bj), soft_constraint_gains(M_BOX / 2, (0.03, 0.8)), rtol=1e-12)
     # same total stiffness on 4 corners as on one point; rest penetration 0.2-0.4 mm
     assert 4 * float(k) == pytest.approx(float(soft_contact_params(M_BOX)[0]), rel=1e-12)
     assert 0.2e-3 < M_BOX * G / (4 * float(k)) < 0.4e-3

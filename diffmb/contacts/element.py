@@ -76,7 +76,9 @@ def _f64(x):
 def soft_contact_params(m_eff, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, n_active=1):
     """Per-point normal stiffness k [N/m] and damping b [N s/m] of a body of effective mass
     ``m_eff`` [kg] resting on ``n_active`` points, from MuJoCo's solref (``timeconst`` [s],
-    ``dampratio``) and solimp (``dmin``, ``dmax``): see the module docstring."""
+    ``dampratio``) and solimp (``dmin``, ``dmax``): see the module docstring. The same mapping
+    as :func:`diffmb.forces.elements.soft_constraint_gains` (m_eff/n_active, solref, solimp), in
+    JAX so that masses and solref may be traced."""
     d = 0.5 * (dmin + dmax)
     r = d / (1.0 - d)
     m_pt = _f64(m_eff) / n_active
