@@ -28,6 +28,7 @@ here), :class:`~diffmb.formulations.maximal.MaximalDAE` (absolute coordinates, B
 from __future__ import annotations
 
 import abc
+import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -35,9 +36,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics.api import forward_dynamics
+from .dynamics.api import forward_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
-from .forces.elements import init_states, total_force
+from .forces.elements import Couplings, init_states, total_force
 from .model import Model
 
 __all__ = [
@@ -162,6 +163,7 @@ class TreeSystem(AbstractODESystem):
                 starts = np.asarray(lay.q_idx)[n2 < 1e-12, 0].tolist()
                 raise ValueError(f"{m.name}: q0 has a zero quaternion at q[{starts[0]}:"
                                  f"{starts[0] + 4}] (a ball or free joint's rotation)")
+        q0, v0 = _project_initial(m, self.forces, q0, v0)
         if not self.stateful:
             return (q0, v0)
         return (q0, v0, self.initial_state())
@@ -239,7 +241,48 @@ def _accelerations(model, forces, control, t, q, v, params, s, method):
             )
         tau = tau + ctrl
     a = forward_dynamics(model, q, v, tau, f_ext, method=method)
+    C = _exact_coupling_matrix(forces)
+    if C is not None:
+        a = project_accelerations(model, q, a, C)
     return a, (None if s is None else (dfs, dsc))
+
+
+def _exact_coupling_matrix(forces):
+    """The stacked C (m, nv) of the exact linear couplings among ``forces``, or None."""
+    rows = [f.jacobian() for f in forces if isinstance(f, Couplings) and f.exact]
+    return jnp.concatenate(rows, axis=0) if rows else None
+
+
+def project_accelerations(model: Model, q, a0, C):
+    """a = a₀ − M⁻¹Cᵀ(C M⁻¹ Cᵀ)⁻¹ C a₀: the accelerations with the linear velocity constraints
+    C v = 0 held (Gauss's principle; the constraint forces Cᵀλ do no work)."""
+    M = mass_matrix(model, q)
+    X = jnp.linalg.solve(M, C.T)
+    lam = jnp.linalg.solve(C @ X, C @ a0)
+    return a0 - X @ lam
+
+
+def _project_initial(model: Model, forces, q0, v0):
+    """q0, v0 moved onto the exact couplings' invariants (least change of the coupled
+    coordinates); a warning names the couplings when they had to move by more than 1e-9."""
+    cs = [f for f in forces if isinstance(f, Couplings) and f.exact]
+    if not cs:
+        return q0, v0
+    C = jnp.concatenate([f.jacobian() for f in cs], axis=0)
+    r = jnp.concatenate([f.residual(q0) for f in cs])
+    P = C.T @ jnp.linalg.solve(C @ C.T, jnp.eye(C.shape[0]))  # right pseudo-inverse
+    dq_dof = -P @ r
+    dof_qadr = cs[0].dof_qadr
+    idx = np.array([a for a in dof_qadr if a >= 0], dtype=np.int32)
+    dofs = np.array([d for d, a in enumerate(dof_qadr) if a >= 0], dtype=np.int32)
+    q1 = q0.at[idx].add(dq_dof[dofs])
+    v1 = v0 - P @ (C @ v0)
+    moved = concrete(jnp.concatenate([jnp.abs(r), jnp.abs(C @ v0)]))
+    if moved is not None and np.max(moved) > 1e-9:
+        names = [n for f in cs for n in f.names]
+        warnings.warn(f"{model.name}: q0/v0 violate the exact couplings {names} (by up to "
+                      f"{float(np.max(moved)):.3g}); projected onto them", stacklevel=4)
+    return q1, v1
 
 
 def forward(model: Model, q, v, *, t=0.0, forces=(), ctrl=None, state=None, method="aba"):

@@ -220,3 +220,66 @@ def test_coupling_gradient_is_finite_and_matches_differences(tmp_path):
     h = 1e-5
     fd = (final(0.5 + h) - final(0.5 - h)) / (2 * h)
     assert np.isfinite(g) and abs(g - fd) < 1e-5 * max(1.0, abs(fd))
+
+
+_DIFFERENTIAL = """
+<mujoco>
+  <option gravity="0 0 -3.72" timestep="0.001" integrator="RK4"/>
+  <worldbody>
+    <body name="body" pos="0 0 1"><joint name="lift" type="slide" axis="0 0 1"/>
+      <geom type="box" size="0.3 0.2 0.05" mass="10" contype="0" conaffinity="0"/>
+      <body name="left" pos="0 0.3 0"><joint name="rocker_l" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="-0.3 0 -0.2 0.4 0 -0.2" size="0.03" mass="2"
+              contype="0" conaffinity="0"/></body>
+      <body name="right" pos="0 -0.3 0"><joint name="rocker_r" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="-0.3 0 -0.2 0.4 0 -0.2" size="0.03" mass="2"
+              contype="0" conaffinity="0"/></body>
+    </body>
+  </worldbody>
+  <equality><joint joint1="rocker_l" joint2="rocker_r" polycoef="0 -1 0 0 0"/></equality>
+</mujoco>
+"""
+
+
+def test_exact_couplings_hold_to_round_off_and_match_a_reduced_oracle(tmp_path):
+    """A rover-like differential q_l = −q_r held exactly: the invariant stays at round-off over
+    a run, and the motion is MuJoCo's (whose soft equality lets it drift by ~1e-4)."""
+    f = tmp_path / "diff.xml"
+    f.write_text(_DIFFERENTIAL)
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f, exact_couplings=True)
+    assert any(isinstance(e, diffmb.Couplings) and e.exact for e in forces)
+    q0 = jnp.array([0.0, 0.3, -0.3])
+    v0 = jnp.array([0.0, 1.0, -1.0])
+    tr = diffmb.simulate(model, q0, v0, t1=2.0, dt=1e-3, forces=forces,
+                         saveat=np.linspace(0, 2, 201))
+    q = np.asarray(tr.q)
+    assert np.max(np.abs(q[:, 1] + q[:, 2])) < 1e-12
+    soft = diffmb.simulate(model, q0, v0, t1=2.0, dt=1e-3, forces=diffmb.mjcf_forces(f),
+                           saveat=np.linspace(0, 2, 201))
+    np.testing.assert_allclose(q, np.asarray(soft.q), atol=2e-3)
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = np.asarray(q0), np.asarray(v0)
+    mujoco.mj_step(mj, d, nstep=int(round(2.0 / mj.opt.timestep)))
+    np.testing.assert_allclose(q[-1], d.qpos, atol=1e-3)
+
+
+def test_exact_coupling_of_a_locked_joint_equals_the_welded_model(tmp_path):
+    """q2 = 0.4 held exactly (single-joint equality) is the two-link pendulum welded at 0.4:
+    the same motion as the one-joint model built from a file with the joint removed, to 1e-9."""
+    extra = '<equality><joint joint1="j2" polycoef="0.4 0 0 0 0"/></equality>'
+    f = _write(tmp_path, extra)
+    model = diffmb.load_mjcf(f)
+    with pytest.warns(UserWarning, match="projected"):
+        tr = diffmb.simulate(model, jnp.array([0.2, 0.0]), None, t1=1.0, dt=1e-3,
+                             forces=diffmb.mjcf_forces(f, exact_couplings=True))
+    welded = tmp_path / "welded.xml"
+    welded.write_text(_TWO_LINK.format(extra="", j1="", j2="").replace(
+        '<body name="b" pos="0.3 0 0"><joint name="j2" type="hinge" axis="0 1 0" />',
+        f'<body name="b" pos="0.3 0 0" euler="0 {float(np.degrees(0.4))!r} 0">'))
+    wm = diffmb.load_mjcf(welded)
+    assert wm.nv == 1
+    tw = diffmb.simulate(wm, jnp.array([0.2]), None, t1=1.0, dt=1e-3)
+    np.testing.assert_allclose(np.asarray(tr.q[:, 1]), 0.4, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(tr.q[:, 0]), np.asarray(tw.q[:, 0]), atol=1e-9)

@@ -40,6 +40,7 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -466,6 +467,14 @@ class Couplings(AbstractForce):
 
     URDF ``<mimic multiplier="m" offset="o"/>`` is p = (o, m, 0, 0, 0). ``stiffness``/
     ``damping`` (n,) from :func:`soft_constraint_gains` with the pair's effective mass.
+
+    ``exact=True`` (linear couplings only: p₂ = p₃ = p₄ = 0) enforces them to round-off instead
+    (a mechanism's differential, gears): the element applies no force and
+    :func:`diffmb.forward`/``simulate`` project the accelerations onto C a = 0 (C = ∂r/∂q,
+    constant), a = a₀ − M⁻¹Cᵀ(C M⁻¹ Cᵀ)⁻¹ C a₀ (Gauss's principle: the constraint forces do no
+    work); Runge–Kutta steps preserve the linear invariants C q and C v exactly, and ``simulate``
+    projects q₀ and v₀ onto them (warning if they had to move). q and v keep the full layout.
+    ``as_exact()`` returns the exact version of a penalty element.
     """
 
     coef1: jnp.ndarray  # (n, nv)
@@ -477,9 +486,10 @@ class Couplings(AbstractForce):
     damping: jnp.ndarray  # (n,)
     dof_qadr: tuple = eqx.field(static=True)
     names: tuple = eqx.field(static=True)
+    exact: bool = eqx.field(static=True, default=False)
 
     def __init__(self, coef1, coef2, ref1, ref2, polycoef, stiffness, damping, dof_qadr,
-                 names=None):
+                 names=None, exact=False):
         self.coef1, self.coef2 = _arr(coef1), _arr(coef2)
         n = self.coef1.shape[0]
         self.ref1 = jnp.broadcast_to(_arr(ref1), (n,))
@@ -489,6 +499,23 @@ class Couplings(AbstractForce):
         self.damping = jnp.broadcast_to(_arr(damping), (n,))
         self.dof_qadr = tuple(int(a) for a in dof_qadr)
         self.names = tuple(names) if names is not None else tuple(f"eq{i}" for i in range(n))
+        self.exact = bool(exact)
+        p = None
+        if exact and not isinstance(self.polycoef, jax.core.Tracer):
+            p = np.asarray(self.polycoef)
+        if p is not None and np.any(p[:, 2:]):
+            bad = [self.names[i] for i in np.flatnonzero(np.any(p[:, 2:] != 0, axis=1))]
+            raise ValueError(f"Couplings {bad}: exact=True needs linear couplings "
+                             "(polycoef p2 = p3 = p4 = 0)")
+
+    def as_exact(self):
+        """The same couplings enforced exactly (see the class docstring)."""
+        return Couplings(self.coef1, self.coef2, self.ref1, self.ref2, self.polycoef,
+                         self.stiffness, self.damping, self.dof_qadr, self.names, exact=True)
+
+    def jacobian(self):
+        """C = ∂r/∂q over dofs (n, nv) of linear couplings: coef1 − p₁ coef2."""
+        return self.coef1 - self.polycoef[:, 1:2] * self.coef2
 
     def residual(self, q):
         """Constraint residuals r (n,)."""
@@ -499,6 +526,8 @@ class Couplings(AbstractForce):
         return x1 - p[:, 0] - poly
 
     def __call__(self, model, t, q, v, ctrl):
+        if self.exact:  # enforced by projecting the accelerations, see project_couplings
+            return jnp.zeros(model.nv), None
         qd = _dof_positions(q, self.dof_qadr)
         x2 = self.coef2 @ qd - self.ref2
         p = self.polycoef

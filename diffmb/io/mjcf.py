@@ -659,12 +659,13 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
 
 
 def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, ignore=(),
-                limit_stiffness=None, limit_damping=None) -> tuple:
+                limit_stiffness=None, limit_damping=None, exact_couplings=False) -> tuple:
     """The force elements that make an MJCF file simulate as MuJoCo simulates it.
 
     Always: joint damping and springs (the Model's arrays, which :func:`load_mjcf` filled from
     the file), the file's actuators if it has any (joint or fixed-tendon transmission), fixed
-    tendons (:func:`tendons_from_mjcf`) and joint/tendon equalities (:func:`couplings_from_mjcf`). ``friction=True``: the joints'
+    tendons (:func:`tendons_from_mjcf`) and joint/tendon equalities (:func:`couplings_from_mjcf`:
+    soft, as MuJoCo's; ``exact_couplings=True`` holds linear ones to round-off instead). ``friction=True``: the joints'
     ``frictionloss`` (:func:`joint_friction_from_mjcf`). ``limits=True``: soft limits on the
     limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
     ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts=True``: contact
@@ -690,7 +691,10 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     if friction and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS)):
         if np.any(np.asarray(mj.dof_frictionloss) > 0):
             out.append(joint_friction_from_mjcf(mj))
-    for el in (tendons_from_mjcf(mj, limits=limits, friction=friction), couplings_from_mjcf(mj)):
+    cpl = couplings_from_mjcf(mj)
+    if cpl is not None and exact_couplings:
+        cpl = cpl.as_exact()
+    for el in (tendons_from_mjcf(mj, limits=limits, friction=friction), cpl):
         if el is not None:
             out.append(el)
     ignored = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}

@@ -192,7 +192,7 @@ def _attr(src, elem, name, attr, default):
 
 
 def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True, mimic=True,
-                floating_base=False) -> tuple:
+                floating_base=False, exact_couplings=False) -> tuple:
     """The force elements that make a URDF file simulate as MuJoCo simulates it when it loads
     the same file (MuJoCo turns ``<dynamics damping friction>`` into damping and
     ``frictionloss``, ``<limit lower upper>`` of revolute/prismatic joints into limits and
@@ -200,7 +200,8 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
 
     Joint damping (the Model's, filled by :func:`load_urdf`); ``friction``: a
     :class:`~diffmb.forces.JointFriction`; ``limits``: :class:`~diffmb.forces.JointLimits`;
-    ``mimic``: :class:`~diffmb.forces.Couplings` with q_mimic = offset + multiplier·q_joint.
+    ``mimic``: :class:`~diffmb.forces.Couplings` with q_mimic = offset + multiplier·q_joint
+    (soft, as MuJoCo's; ``exact_couplings=True`` holds them to round-off).
     URDF carries no solver settings: gains follow MuJoCo's defaults (``solref`` (0.02, 1),
     ``solimp`` (0.9, 0.95)) through :func:`~diffmb.forces.elements.soft_constraint_gains`, with
     each joint's effective mass 1/(M⁻¹)ᵢᵢ at q = 0 (MuJoCo's ``dof_invweight0``). ``effort`` and
@@ -271,5 +272,6 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
             ks.append(k)
             bs.append(bb)
         out.append(Couplings(c1, c2, 0.0, 0.0, np.array(poly), np.array(ks), np.array(bs),
-                             dof_qpos_addresses(model), [f"mimic:{a}" for a, *_ in mim]))
+                             dof_qpos_addresses(model), [f"mimic:{a}" for a, *_ in mim],
+                             exact=exact_couplings))
     return tuple(out)
