@@ -170,3 +170,21 @@ def test_unsupported_pairs_are_named(tmp_path):
     </worldbody></mujoco>""")
     with pytest.raises(NotImplementedError, match="'ga' \\(sphere\\) with 'gb' \\(sphere\\)"):
         diffmb.mjcf_forces(f)
+
+
+def test_contact_parameters_overridable_per_geom(tmp_path):
+    """contact_overrides replaces μ of one pair: the same slope holds at μ = 0.6 and the box
+    slides at μ = 0.2 overridden, with Coulomb's acceleration; unknown geoms are refused."""
+    traj, a = _box_on_slope(tmp_path, 25.0, 0.6, 1.0)
+    f = tmp_path / "slope.xml"
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f, contact_overrides={"box": {"mu": 0.2}})
+    fast = diffmb.simulate(model, jnp.asarray(model.qpos0), None, t1=1.0, dt=1e-3,
+                           forces=forces, saveat=np.linspace(0.5, 1.0, 6))
+    s = np.linalg.norm(np.asarray(fast.q[:, :3] - fast.q[0, :3]), axis=1)
+    t = np.asarray(fast.ts) - 0.5
+    acc = np.polyfit(t, s, 2)[0] * 2
+    expected = G * (np.sin(a) - 0.2 * np.cos(a))
+    assert abs(acc - expected) < 0.01 * expected
+    with pytest.raises(ValueError, match="'nosuch'.*colliding geoms"):
+        diffmb.mjcf_forces(f, contact_overrides={"nosuch": {"mu": 1.0}})

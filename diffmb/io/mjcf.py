@@ -612,7 +612,8 @@ def _contact_geom(mj, pair, body_name):
     return Box(body_name, size + m, **kw)
 
 
-def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False) -> tuple:
+def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False,
+                       overrides=None) -> tuple:
     """Contact elements (:class:`~diffmb.contacts.Contacts`, one per ground geom) for the geom
     pairs MuJoCo would collide (:func:`read_contact_pairs`).
 
@@ -624,6 +625,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     penetration, ~0.3 mm with the defaults). The stiction spring takes the same stiffness and
     critical damping. ``margin`` grows the geom. Unsupported pairs (body–body, meshes,
     ellipsoids) raise ``NotImplementedError`` naming the geoms unless ``ignore_unsupported``.
+    ``overrides``: ``{geom name: {"mu": .., "stiffness": .., "damping": ..}}`` replaces the
+    file's values for that geom's pairs (a name that is no contact geom is an error).
     """
     from ..contacts.element import Contacts
     from ..forces.elements import soft_constraint_gains
@@ -636,6 +639,16 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
             f"{where}: MuJoCo would collide geom pairs that diffmb's contacts do not model: "
             + "; ".join(bad[:3]) + more + ". Pass ignore=('unsupported_contacts',) to simulate "
             "without them, or exclude them in the file (contype/conaffinity, <exclude>).")
+    overrides = dict(overrides or {})
+    known = {p["geom_name"] for p in pairs}
+    for name, ov in overrides.items():
+        if name not in known:
+            raise ValueError(f"{where}: contact override for {name!r}, which is not a colliding "
+                             f"geom; colliding geoms: {sorted(known)}")
+        bad = set(ov) - {"mu", "stiffness", "damping"}
+        if bad:
+            raise ValueError(f"{where}: contact override for {name!r}: unknown keys "
+                             f"{sorted(bad)} (allowed: mu, stiffness, damping)")
     if not pairs:
         return ()
     if model is None:
@@ -649,17 +662,19 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
             geom = _contact_geom(mj, p, model.body_names[p["body"] - 1])
             m_pt = 1.0 / float(mj.body_invweight0[p["body"], 0]) / geom.n_active
             k, b = soft_constraint_gains(m_pt, p["solref"], p["solimp"])
+            ov = overrides.get(p["geom_name"], {})
             geoms.append(geom)
-            ks.append(k)
-            bs.append(b)
-            mus.append(0.0 if p["condim"] == 1 else float(p["friction"][0]))
+            ks.append(float(ov.get("stiffness", k)))
+            bs.append(float(ov.get("damping", b)))
+            mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
         out.append(Contacts(geoms, terrain, model=model, stiffness=np.array(ks),
                             damping=np.array(bs), mu=np.array(mus)))
     return tuple(out)
 
 
 def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, ignore=(),
-                limit_stiffness=None, limit_damping=None, exact_couplings=False) -> tuple:
+                limit_stiffness=None, limit_damping=None, exact_couplings=False,
+                contact_overrides=None) -> tuple:
     """The force elements that make an MJCF file simulate as MuJoCo simulates it.
 
     Always: joint damping and springs (the Model's arrays, which :func:`load_mjcf` filled from
@@ -671,7 +686,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts=True``: contact
     elements for the geom pairs MuJoCo would collide (:func:`contacts_from_mjcf`: sphere,
     capsule, box and cylinder against a world plane or height field; other pairs are refused
-    naming the geoms unless ``ignore=("unsupported_contacts",)``).
+    naming the geoms unless ``ignore=("unsupported_contacts",)``; ``contact_overrides``
+    ``{geom: {"mu", "stiffness", "damping"}}`` replaces the file's values per geom).
     ``fluid``: MuJoCo's fluid forces — not implemented yet: a file with ``density`` or
     ``viscosity`` > 0 raises unless ``fluid=False``. Anything else MuJoCo would simulate and
     these elements do not (:func:`unsupported_features`: spatial tendons, connect/weld
@@ -711,7 +727,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     elif limit_stiffness is not None:
         out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping or 0.0))
     if contacts:
-        out += contacts_from_mjcf(mj, ignore_unsupported="unsupported_contacts" in ignored)
+        out += contacts_from_mjcf(mj, ignore_unsupported="unsupported_contacts" in ignored,
+                                  overrides=contact_overrides)
     if fluid not in (None, False):
         raise NotImplementedError(f"{where}: fluid={fluid!r}: MuJoCo's fluid forces are not "
                                   "implemented yet")
