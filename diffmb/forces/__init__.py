@@ -1,6 +1,7 @@
 """Force elements that :func:`diffmb.simulate` and :func:`diffmb.forward` add to the rigid-body
 law (see :mod:`diffmb.forces.elements` for the interface), and the aerodynamic laws of
-:mod:`diffmb.forces.aero`."""
+:mod:`diffmb.forces.aero`; hydrodynamics (MuJoCo's fluid models, buoyancy, drag, currents and
+Lamb's added-mass coefficients) in :mod:`diffmb.forces.hydro`."""
 
 from .aero import BodyAerodynamics as BodyAerodynamics
 from .elements import AbstractForce as AbstractForce
@@ -14,3 +15,8 @@ from .elements import JointDamping as JointDamping
 from .elements import JointFriction as JointFriction
 from .elements import JointLimits as JointLimits
 from .elements import JointSpring as JointSpring
+from .hydro import Hydrodynamics as Hydrodynamics
+from .hydro import MujocoEllipsoidFluid as MujocoEllipsoidFluid
+from .hydro import MujocoInertiaBoxFluid as MujocoInertiaBoxFluid
+from .hydro import ellipsoid_added_mass as ellipsoid_added_mass
+from .hydro import lamb_k_factors as lamb_k_factors

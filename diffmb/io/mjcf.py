@@ -688,10 +688,12 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     capsule, box and cylinder against a world plane or height field; other pairs are refused
     naming the geoms unless ``ignore=("unsupported_contacts",)``; ``contact_overrides``
     ``{geom: {"mu", "stiffness", "damping"}}`` replaces the file's values per geom).
-    ``fluid``: MuJoCo's fluid forces — not implemented yet: a file with ``density`` or
-    ``viscosity`` > 0 raises unless ``fluid=False``. Anything else MuJoCo would simulate and
-    these elements do not (:func:`unsupported_features`: spatial tendons, connect/weld
-    equalities, flex, plugins, limits of ball joints, MuJoCo 4's polynomial springs and
+    ``fluid``: ``"mujoco"`` MuJoCo's inertia-box and ellipsoid fluid models (its velocity terms;
+    refused at evaluation with a Model that has added inertia), ``"potential"`` buoyancy, drag and
+    current (:mod:`diffmb.forces.hydro`), ``False`` none; ``None`` (default) refuses a file with
+    ``density`` or ``viscosity`` > 0. ``gravcomp`` is refused unless ``ignore=("gravcomp",)``.
+    Anything else MuJoCo would simulate and these elements do not
+    (:func:`unsupported_features`: spatial tendons, connect/weld equalities, flex, plugins, limits of ball joints, MuJoCo 4's polynomial springs and
     plasticity) raises ``NotImplementedError`` listing it, unless named in ``ignore`` (e.g.
     ``ignore=("spatial_tendons",)``). Returns a tuple for ``simulate(forces=...)`` and
     :func:`diffmb.forward`.
@@ -729,13 +731,45 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     if contacts:
         out += contacts_from_mjcf(mj, ignore_unsupported="unsupported_contacts" in ignored,
                                   overrides=contact_overrides)
-    if fluid not in (None, False):
-        raise NotImplementedError(f"{where}: fluid={fluid!r}: MuJoCo's fluid forces are not "
-                                  "implemented yet")
-    if fluid is None and (mj.opt.density > 0 or mj.opt.viscosity > 0):
+    out += _fluid_forces(mj, where, fluid, ignored)
+    return tuple(out)
+
+
+def _fluid_forces(mj, where, fluid, ignored) -> list:
+    """``mjcf_forces``' fluid elements: ``fluid="mujoco"`` MuJoCo's own models
+    (:func:`~diffmb.forces.hydro.mujoco_fluid_forces`), ``"potential"`` buoyancy, drag and
+    current (:func:`~diffmb.forces.hydro.potential_flow_from_mjmodel`; pair it with
+    ``load_mjcf(path, added_mass="potential")``), ``False`` none, ``None`` refuses a file that
+    has fluid (``density``/``viscosity`` > 0). ``gravcomp`` is refused unless ignored."""
+    from ..forces import hydro
+
+    if fluid not in (None, False, "mujoco", "potential"):
+        raise ValueError(f"{where}: fluid={fluid!r}; accepted: 'mujoco' (MuJoCo's inertia-box "
+                         "and ellipsoid models), 'potential' (buoyancy, drag and current, with "
+                         "added inertia from load_mjcf(added_mass='potential')), False (none)")
+    gc = np.asarray(getattr(mj, "body_gravcomp", np.zeros(0)))
+    if np.any(gc != 0) and "gravcomp" not in ignored:
+        raise NotImplementedError(
+            f"{where}: gravcomp is set on bodies "
+            f"{[_body_name(mj, i) for i in np.flatnonzero(gc)]} (MuJoCo "
+            "then cancels that fraction of their weight); diffmb does not model it: use "
+            "fluid='potential' for buoyancy, or pass ignore=('gravcomp',) to simulate without it.")
+    has_fluid = mj.opt.density > 0 or mj.opt.viscosity > 0
+    if fluid is None and has_fluid:
         raise NotImplementedError(
             f"{where}: the file sets density={mj.opt.density} / viscosity={mj.opt.viscosity}, "
-            "so MuJoCo applies fluid forces; they are not implemented yet. Pass fluid=False "
-            "to simulate without them."
-        )
-    return tuple(out)
+            "so MuJoCo applies fluid forces. Pass fluid='mujoco' for MuJoCo's own models "
+            "(velocity terms only), fluid='potential' for buoyancy, drag and current (with "
+            "load_mjcf(path, added_mass='potential') for the added inertia), or fluid=False "
+            "to simulate without them.")
+    if fluid == "mujoco":
+        return list(hydro.mujoco_fluid_forces(mj))
+    if fluid == "potential":
+        return [hydro.potential_flow_from_mjmodel(mj, where=where)]
+    return []
+
+
+def _body_name(mj, i):
+    import mujoco
+
+    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, int(i)) or f"body{int(i)}"
