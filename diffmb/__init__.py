@@ -57,6 +57,7 @@ from .dynamics.kinematics import potential_energy as potential_energy
 from .dynamics.regressor import inertial_regressor as inertial_regressor
 
 # --- force elements and controls --------------------------------------------------------------
+from .controls import CPG as CPG
 from .controls import KnotTable as KnotTable
 from .forces import AbstractForce as AbstractForce
 from .forces import AbstractStatefulForce as AbstractStatefulForce

@@ -1,4 +1,5 @@
-"""Open-loop controls as tables of knots, usable as ``simulate(..., control=table)``.
+"""Controls for ``simulate(..., control=...)``: open-loop tables of knots, and central pattern
+generators (:class:`CPG`, a stateful control).
 
 A control is any callable ``control(t, q, v, params) -> u``. A :class:`KnotTable` interpolates
 a table of values in time and ignores (q, v); its ``values`` are an array leaf, so a gradient
@@ -19,7 +20,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["KnotTable", "piecewise_linear", "cubic", "zero_order_hold"]
+__all__ = ["KnotTable", "piecewise_linear", "cubic", "zero_order_hold", "CPG", "GAITS"]
 
 
 class KnotTable(eqx.Module):
@@ -89,3 +90,107 @@ def cubic(ts, values=None):
 
 def zero_order_hold(ts, values=None):
     return KnotTable(jnp.asarray(ts, float), values, "zoh", values is None)
+
+
+# phase of each leg in cycles, legs ordered (left fore, right fore, left hind, right hind)
+GAITS = {
+    "walk": (0.0, 0.5, 0.75, 0.25),  # lateral-sequence walk: LF, RH, RF, LH a quarter apart
+    "trot": (0.0, 0.5, 0.5, 0.0),  # diagonal pairs together
+    "pace": (0.0, 0.5, 0.0, 0.5),  # lateral pairs together
+    "bound": (0.0, 0.0, 0.5, 0.5),  # fore pair, then hind pair
+}
+
+
+class CPG(eqx.Module):
+    """A central pattern generator: n coupled Hopf oscillators driving joint targets.
+
+    Oscillator i has state zᵢ = (xᵢ, yᵢ) and follows (Righetti & Ijspeert 2006, "Programmable
+    central pattern generators"; the Hopf form of Ijspeert 2008, "Central pattern generators
+    for locomotion control in animals and robots")
+
+        żᵢ = α (1 − |zᵢ|²) zᵢ + ω J zᵢ + k Σⱼ (R(φᵢ − φⱼ) zⱼ − zᵢ),    J = [[0, −1], [1, 0]]
+
+    with ω = 2π ``frequency``, R(·) a plane rotation and φ the ``phase_lags`` [rad]: a stable
+    limit cycle of unit radius, and the coupling vanishes exactly on the pattern
+    zᵢ = (cos(ωt + φᵢ), sin(ωt + φᵢ)), which attracts neighbouring states at rate ~k. The
+    initial state is that pattern at t = 0. Joint i's target is
+    q*ᵢ = ``offsets``ᵢ + ``amplitudes``ᵢ xᵢ.
+
+    ``output="targets"``: the control is q* (n,), for position actuators (MJCF ``<position>``);
+    ``output="torque"``: a PD law τ = kp (q* − q) − kd q̇ on the joints' dofs, as a generalized
+    force (nv,). ``joints``: the q indices (and ``dofs`` the v indices for the torque output) of
+    the driven joints. Every number is a traced leaf (gait optimisation differentiates through
+    ``frequency``, ``amplitudes``, ``offsets``, ``phase_lags``, ``kp``, ``kd``); stateful
+    control: ``simulate`` integrates z and returns it in ``Trajectory.aux``.
+    """
+
+    frequency: jnp.ndarray  # () Hz
+    amplitudes: jnp.ndarray  # (n,) rad or m
+    offsets: jnp.ndarray  # (n,)
+    phase_lags: jnp.ndarray  # (n,) rad
+    kp: jnp.ndarray  # (n,)
+    kd: jnp.ndarray  # (n,)
+    alpha: jnp.ndarray  # () 1/s, convergence to the limit cycle
+    coupling: jnp.ndarray  # () 1/s
+    joints: tuple = eqx.field(static=True)
+    dofs: tuple | None = eqx.field(static=True, default=None)
+    output: str = eqx.field(static=True, default="targets")
+
+    def __init__(self, joints, frequency, amplitudes, offsets=0.0, phase_lags=0.0, *,
+                 output="targets", dofs=None, kp=0.0, kd=0.0, alpha=10.0, coupling=2.0):
+        n = len(joints)
+        f = lambda x: jnp.broadcast_to(jnp.asarray(x, dtype=jnp.float64), (n,))  # noqa: E731
+        if output not in ("targets", "torque"):
+            raise ValueError(f"CPG: output must be 'targets' or 'torque', got {output!r}")
+        if output == "torque" and (dofs is None or len(dofs) != n):
+            raise ValueError("CPG: output='torque' needs dofs, one v index per joint")
+        self.joints = tuple(int(j) for j in joints)
+        self.dofs = None if dofs is None else tuple(int(d) for d in dofs)
+        self.output = output
+        self.frequency = jnp.asarray(frequency, dtype=jnp.float64).reshape(())
+        self.amplitudes, self.offsets, self.phase_lags = f(amplitudes), f(offsets), f(phase_lags)
+        self.kp, self.kd = f(kp), f(kd)
+        self.alpha = jnp.asarray(alpha, dtype=jnp.float64).reshape(())
+        self.coupling = jnp.asarray(coupling, dtype=jnp.float64).reshape(())
+
+    @classmethod
+    def gait(cls, pattern: str, legs, frequency, amplitudes, offsets=0.0, **kw):
+        """A CPG whose ``legs`` (a list of 4 lists of q indices, legs ordered LF, RF, LH, RH;
+        each leg's joints share its phase) follow :data:`GAITS` ``[pattern]``."""
+        if pattern not in GAITS:
+            raise ValueError(f"CPG.gait: unknown pattern {pattern!r}; choose one of {list(GAITS)}")
+        if len(legs) != 4:
+            raise ValueError("CPG.gait: give 4 legs (LF, RF, LH, RH)")
+        joints = [j for leg in legs for j in leg]
+        lags = [2 * np.pi * GAITS[pattern][k] for k, leg in enumerate(legs) for _ in leg]
+        return cls(joints, frequency, amplitudes, offsets, lags, **kw)
+
+    def init_state(self, model=None):
+        return jnp.stack([jnp.cos(self.phase_lags), jnp.sin(self.phase_lags)], axis=-1)
+
+    def dynamics(self, z):
+        """ż (n, 2) at oscillator states z (n, 2)."""
+        w = 2 * jnp.pi * self.frequency
+        r2 = jnp.sum(z * z, axis=-1, keepdims=True)
+        rot = jnp.stack([-z[:, 1], z[:, 0]], axis=-1)
+        d = self.phase_lags[:, None] - self.phase_lags[None, :]  # φᵢ − φⱼ
+        c, s = jnp.cos(d), jnp.sin(d)
+        rz_x = c * z[None, :, 0] - s * z[None, :, 1]
+        rz_y = s * z[None, :, 0] + c * z[None, :, 1]
+        n = z.shape[0]
+        pull = jnp.stack([jnp.sum(rz_x, axis=1), jnp.sum(rz_y, axis=1)], axis=-1) - n * z
+        return self.alpha * (1.0 - r2) * z + w * rot + self.coupling * pull
+
+    def targets(self, z):
+        """Joint targets q* (n,)."""
+        return self.offsets + self.amplitudes * z[:, 0]
+
+    def __call__(self, t, q, v, params, z):
+        qt = self.targets(z)
+        dz = self.dynamics(z)
+        if self.output == "targets":
+            return qt, dz
+        qi = q[jnp.asarray(self.joints)]
+        vi = v[jnp.asarray(self.dofs)]
+        tau = self.kp * (qt - qi) - self.kd * vi
+        return jnp.zeros(v.shape[0]).at[jnp.asarray(self.dofs)].add(tau), dz
