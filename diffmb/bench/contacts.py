@@ -11,10 +11,11 @@ an engine whose limits or contacts give way sinks below the band) and torso spee
 passes (candidates tried largest first); the dt used and the settle statistics are in each record.
 
 Cases (unit "sim-s/s": simulated seconds per wall second summed over the batch,
-batch * T / wall; best of interleaved repetitions, all engines in the same process):
+batch * T / wall; best of interleaved repetitions of diffmb, MuJoCo C and jaxsim in one process):
   * quadruped_b1024_vs_mjx: diffmb ``jit(vmap(simulate))`` (RK4, the file's force elements
     from ``mjcf_forces`` including its Contacts) vs MJX float64 (its own constraint solver,
-    ``jit(vmap)`` of ``mjx.step`` in a loop).
+    ``jit(vmap)`` of ``mjx.step`` in a loop), MJX measured in its own process (best of its own
+    repetitions; retried once if XLA's CPU thread pool wedges, see ``_mjx_subprocess``).
   * quadruped_b1024_vs_mjx_f32: the same diffmb value vs MJX in float32 as its users run it
     (measured in a subprocess without x64, at the dt MJX float64 used, best of its own reps).
   * quadruped_b1024_vs_mujoco_c: vs MuJoCo C (``mujoco.rollout``, one thread per core, the
@@ -197,15 +198,31 @@ def mjx_engine(q, v, dts):
     return _first_passing(dts, make)
 
 
-def mjx_f32(batch: int, dt: float, reps: int) -> dict:
-    """MJX in float32 (run in a process without x64): settle stats and best time at ``dt``."""
+def mjx_measure(batch: int, dts, reps: int, x64: bool) -> dict:
+    """MJX in its own process (float64 or, ``x64=False``, float32): the largest dt of ``dts``
+    that settles, its settle stats, best time of ``reps`` runs and the dts tried."""
     import jax
 
-    jax.config.update("jax_enable_x64", False)
+    jax.config.update("jax_enable_x64", bool(x64))
     q, v = initial_states(batch)
-    dt_used, go, stats, tried = mjx_engine(q, v, (dt,))
+    dt, go, stats, tried = mjx_engine(q, v, tuple(dts))
     t = best_time(go, reps) if go is not None else float("nan")
-    return dict(dt=dt, time_s=t, batch=batch, **stats)
+    return dict(dt=dt, time_s=t, batch=batch, stats=stats, tried=tried)
+
+
+def _mjx_subprocess(batch, dts, reps, x64, notes, key):
+    """mjx_measure in a fresh process, retried once: XLA's CPU thread pool was seen to wedge
+    (0 % CPU in block_until_ready, as in jax-ml/jax#25861) on MJX's vmapped loop, once in
+    three runs at batch 256-1024 on this machine; a second hang gives None and a note."""
+    args = ["--mjx", str(batch), ",".join(repr(d) for d in dts), str(reps), str(int(x64))]
+    for attempt in (1, 2):
+        try:
+            return _subprocess(args, f"MJX {'float64' if x64 else 'float32'} run", 600,
+                               x64=x64)
+        except Exception as e:  # a failing or hung peer is reported, not hidden
+            notes[key] = f"attempt {attempt}: {type(e).__name__}: {str(e)[-300:]}"
+            print(f"MJX ({key}) failed: {notes[key]}")
+    return None
 
 
 # --------------------------------------------------------------------------------- jaxsim
@@ -394,16 +411,13 @@ def run(out_dir, quick: bool = False) -> dict:
     dt_d, go_d, st_d, tried_d = diffmb_engine(q, v)
     dt_c, go_c, st_c, tried_c, nthread = mujoco_c_engine(q, v)
 
-    # MJX float64: candidates from MuJoCo C's dt down (same constraint model), then smaller
-    go_x = None
-    try:
-        cands = tuple(d for d in DT_MUJOCO if dt_c is None or d <= dt_c + 1e-12)
-        dt_x, go_x, st_x, tried_x = mjx_engine(q, v, cands)
-        batch_x = batch
-    except Exception as e:  # MJX missing or failing: report, do not hide
-        print(f"MJX unavailable: {type(e).__name__}: {e}")
-        notes["mjx"] = f"{type(e).__name__}: {e}"
-        dt_x, st_x, tried_x, batch_x = None, None, [], 0
+    # MJX float64, in its own process: candidates from MuJoCo C's dt down (the same
+    # constraint model), then smaller
+    cands = tuple(d for d in DT_MUJOCO if dt_c is None or d <= dt_c + 1e-12)
+    mx64 = _mjx_subprocess(batch, cands, reps, True, notes, "mjx")
+    dt_x = mx64["dt"] if mx64 else None
+    st_x, tried_x = (mx64["stats"], mx64["tried"]) if mx64 else (None, [])
+    batch_x = batch
 
     go_j, dt_j, st_j, tried_j, batch_j = None, None, None, [], 0
     if quick:  # jaxsim's compilation alone takes tens of seconds here
@@ -422,7 +436,7 @@ def run(out_dir, quick: bool = False) -> dict:
             print(f"jaxsim: {notes['jaxsim']}")
 
     # best of interleaved repetitions (engines that settled)
-    engines = {"diffmb": go_d, "mujoco_c": go_c, "mjx": go_x, "jaxsim": go_j}
+    engines = {"diffmb": go_d, "mujoco_c": go_c, "jaxsim": go_j}
     best = {k: float("inf") for k, g in engines.items() if g is not None}
     for _ in range(reps):
         for k in best:
@@ -432,18 +446,12 @@ def run(out_dir, quick: bool = False) -> dict:
         return n * T / best[k] if k in best else float("nan")
 
     r_d, r_c = rate("diffmb", batch), rate("mujoco_c", batch)
-    r_x, r_j = rate("mjx", batch_x), rate("jaxsim", batch_j)
+    r_j = rate("jaxsim", batch_j)
+    r_x = batch_x * T / mx64["time_s"] if mx64 and mx64["dt"] is not None else float("nan")
 
     # MJX float32, as its users run it: a process without x64, at MJX float64's dt
-    f32 = None
-    if dt_x is not None:
-        try:
-            f32 = _subprocess(["--mjx-f32", str(batch_x), repr(dt_x), str(reps)],
-                              "MJX float32 run", 900, x64=False)
-        except Exception as e:
-            print(f"MJX float32 failed: {type(e).__name__}: {e}")
-            notes["mjx_f32"] = f"{type(e).__name__}: {e}"
-    r_x32 = (batch_x * T / f32["time_s"]) if f32 and f32.get("settled") else float("nan")
+    f32 = _mjx_subprocess(batch_x, (dt_x,), reps, False, notes, "mjx_f32") if dt_x else None
+    r_x32 = batch_x * T / f32["time_s"] if f32 and f32["dt"] is not None else float("nan")
 
     # gradient / forward through a contact-rich 500-step rollout, pinned to one core
     nsteps, dt_g = 500, 1e-3
@@ -459,7 +467,7 @@ def run(out_dir, quick: bool = False) -> dict:
             peer_dt=dt_x, peer_batch=batch_x, peer_settle=st_x),
         "quadruped_b1024_vs_mjx_f32": case(
             r_d, "sim-s/s", "MJX float32 jit(vmap) (own process)", r_x32, **common,
-            peer_dt=dt_x, peer_batch=batch_x, peer_settle=f32),
+            peer_dt=dt_x, peer_batch=batch_x, peer_settle=f32 and f32["stats"]),
         "quadruped_b1024_vs_mujoco_c": case(
             r_d, "sim-s/s", f"MuJoCo C mujoco.rollout, {nthread} threads", r_c, **common,
             peer_dt=dt_c, peer_batch=batch, peer_settle=st_c),
@@ -481,8 +489,10 @@ def run(out_dir, quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--mjx-f32":
-        print(json.dumps(mjx_f32(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))))
+    if len(sys.argv) > 1 and sys.argv[1] == "--mjx":
+        dts_ = [float(x) for x in sys.argv[3].split(",")]
+        print(json.dumps(mjx_measure(int(sys.argv[2]), dts_, int(sys.argv[4]),
+                                     bool(int(sys.argv[5])))))
         sys.exit(0)
     if len(sys.argv) > 1 and sys.argv[1] == "--grad-ratio":
         print(json.dumps(grad_ratio(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))))
