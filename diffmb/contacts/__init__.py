@@ -18,6 +18,7 @@ Example: a box on the ground, simulated with the default solver::
 """
 
 from . import law as law
+from . import terramechanics as terramechanics
 from .element import AbstractContacts as AbstractContacts
 from .element import ContactResult as ContactResult
 from .element import Contacts as Contacts
@@ -41,3 +42,7 @@ from .terrain import AbstractTerrain as AbstractTerrain
 from .terrain import HeightField as HeightField
 from .terrain import Plane as Plane
 from .terrain import rough_terrain as rough_terrain
+from .terramechanics import SOILS as SOILS
+from .terramechanics import Soil as Soil
+from .terramechanics import Wheel as Wheel
+from .terramechanics import WheelSoil as WheelSoil
