@@ -123,6 +123,20 @@ class Model(eqx.Module):
     """Static topology (hashable tuples) + physical parameters (array leaves, differentiable).
 
     Shapes: n = number of nodes, nb = number of bodies.
+
+    Added inertia (``body_added_inertia``, set by :func:`with_added_inertia`, ``ModelBuilder``'s
+    ``added_inertia=`` or ``load_mjcf(path, added_mass="potential")``): a fluid's added mass
+    M_A per body, a symmetric positive semi-definite (6, 6) about the body frame origin in body
+    axes, ordered [angular; linear] like every spatial vector here (Fossen's [linear; angular]
+    M_A is converted by :func:`diffmb.forces.hydro.added_inertia_from_fossen`). With the static
+    flag ``has_added_inertia`` the body's inertia in the dynamics is rigid + added: RNEA, CRBA,
+    ABA and Kane (``forward_dynamics(method="kane")``) include M_A v̇ and the Kirchhoff/Munk
+    velocity terms ν ×* M_A ν; gravity acts on the rigid inertia only (buoyancy is a force
+    element, :class:`diffmb.forces.Hydrodynamics`). ``kinetic_energy`` and ``momentum`` then
+    include the fluid's kinetic energy and impulse; ``potential_energy`` is the rigid bodies'
+    weight only; the recursive Lagrange formulation refuses such a model; the inertial
+    regressor Y stays the rigid one (τ = Y π + RNEA's added-inertia part). Without the flag
+    the field is ignored (zeros from the builder) and the fast rigid kernels run unchanged.
     """
 
     # --- static topology --------------------------------------------------------------------
@@ -156,6 +170,10 @@ class Model(eqx.Module):
     qpos_spring: jnp.ndarray  # (nq,) spring reference
     qpos0: jnp.ndarray  # (nq,) reference configuration
     gravity: jnp.ndarray  # (3,) world gravity vector
+    # (nb, 6, 6) added (fluid) inertia of each body about its frame origin, body axes,
+    # [angular; linear]; symmetric PSD. Used by the dynamics only when has_added_inertia.
+    body_added_inertia: jnp.ndarray | None = None
+    has_added_inertia: bool = eqx.field(static=True, default=False)
 
     @property
     def n_nodes(self) -> int:
@@ -202,7 +220,8 @@ class InertiaWarning(UserWarning):
     """
 
 
-__all__ += ["InertiaWarning", "InertiaIssue", "check_inertia"]
+__all__ += ["InertiaWarning", "InertiaIssue", "check_inertia", "check_added_inertia",
+            "with_added_inertia"]
 
 INERTIA_ROUNDOFF = 1e-9  # eigenvalue >= -1e-9 * max(1, trace) (kg·m²): round-off in the file
 INERTIA_TRIANGLE = 1e-6  # I1 + I2 >= I3 - 1e-6 * I3: files print about six significant digits
@@ -287,6 +306,51 @@ def check_inertia(name: str, mass, inertia, *, strict: bool = False, warn: bool 
     return issues
 
 
+def check_added_inertia(name: str, added, *, source: str | None = None) -> np.ndarray:
+    """Check one body's added inertia (6, 6) ([angular; linear], about the body frame origin,
+    body axes); returns it symmetrised. Refused (``ValueError`` naming the body): a wrong shape,
+    non-finite entries, asymmetry beyond 1e-9 · max(1, max|M|), or an eigenvalue below
+    -1e-9 · max(1, trace) (not positive semi-definite: the fluid would give kinetic energy)."""
+    where = (f"{source}: " if source else "") + f"body {name!r}"
+    M = np.asarray(added, dtype=float)
+    if M.shape != (6, 6):
+        raise ValueError(f"{where}: added inertia must be (6, 6), got shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise ValueError(f"{where}: added inertia has non-finite entries: {M.tolist()}")
+    if not np.allclose(M, M.T, rtol=0.0, atol=1e-9 * max(1.0, np.abs(M).max())):
+        raise ValueError(f"{where}: added inertia is not symmetric: {M.tolist()}")
+    M = 0.5 * (M + M.T)
+    ev = np.linalg.eigvalsh(M)
+    if ev[0] < -INERTIA_ROUNDOFF * max(1.0, ev.sum()):
+        raise ValueError(f"{where}: added inertia is not positive semi-definite (eigenvalues "
+                         f"{ev}, below -{INERTIA_ROUNDOFF:g} * max(1, trace))")
+    return M
+
+
+def with_added_inertia(model: Model, added, *, source: str | None = None) -> Model:
+    """``model`` with added inertia: ``added`` is (nb, 6, 6) in ``model.body_names`` order or a
+    dict ``{body name: (6, 6)}`` (other bodies none), each [angular; linear] about the body
+    frame origin in body axes (see :class:`Model`). Checked by :func:`check_added_inertia`;
+    replaces any added inertia the model had and sets ``has_added_inertia``."""
+    import dataclasses
+
+    nb = model.n_bodies
+    src = source or model.name
+    if isinstance(added, dict):
+        M = np.zeros((nb, 6, 6))
+        for nm, Mi in added.items():
+            M[model.body_index(nm)] = Mi
+    else:
+        M = np.asarray(added, dtype=float)
+        if M.shape != (nb, 6, 6):
+            raise ValueError(f"{src}: added inertia must be ({nb}, 6, 6) (one per body, in "
+                             f"model.body_names order), got shape {M.shape}")
+    M = np.stack([check_added_inertia(n, M[i], source=src)
+                  for i, n in enumerate(model.body_names)])
+    return dataclasses.replace(model, body_added_inertia=jnp.asarray(M),
+                               has_added_inertia=True)
+
+
 @dataclass
 class _Body:
     name: str
@@ -297,6 +361,7 @@ class _Body:
     com: np.ndarray
     inertia: np.ndarray
     joints: list = field(default_factory=list)  # list of dicts (name, type, pos, axis, ...)
+    added: np.ndarray | None = None  # (6, 6) added inertia, body frame origin and axes
 
 
 class ModelBuilder:
@@ -365,7 +430,11 @@ class ModelBuilder:
         com=(0, 0, 0),
         inertia=None,
         joints=(),
+        added_inertia=None,
     ) -> int:
+        """Add a body; ``added_inertia`` (6, 6): its fluid added inertia ([angular; linear],
+        about the body frame origin, body axes; see :class:`Model`), checked by
+        :func:`check_added_inertia`."""
         if isinstance(parent, str):
             names = [b.name for b in self.bodies]
             if parent not in names:
@@ -404,8 +473,11 @@ class ModelBuilder:
                 )
             js.append(j)
         self._check_inertia(name, float(mass), Ic)
+        added = (None if added_inertia is None
+                 else check_added_inertia(name, added_inertia, source=self.source))
         self.bodies.append(
-            _Body(name, parent, R, np.asarray(pos, float), float(mass), np.asarray(com, float), Ic, js)
+            _Body(name, parent, R, np.asarray(pos, float), float(mass), np.asarray(com, float), Ic, js,
+                  added)
         )
         return len(self.bodies) - 1
 
@@ -677,6 +749,9 @@ class ModelBuilder:
             qpos_spring=f(np.concatenate(qspring)),
             qpos0=f(np.concatenate(qpos0)),
             gravity=f(self.gravity),
+            body_added_inertia=f(np.array([np.zeros((6, 6)) if b.added is None else b.added
+                                           for b in self.bodies])),
+            has_added_inertia=any(b.added is not None for b in self.bodies),
         )
 
 

@@ -7,7 +7,9 @@ acceleration (B − W)/(m + ½ρV) and its terminal speed under quadratic drag, 
 the Munk moment (m₂₂ − m₁₁) u² sin α cos α, and ABA = CRBA = Kane with added inertia.
 """
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
@@ -99,3 +101,254 @@ def test_fluid_option_messages(tmp_path):
     with pytest.raises(NotImplementedError, match="gravcomp.*seg1"):
         diffmb.mjcf_forces(gc, fluid="mujoco")
     assert diffmb.mjcf_forces(gc, fluid="mujoco", ignore=("gravcomp",))
+
+
+# ---------------------------------------------------------------- potential flow: coefficients
+
+
+def _lamb_closed_form(ratio):
+    """Lamb's prolate-spheroid factors in closed form (semi-axes a > b = c, e² = 1 − b²/a²)."""
+    e = np.sqrt(1.0 - 1.0 / ratio**2)
+    L = np.log((1.0 + e) / (1.0 - e))
+    a0 = 2.0 * (1.0 - e * e) / e**3 * (0.5 * L - e)
+    b0 = 1.0 / e**2 - (1.0 - e * e) / (2.0 * e**3) * L
+    k1, k2 = a0 / (2.0 - a0), b0 / (2.0 - b0)
+    kp = e**4 * (b0 - a0) / ((2.0 - e * e) * (2.0 * e * e - (2.0 - e * e) * (b0 - a0)))
+    return k1, k2, kp
+
+
+@pytest.mark.parametrize("ratio", [2, 5, 10])
+def test_lamb_k_factors_equal_closed_forms(ratio):
+    k = hydro.lamb_k_factors(ratio)
+    k1, k2, kp = _lamb_closed_form(ratio)
+    assert abs(k["k1"] - k1) < 1e-12 * k1
+    assert abs(k["k2"] - k2) < 1e-12 * k2
+    assert abs(k["k_prime"] - kp) < 1e-12 * kp
+
+
+def test_ellipsoid_integrals_against_scipy_and_mujoco(tmp_path):
+    from scipy.special import elliprd
+
+    rng = np.random.default_rng(1)
+    x, y, z = rng.uniform(1e-3, 50.0, size=(3, 64))
+    assert rel_err(hydro.carlson_rd(x, y, z), elliprd(x, y, z)) < 1e-14
+    r = rng.uniform(0.02, 0.5, size=(16, 3))
+    assert np.allclose(np.asarray(hydro.lamb_integrals(r)).sum(axis=1), 2.0, atol=1e-13)
+    m, i = hydro.ellipsoid_added_mass(np.array([0.3, 0.3, 0.3]), 1000.0)
+    assert np.allclose(m, 0.5 * 1000.0 * 4.0 / 3.0 * np.pi * 0.3**3, rtol=1e-13)  # ½ρV
+    assert np.allclose(i, 0.0, atol=1e-15)
+    # MuJoCo's compiler integrates the same coefficients numerically (15-point quadrature)
+    geoms = "".join(f'<geom type="ellipsoid" size="{a} {b} {c}" fluidshape="ellipsoid"/>'
+                    for a, b, c in r[:6])
+    mj = mujoco.MjModel.from_xml_string(
+        f'<mujoco><worldbody><body><freejoint/>{geoms}</body></worldbody></mujoco>')
+    fl = np.asarray(mj.geom_fluid).reshape(mj.ngeom, -1)
+    mine = [np.concatenate(hydro._virtual_coefficients_np(s)) for s in r[:6]]
+    assert rel_err(np.array(mine), fl[:, 6:12]) < 1e-5
+
+
+# ---------------------------------------------------------------- added inertia in the dynamics
+
+
+def _spheroid_model(a, b, rho=1000.0, gravity=(0.0, 0.0, 0.0)):
+    """A prolate spheroid (semi-axes a, b, b along body x, y, z) on a free joint, of the fluid's
+    density, with its potential-flow added inertia."""
+    V = 4.0 / 3.0 * np.pi * a * b * b
+    m = rho * V
+    I = m / 5.0 * np.array([2 * b * b, a * a + b * b, a * a + b * b])
+    mA, IA = hydro.ellipsoid_added_mass(np.array([a, b, b]), rho)
+    bld = diffmb.ModelBuilder("spheroid")
+    bld.gravity = np.asarray(gravity, float)
+    bld.add_body("body", mass=m, inertia=I, joints=[dict(type="free", name="root")],
+                 added_inertia=np.diag(np.concatenate([IA, mA])))
+    return bld.build(), V
+
+
+def test_munk_moment_of_a_spheroid():
+    """Bias force of a spheroid translating at angle of attack α (ω = 0): the fluid's moment is
+    Munk's M = (m₂₂ − m₁₁) u² sin α cos α (Lamb §124), m₁₁ = k₁ρV, m₂₂ = k₂ρV in closed form."""
+    rho, a, b, u = 1000.0, 0.4, 0.1, 1.7
+    model, V = _spheroid_model(a, b, rho)
+    k1, k2, _ = _lamb_closed_form(a / b)
+    q = np.array([0.3, -0.2, 0.1, 1.0, 0.0, 0.0, 0.0])
+    for alpha in (0.1, 0.6, 1.2):
+        v = np.array([u * np.cos(alpha), 0.0, u * np.sin(alpha), 0.0, 0.0, 0.0])
+        fluid_moment = -np.asarray(diffmb.bias_force(model, q, v))[3:]  # body axes
+        munk = (k2 - k1) * rho * V * u * u * np.sin(alpha) * np.cos(alpha)
+        assert rel_err(fluid_moment, [0.0, munk, 0.0]) < 1e-10 * max(1.0, abs(munk))
+        assert np.abs(np.asarray(diffmb.bias_force(model, q, v))[:3]).max() < 1e-10
+    # the added inertia is a differentiable parameter: ω̇_y = Munk / (I_y + I_A,y), so
+    # ∂ω̇_y/∂m₃₃ = u² sin α cos α / (I_y + I_A,y)
+    pitch = lambda M: diffmb.forward_dynamics(  # noqa: E731
+        eqx.tree_at(lambda m: m.body_added_inertia, model, M), q, v, jnp.zeros(6))[4]
+    g = jax.jit(jax.grad(pitch))(model.body_added_inertia)
+    Iy = float(model.body_inertia[0, 1, 1] + model.body_added_inertia[0, 1, 1])
+    assert abs(float(g[0, 5, 5]) - u * u * np.sin(alpha) * np.cos(alpha) / Iy) < 1e-9 / Iy
+    assert np.all(np.isfinite(g))
+
+
+def test_added_inertia_dynamics_satisfy_mujocos_full_added_mass_law(tmp_path):
+    """diffmb's accelerations with Model.body_added_inertia satisfy MuJoCo's equations of motion
+    completed with the added-mass acceleration term that MuJoCo leaves out (computed here with
+    MuJoCo's own kinematics and virtual masses): M a + c − f_fluid(v) + Σ Jᵀ ρ[I_V∘α; m_V∘ν̇] = τ,
+    ν̇ the geom-axes derivative of each geom's twist, f_fluid MuJoCo's velocity terms (every drag
+    and lift coefficient 0). A three-body chain of offset, rotated ellipsoids under gravity."""
+    xml = """<mujoco><option density="1000"><flag contact="disable"/></option>
+      <default><geom type="ellipsoid" fluidshape="ellipsoid" fluidcoef="0 0 0 0 0"/></default>
+      <worldbody><body name="a" pos="0 0 1"><freejoint/>
+        <geom size="0.2 0.08 0.05" pos="0.05 0.02 0" euler="10 20 30"/>
+        <geom size="0.06 0.06 0.06" pos="-0.2 0 0.03"/>
+        <body name="b" pos="0.3 0 0"><joint type="hinge" axis="0 1 0"/>
+          <geom size="0.15 0.04 0.03" pos="0.15 0 0" euler="0 0 15"/>
+          <body name="c" pos="0.3 0 0"><joint type="ball"/>
+            <geom size="0.1 0.05 0.02" pos="0.1 0.01 0" euler="40 0 0"/></body></body>
+      </body></worldbody></mujoco>"""
+    path = tmp_path / "chain.xml"
+    path.write_text(xml)
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    model = diffmb.load_mjcf(path, added_mass="potential")
+    assert model.has_added_inertia and not diffmb.load_mjcf(path).has_added_inertia
+    fl = np.asarray(mj.geom_fluid).reshape(mj.ngeom, -1)
+    rho = mj.opt.density
+    fd = jax.jit(lambda q, v, tau: diffmb.forward_dynamics(model, q, v, tau))
+    rng = np.random.default_rng(3)
+    d = mujoco.MjData(mj)
+    for _ in range(3):
+        q = mj.qpos0.copy()
+        q[:3] = rng.normal(size=3)
+        for s in (3, 8):
+            qq = rng.normal(size=4)
+            q[s:s + 4] = qq / np.linalg.norm(qq)
+        q[7] = rng.uniform(-1, 1)
+        v, tau = 2.0 * rng.normal(size=mj.nv), rng.normal(size=mj.nv)
+        a = np.asarray(fd(q, v, tau))
+        d.qpos[:], d.qvel[:], d.qacc[:] = q, v, a
+        mujoco.mj_inverse(mj, d)  # M a + c − (MuJoCo's fluid velocity terms)
+        mujoco.mj_rnePostConstraint(mj, d)  # body accelerations at qacc = a
+        f_acc = np.zeros(mj.nv)
+        for g in range(mj.ngeom):
+            vel, acc = np.zeros(6), np.zeros(6)
+            mujoco.mj_objectVelocity(mj, d, mujoco.mjtObj.mjOBJ_GEOM, g, vel, 1)
+            mujoco.mj_objectAcceleration(mj, d, mujoco.mjtObj.mjOBJ_GEOM, g, acc, 1)
+            R = d.geom_xmat[g].reshape(3, 3)
+            acc[3:] += R.T @ mj.opt.gravity  # MuJoCo's accelerations carry −g (base trick)
+            dnu = np.concatenate([acc[:3], acc[3:] - np.cross(vel[:3], vel[3:])])
+            local = -rho * np.concatenate([fl[g, 9:12] * dnu[:3], fl[g, 6:9] * dnu[3:]])
+            mujoco.mj_applyFT(mj, d, R @ local[3:], R @ local[:3], d.geom_xpos[g],
+                              mj.geom_bodyid[g], f_acc)
+        assert np.abs(d.qfrc_fluid).max() > 1.0
+        assert rel_err(d.qfrc_inverse - f_acc, tau) < 1e-5
+
+
+def test_aba_crba_kane_agree_with_added_inertia():
+    from .random_trees import random_mjcf
+
+    rng = np.random.default_rng(11)
+    mj = mujoco.MjModel.from_xml_string(random_mjcf("floating_branches", rng))
+    model = diffmb.io.mjcf.from_mjmodel(mj)
+    A = rng.normal(size=(model.n_bodies, 6, 6))
+    model = diffmb.model.with_added_inertia(model, 0.2 * A @ np.swapaxes(A, 1, 2))
+
+    @jax.jit
+    def three(q, v, tau, f):
+        return tuple(diffmb.forward_dynamics(model, q, v, tau, f, method=m)
+                     for m in ("aba", "crba", "kane"))
+
+    for _ in range(2):
+        q = np.array(model.qpos0)
+        q[:3] = rng.normal(size=3)
+        for j, jt in enumerate(model.joint_types):
+            s = model.joint_q[j]
+            if jt in ("free", "ball"):
+                s += 3 if jt == "free" else 0
+                qq = rng.normal(size=4)
+                q[s:s + 4] = qq / np.linalg.norm(qq)
+            else:
+                q[s] += rng.uniform(-1, 1)
+        v, tau = rng.normal(size=model.nv), rng.normal(size=model.nv)
+        f = jnp.asarray(rng.normal(size=(model.n_bodies, 6)))
+        a, a_crba, a_kane = (np.asarray(x) for x in three(q, v, tau, f))
+        assert rel_err(a_crba, a) < 1e-9 and rel_err(a_kane, a) < 1e-9
+        assert rel_err(diffmb.inverse_dynamics(model, q, v, a, f), tau) < 1e-9
+    with pytest.raises(NotImplementedError, match="Lagrange"):
+        diffmb.forward_dynamics(model, q, v, tau, method="lagrange")
+
+
+def test_added_inertia_is_validated():
+    bld = diffmb.ModelBuilder("bad")
+    M = np.diag([1.0, 1, 1, 1, 1, -1])
+    with pytest.raises(ValueError, match="'b'.*positive semi-definite"):
+        bld.add_body("b", mass=1.0, inertia=[1, 1, 1], joints=[dict(type="free")],
+                     added_inertia=M)
+    M = np.eye(6)
+    M[0, 4] = 0.5
+    with pytest.raises(ValueError, match="'b'.*not symmetric"):
+        bld.add_body("b", mass=1.0, inertia=[1, 1, 1], joints=[dict(type="free")],
+                     added_inertia=M)
+
+
+# ---------------------------------------------------------------- buoyancy, drag, current
+
+
+SPHERE = """<mujoco><option density="1000" viscosity="0"/>
+  <worldbody><body name="ball" pos="0 0 0"><freejoint/>
+    <geom type="sphere" size="{r}" density="{density}" fluidshape="ellipsoid"
+          fluidcoef="{blunt} 0 0 0 0"/>
+  </body></worldbody></mujoco>"""
+
+
+def test_released_sphere_acceleration_and_terminal_speed(tmp_path):
+    r, rho, rho_s, cd = 0.1, 1000.0, 2000.0, 0.47
+    path = tmp_path / "sphere.xml"
+    path.write_text(SPHERE.format(r=r, density=rho_s, blunt=cd / 2.0))
+    model = diffmb.load_mjcf(path, added_mass="potential")
+    forces = diffmb.mjcf_forces(path, fluid="potential")
+    V, A = 4.0 / 3.0 * np.pi * r**3, np.pi * r * r
+    m, g = rho_s * V, 9.81
+    W, B = m * g, rho * V * g
+    q0, v0 = np.array([0, 0, 0, 1.0, 0, 0, 0]), np.zeros(6)
+    a0 = np.asarray(diffmb.forward(model, q0, v0, forces=forces))
+    expected = (B - W) / (m + 0.5 * rho * V)
+    assert abs(a0[2] - expected) < 1e-3 * abs(expected)
+    assert np.abs(a0[[0, 1, 3, 4, 5]]).max() < 1e-12
+    traj = diffmb.simulate(model, q0, v0, t1=6.0, dt=0.005, forces=forces, saveat=[6.0])
+    vt = np.sqrt(2.0 * (W - B) / (rho * cd * A))
+    assert abs(-float(traj.v[-1, 2]) - vt) < 1e-3 * vt
+
+
+def test_neutrally_buoyant_body_stays_at_rest(tmp_path):
+    path = tmp_path / "neutral.xml"
+    path.write_text("""<mujoco><option density="1000" viscosity="0.0009"/>
+      <worldbody><body name="hull" pos="0 0 -2" euler="20 -30 45"><freejoint/>
+        <geom type="ellipsoid" size="0.3 0.1 0.08" density="1000"/>
+        <body name="fin" pos="-0.3 0 0"><joint type="hinge" axis="0 0 1" damping="0.1"/>
+          <geom type="box" size="0.05 0.01 0.04" pos="-0.05 0 0" density="1000"/></body>
+      </body></worldbody></mujoco>""")
+    model = diffmb.load_mjcf(path, added_mass="potential")
+    forces = diffmb.mjcf_forces(path, fluid="potential")
+    q0, v0 = np.array(model.qpos0), np.zeros(model.nv)
+    assert np.abs(np.asarray(diffmb.forward(model, q0, v0, forces=forces))).max() < 1e-11
+    traj = diffmb.simulate(model, q0, v0, t1=1.0, dt=0.01, forces=forces, saveat=[1.0])
+    assert np.abs(np.asarray(traj.q[-1]) - q0).max() < 1e-11
+    assert np.abs(np.asarray(traj.v[-1])).max() < 1e-11
+    # the MuJoCo-compatible forces refuse a Model with added inertia (terms would count twice)
+    with pytest.raises(ValueError, match="count twice"):
+        diffmb.forward(model, q0, v0, forces=diffmb.mjcf_forces(path, fluid="mujoco"))
+
+
+def test_body_drifting_with_the_current_feels_no_fluid_force():
+    """Fossen's relative-velocity law: a neutrally buoyant spheroid moving with a uniform current
+    (any orientation, no rotation) has zero acceleration, added mass and drag included; in still
+    water the same motion decelerates."""
+    rho, a, b = 1000.0, 0.4, 0.1
+    model, V = _spheroid_model(a, b, rho, gravity=(0.0, 0.0, -9.81))
+    current = np.array([0.8, -0.3, 0.2])
+    common = dict(density=rho, volume=V, lin_force=[1.0, 2.0, 2.0], quad_force=[5.0, 40.0, 40.0],
+                  lin_torque=0.1, quad_torque=0.5)
+    moving = hydro.Hydrodynamics([0], current=current, **common)
+    still = hydro.Hydrodynamics([0], **common)
+    qq = np.array([0.9, 0.2, -0.3, 0.25])
+    q = np.concatenate([[0.0, 0.0, -1.0], qq / np.linalg.norm(qq)])
+    v = np.concatenate([current, np.zeros(3)])
+    assert np.abs(np.asarray(diffmb.forward(model, q, v, forces=(moving,)))).max() < 1e-12
+    assert np.abs(np.asarray(diffmb.forward(model, q, v, forces=(still,)))).max() > 1e-2

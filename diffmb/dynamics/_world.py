@@ -286,6 +286,32 @@ def world_node_inertias(m, h, Jo, Rw, pw):
     return jnp.concatenate([top, bot], axis=-2)
 
 
+def inertia_to_parent(M, R, p):
+    """General spatial inertias M (k, 6, 6), given about the origin of frames (R, p) (axes R and
+    origin p in a parent frame), to the parent frame about its origin: Xᵀ M X with
+    X = [[Rᵀ, 0], [−Rᵀ[p]×, Rᵀ]] the motion map parent → frame. Blocks only: with M rotated to
+    parent axes as [[A, B], [Bᵀ, D]] and P = [p]×,
+
+        Xᵀ M X = [[A − B P + P Bᵀ − P D P, B + P D], [Bᵀ − D P, D]].
+    """
+    rot = lambda X: mmt(mm(R, X), R)  # noqa: E731
+    A, B, D = rot(M[..., :3, :3]), rot(M[..., :3, 3:]), rot(M[..., 3:, 3:])
+    P = skew(p)
+    Bt = jnp.swapaxes(B, -1, -2)
+    PD = mm(P, D)
+    top = jnp.concatenate([A - mm(B, P) + mm(P, Bt) - mm(PD, P), B + PD], axis=-1)
+    bot = jnp.concatenate([Bt - mm(D, P), D], axis=-1)
+    return jnp.concatenate([top, bot], axis=-2)
+
+
+def node_added_inertias(model: Model, topo: Topology):
+    """The bodies' added inertias merged onto their nodes (BFS order), in node coordinates about
+    the node origin: (n, 6, 6). Parameters only (computed once under ``vmap`` over states)."""
+    M = inertia_to_parent(model.body_added_inertia, model.body_rot, model.body_pos)
+    return jax.ops.segment_sum(M, topo.body_pos_idx, num_segments=topo.n,
+                               indices_are_sorted=False)
+
+
 def sum_to_parents(topo: Topology, d: int, x):
     """Σ over the children in level d of x (n_d, ...) onto level d − 1's nodes: static gathers of
     at most (max children) rows, not a one-hot matrix product (tiny batched dots are slow on CPU)."""

@@ -2,7 +2,9 @@
 
 Each sweep runs level by level over the span tree: in world coordinates a child's articulated
 inertia adds to its parent's without a transform. Armature enters each pivot Dᵢ = Sᵀ Iᴬ S as a
-joint-space inertia, as in Pinocchio and MuJoCo.
+joint-space inertia, as in Pinocchio and MuJoCo. Added inertia (``Model.has_added_inertia``) is
+part of each node's inertia; gravity then enters as the rigid part's weight, not as a base
+acceleration.
 
 Derivatives (``aba`` is a ``jax.custom_jvp``). Differentiating the sweeps themselves works but is
 slow in reverse mode: their transpose is hundreds of tiny kernels (docs/performance.md).
@@ -39,7 +41,7 @@ from ._world import (
     take,
     topology,
 )
-from .kinematics import KinematicsData, body_coms, kinematics
+from .kinematics import KinematicsData, body_coms, gravity_wrenches, kinematics
 from .rnea import rnea_kin
 
 
@@ -147,7 +149,10 @@ def _aba_kin(model: Model, k: KinematicsData, tau, f_ext):
     pA = cross_force(k.vel, mv(k.I, k.vel))
     if f_ext is not None:
         pA = pA - ext_wrenches(model, k.topo, body_coms(model, k), f_ext)
-    ag = jnp.concatenate([jnp.zeros(3), -model.gravity])
+    if k.I_added is None:  # gravity as a base acceleration
+        ag = jnp.concatenate([jnp.zeros(3), -model.gravity])
+    else:  # added inertia has no weight: gravity as the rigid part's weight
+        pA, ag = pA + gravity_wrenches(model, k), None
     return piv.solve(node_dofs(k.topo, tau), pA, k.c, ag), piv
 
 

@@ -51,7 +51,8 @@ def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
     """Accelerations a (nv,) solving M a = τ − bias_force + Σ Jᵀ f_ext.
 
     ``method``: "aba" (O(n)), "crba" (M by CRBA, Cholesky solve), "lagrange" (recursive
-    Lagrange of Xu et al. (2021)), "kane" (Kane's equations, Wu et al. (2019), Xu et al. (2018)).
+    Lagrange of Xu et al. (2021); rigid bodies only: refused with added inertia), "kane" (Kane's
+    equations, Wu et al. (2019), Xu et al. (2018)).
     """
     _check(model, q, v, tau, f_ext)
     if method == "aba":
@@ -66,6 +67,12 @@ def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
         return cho_solve((L, True), rhs)
     if method == "lagrange":
         from .lagrange import forward_dynamics_lagrange
+
+        if model.has_added_inertia:
+            raise NotImplementedError(
+                f"{model.name}: the recursive Lagrange formulation covers rigid bodies only; this"
+                " model has added inertia (Model.body_added_inertia): use method 'aba', 'crba' or"
+                " 'kane'")
 
         return forward_dynamics_lagrange(model, q, v, tau, f_ext)
     if method == "kane":

@@ -9,6 +9,15 @@ Kane's equations Fᵣ + Fᵣ* = 0 read
     Fᵣ* = −Σ_k V_kᵀ m_k a_k − Ω_kᵀ (I_k α_k + ω_k × I_k ω_k) (generalized inertia forces)
 
 and since a_k = V_k u̇ + (velocity products), M = Σ V_kᵀ m_k V_k + Ω_kᵀ I_k Ω_k.
+
+Added inertia (``Model.has_added_inertia``): body k's fluid inertia M_A (about its frame origin
+o_k, body axes) enters as Kirchhoff's equations written in world axes, on the partial velocities
+J_k = [Ω_k; V_ok] of the origin: with ν = [ω; ṙ_o] and M_w = R M_A Rᵀ (blockwise),
+
+    Fᵣ* += −J_kᵀ (M_w [ω̇; r̈_o − ω × ṙ_o] + ν ×* M_w ν),       M += J_kᵀ M_w J_k
+
+([ω̇; r̈_o − ω × ṙ_o] is the body-axes derivative of ν rotated to the world; ν ×* h =
+[ω × h_ang + ṙ_o × h_lin; ω × h_lin]). No weight: gravity stays on m_k.
 """
 
 from __future__ import annotations
@@ -17,9 +26,11 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
 from ..model import Model
+from ..spatial.spatial import cross_force
 from ._world import mv
 from .kinematics import (
     KinematicsData,
+    body_frames,
     body_inertias,
     kinematics,
     node_accelerations,
@@ -50,7 +61,27 @@ def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext):
     r = -model.armature * qdd + jnp.einsum("kir,ki->r", V, F) + jnp.einsum("kir,ki->r", W, Tq)
     M = (jnp.diag(model.armature) + jnp.einsum("k,kir,kis->rs", m, V, V)
          + jnp.einsum("kir,kij,kjs->rs", W, Iw, W))
+    if model.has_added_inertia:
+        Ma, ra = _added_terms(model, kin, qdd)
+        M, r = M + Ma, r + ra
     return M, r
+
+
+def _added_terms(model: Model, kin: KinematicsData, qdd):
+    """Added inertia's generalized inertia forces and mass matrix (module docstring)."""
+    Rb, o = body_frames(model, kin)
+    Vo, Wo = partial_velocities(model, kin, o)  # of the body origins
+    J = jnp.concatenate([Wo, Vo], axis=1)  # (nb, 6, nv)
+    w, vo = point_velocities(kin, o)
+    dw, ao = point_accelerations(kin, node_accelerations(kin, qdd), o)
+    Z = jnp.zeros_like(Rb)
+    Rs = jnp.concatenate([jnp.concatenate([Rb, Z], -1), jnp.concatenate([Z, Rb], -1)], -2)
+    Mw = jnp.einsum("kij,kjl,kml->kim", Rs, model.body_added_inertia, Rs)
+    nu = jnp.concatenate([w, vo], axis=-1)
+    dnu = jnp.concatenate([dw, ao - jnp.cross(w, vo)], axis=-1)
+    wrench = -(jnp.einsum("kij,kj->ki", Mw, dnu)
+               + cross_force(nu, jnp.einsum("kij,kj->ki", Mw, nu)))
+    return jnp.einsum("kir,kij,kjs->rs", J, Mw, J), jnp.einsum("kir,ki->r", J, wrench)
 
 
 def inverse_dynamics_kane(model: Model, q, v, qdd, f_ext=None):

@@ -25,10 +25,12 @@ from ..spatial.spatial import cross_motion
 from ._world import (
     Topology,
     accumulate_down,
+    inertia_to_parent,
     mm,
     mmt,
     motion_subspaces,
     mv,
+    node_added_inertias,
     node_dofs,
     node_inertias,
     take,
@@ -41,6 +43,7 @@ from ._world import (
 __all__ = [
     "KinematicsData",
     "kinematics",
+    "gravity_wrenches",
     "node_accelerations",
     "body_frames",
     "body_coms",
@@ -77,9 +80,12 @@ class KinematicsData(eqx.Module):
     R: jax.Array  # (n, 3, 3) node rotations, node -> world
     p: jax.Array  # (n, 3) node origins relative to O, world axes
     S: jax.Array  # (n, 6, w) motion subspaces, padded columns zero
-    I: jax.Array  # (n, 6, 6) spatial inertias of the bodies on each node, about O
+    I: jax.Array  # (n, 6, 6) spatial inertias of the bodies on each node, about O (+ added)
     vel: jax.Array | None = None  # (n, 6) spatial velocities (given v)
     c: jax.Array | None = None  # (n, 6) velocity-product accelerations Ṡ q̇ = vel × S q̇
+    # (n, 6, 6) the added (fluid) part of I, None without added inertia: gravity acts on
+    # I − I_added only
+    I_added: jax.Array | None = None
 
 
 def kinematics(model: Model, q, v=None) -> KinematicsData:
@@ -90,11 +96,24 @@ def kinematics(model: Model, q, v=None) -> KinematicsData:
     p = pw - origin
     S = motion_subspaces(model, topo, R, p)
     I = world_node_inertias(*node_inertias(model, topo), R, p)
+    Ia = None
+    if model.has_added_inertia:  # static: rigid models keep the (m, h, J) kernel alone
+        Ia = inertia_to_parent(node_added_inertias(model, topo), R, p)
+        I = I + Ia
     if v is None:
-        return KinematicsData(topo, origin, R, p, S, I)
+        return KinematicsData(topo, origin, R, p, S, I, I_added=Ia)
     vJ = mv(S, node_dofs(topo, v))  # S q̇ per node
     vel = accumulate_down(topo, vJ)
-    return KinematicsData(topo, origin, R, p, S, I, vel, cross_motion(vel, vJ))
+    return KinematicsData(topo, origin, R, p, S, I, vel, cross_motion(vel, vJ), I_added=Ia)
+
+
+def gravity_wrenches(model: Model, kin: KinematicsData):
+    """I_rigid a_g per node (n, 6), a_g = [0; −g]: minus the weight of each node's bodies as a
+    spatial force about ``kin.origin`` (gravity as a base acceleration on the rigid part
+    only; added inertia has no weight)."""
+    ag = jnp.concatenate([jnp.zeros(3), -model.gravity])
+    f = mv(kin.I, jnp.broadcast_to(ag, kin.I.shape[:-1]))
+    return f if kin.I_added is None else f - mv(kin.I_added, jnp.broadcast_to(ag, f.shape))
 
 
 def node_accelerations(kin: KinematicsData, a):
@@ -242,20 +261,22 @@ def center_of_mass(model: Model, q):
 
 def kinetic_energy(model: Model, q, v):
     """½ Σ (m |v_c|² + ωᵀ I ω) + ½ Σ armature v²: ½ Σ over nodes of velᵀ I vel; equals
-    ½ vᵀ M v."""
+    ½ vᵀ M v. With added inertia it includes the fluid's kinetic energy ½ νᵀ M_A ν."""
     kin = kinematics(model, q, v)
     return 0.5 * jnp.sum(vdot(kin.vel, mv(kin.I, kin.vel))) + 0.5 * jnp.sum(model.armature * v * v)
 
 
 def potential_energy(model: Model, q):
-    """−Σ m gᵀ c (zero at the world origin)."""
+    """−Σ m gᵀ c (zero at the world origin): the rigid bodies' weight (no buoyancy)."""
     kin = kinematics(model, q)
     c = body_coms(model, kin) + kin.origin
     return -jnp.sum(model.body_mass * (c @ model.gravity))
 
 
 def momentum(model: Model, q, v):
-    """World linear momentum (3,) and angular momentum about the world origin (3,)."""
+    """World linear momentum (3,) and angular momentum about the world origin (3,). With added
+    inertia these include the fluid's impulse M_A ν (Kirchhoff's conserved body + fluid
+    impulse)."""
     kin = kinematics(model, q, v)
     h = jnp.sum(mv(kin.I, kin.vel), axis=0)  # [angular momentum about kin.origin; linear]
     return h[3:], h[:3] + jnp.cross(kin.origin, h[3:])

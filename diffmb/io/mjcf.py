@@ -24,12 +24,15 @@ __all__ = ["load_mjcf", "from_mjmodel", "mjcf_forces", "actuators_from_mjcf", "j
 _JT = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
 
 
-def load_mjcf(path, *, strict: bool = False) -> Model:
+def load_mjcf(path, *, strict: bool = False, added_mass=None) -> Model:
     """Compile an MJCF file with MuJoCo and build a :class:`Model` with MuJoCo's q/v layout.
 
     MuJoCo's compiler already refuses most implausible inertias; what it lets through and diffmb
     finds implausible but harmless is loaded with a :class:`diffmb.model.InertiaWarning`, or
     refused with ``strict=True`` (rules: :class:`diffmb.model.ModelBuilder`).
+    ``added_mass="potential"``: each body's potential-flow added inertia from its geoms and
+    ``<option density>`` (:func:`diffmb.forces.hydro.potential_added_inertia_from_mjmodel`)
+    in ``Model.body_added_inertia``; pair it with ``mjcf_forces(path, fluid="potential")``.
     """
     import mujoco
 
@@ -41,7 +44,7 @@ def load_mjcf(path, *, strict: bool = False) -> Model:
         mj = mujoco.MjModel.from_xml_path(src)
     except ValueError as e:
         raise ValueError(f"{src}: MuJoCo could not compile the model: {e}") from None
-    return from_mjmodel(mj, source=src, name=Path(src).stem, strict=strict)
+    return from_mjmodel(mj, source=src, name=Path(src).stem, strict=strict, added_mass=added_mass)
 
 
 def _reject_entities(src):
@@ -60,9 +63,13 @@ def _quat_R(q):
     return np.asarray(to_rotmat(np.asarray(q, dtype=float)))
 
 
-def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False) -> Model:
+def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
+                 added_mass=None) -> Model:
+    """:func:`load_mjcf` on a compiled ``mujoco.MjModel``."""
     import mujoco
 
+    if added_mass not in (None, "potential"):
+        raise ValueError(f"{source}: added_mass={added_mass!r}; accepted: None, 'potential'")
     b = ModelBuilder(name=name, source=source, strict=strict)
     b.gravity = np.array(mj.opt.gravity, float)
     names = []
@@ -115,6 +122,12 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False) -
     for j in range(mj.njnt):
         if model.joint_v[j] != mj.jnt_dofadr[j] or model.joint_q[j] != mj.jnt_qposadr[j]:
             raise ValueError(f"{source}: joint {j} layout differs from MuJoCo's")
+    if added_mass == "potential":
+        from ..forces.hydro import potential_added_inertia_from_mjmodel
+        from ..model import with_added_inertia
+
+        model = with_added_inertia(
+            model, potential_added_inertia_from_mjmodel(mj, where=source), source=source)
     return model
 
 
