@@ -10,13 +10,19 @@ import pytest
 import scipy.integrate as si
 import sympy as sp
 
-import diffmb
 from diffmb.contacts import Plane
 from diffmb.contacts import terramechanics as tm
 
 R, B, LOAD = 0.09, 0.11, 64.68
 REG = tm.SOILS["regolith_simulant"]
 _wheel_forces = eqx.filter_jit(tm.wheel_forces)  # one compilation per node count
+
+
+@jax.jit
+def _static(soil, load, s):
+    """Static θ₁, sinkage z and the Wong–Reece forces of the test-bed wheel."""
+    t1 = tm.static_sinkage(soil, R, B, load, s)
+    return t1, tm.sinkage_from_angle(t1, R), tm.wheel_forces(soil, R, B, t1, s)
 
 
 # ---- an independent numpy transcription of the Wong–Reece integrands --------------------------
@@ -73,9 +79,10 @@ CASES = [("regolith_simulant", 0.7, 0.3, 0.0, 0.2), ("regolith_simulant", 0.5, -
 @pytest.mark.parametrize("soil,th1,s,th2,tanb", CASES)
 def test_quadrature_against_scipy_and_a_2000_node_reference(soil, th1, s, th2, tanb):
     so = tm.SOILS[soil]
+    th1, s, th2, tanb = (jnp.asarray(x) for x in (th1, s, th2, tanb))  # traced: one compilation
     F32 = _vec(_wheel_forces(so, R, B, th1, s, theta2=th2, tan_beta=tanb))
     F2000 = _vec(_wheel_forces(so, R, B, th1, s, theta2=th2, tan_beta=tanb, n_nodes=2000))
-    ref = _np_forces(so, R, B, th1, s, th2, tanb)
+    ref = _np_forces(so, R, B, *(float(x) for x in (th1, s, th2, tanb)))
     scale = np.max(np.abs(ref))
     assert np.max(np.abs(F2000 - ref)) / scale < 1e-9
     assert np.max(np.abs(F32 - F2000)) / scale < 1e-6
@@ -266,9 +273,8 @@ def rig():
 def test_element_static_balance_direction_and_never_pulls(rig):
     model, el = rig
     s = 0.3
-    t1 = tm.static_sinkage(REG, R, B, LOAD, s)
-    z = float(tm.sinkage_from_angle(t1, R))
-    F = tm.wheel_forces(REG, R, B, t1, s)
+    _, z, F = _static(REG, LOAD, s)
+    z = float(z)
     vx = 0.1
     w = vx / (R * (1 - s))
     q = jnp.array([0.0, -z, 0.3])
@@ -327,9 +333,8 @@ def test_dynamic_rig_steady_state_matches_the_static_curves():
     the static sinkage: after 3 s sinkage, drawbar pull (element and tow force) and torque
     (element and drive torque) agree with the static solution within 1 %."""
     for s in (0.2, 0.6):
-        t1 = tm.static_sinkage(REG, R, B, LOAD, s)
-        F = tm.wheel_forces(REG, R, B, t1, s)
-        z = float(tm.sinkage_from_angle(t1, R))
+        _, z, F = _static(REG, LOAD, s)
+        z = float(z)
         out = tm.simulate_single_wheel(s, t1=3.0, dt=1e-3)
         assert out["slip"] == pytest.approx(s, abs=1e-6)
         assert out["sinkage_m"] == pytest.approx(z, rel=1e-2)
@@ -398,18 +403,18 @@ def test_element_in_simulate_from_rest_comes_to_rest_in_its_rut():
     """No drive: the rig set down on the soil sinks, overshoots (the memory keeps the deepest
     sinkage m) and comes to rest on the unloading line, W(m)(1 − κ(m − z)/m) = load (or at the
     virgin static sinkage if it never overshot), with no horizontal drift or spin."""
-    model = tm.single_wheel_rig(R, B, LOAD)
-    el = tm.WheelSoil([tm.Wheel("wheel", R, B, name="wheel")], Plane(), REG, model=model)
-    tr = diffmb.simulate(model, jnp.zeros(3), jnp.zeros(3), t1=1.0, dt=1e-3, forces=(el,),
-                         saveat=[1.0])
-    z_static = float(tm.sinkage_from_angle(tm.static_sinkage(REG, R, B, LOAD, 0.0), R))
+    # the rig of the steady-state test with its drive's gains set to zero (one compilation)
+    out = tm.simulate_single_wheel(0.0, speed=0.0, z0=0.0, gains=(0.0, 0.0, 0.0))
+    tr = out["traj"]
+    z_static = float(_static(REG, LOAD, 0.0)[1])
     z, m = -float(tr.q[-1, 1]), float(tr.aux[0][0][-1, 0])
     if z < m - 1e-9:  # resting on the unloading line of its deepest sinkage m
-        Wm = float(tm.normal_load(REG, R, B, tm.entry_angle(m, R), 0.0))
+        Wm = float(jax.jit(tm.normal_load)(REG, R, B, tm.entry_angle(m, R), 0.0))
         assert m > z_static
         assert z == pytest.approx(m - (1.0 - LOAD / Wm) * m / float(REG.unloading), rel=1e-6)
     else:
         assert z == pytest.approx(z_static, rel=1e-4)
-    res = el.evaluate(model, tr.q[-1], tr.v[-1], tr.aux[0][0][-1])
-    assert float(res.normal[0]) == pytest.approx(LOAD, rel=1e-6)
-    assert abs(float(tr.v[-1, 0])) < 1e-9 and abs(float(tr.v[-1, 2])) < 1e-9
+    # no drive: no drawbar pull; the averaged sinkage is the rest sinkage
+    assert out["drawbar_pull_N"] == pytest.approx(0.0, abs=1e-9)
+    assert out["sinkage_m"] == pytest.approx(z, rel=1e-6)
+    assert np.max(np.abs(np.asarray(tr.v[-1]))) < 1e-7  # at rest: N = m g

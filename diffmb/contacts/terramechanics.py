@@ -870,11 +870,28 @@ def single_wheel_rig(r=0.09, b=0.11, load=64.68, *, gravity=9.81, wheel_mass=1.0
     return mb.build()
 
 
+@eqx.filter_jit
+def _static_z(soil, r, b, load, slip):
+    return sinkage_from_angle(static_sinkage(soil, r, b, load, slip), r)
+
+
+@eqx.filter_jit
+def _rig_outputs(el, drive, model, q, v, mem, integ):
+    def at(q, v, mm, e):
+        res = el.evaluate(model, q, v, mm)
+        tau, _, _ = drive(model, 0.0, q, v, None, e)
+        return res.slip[0], res.sinkage[0], res.drawbar_pull[0], res.torque[0], tau[0], tau[2]
+
+    return jax.vmap(at)(q, v, mem, integ)
+
+
 def simulate_single_wheel(slip, *, soil: Soil | None = None, r=0.09, b=0.11, load=64.68,
-                          speed=0.2, t1=3.0, dt=1e-3, z0=None, average=0.2):
+                          speed=0.2, t1=3.0, dt=1e-3, z0=None, average=0.2,
+                          gains=(500.0, 1.0, 40.0)):
     """Run the rig of :func:`single_wheel_rig` on flat soil at a constant ``slip`` (0 ≤ s < 1)
     and carriage ``speed`` [m/s] for ``t1`` s with RK4 at ``dt``, from sinkage ``z0`` (default:
-    80 % of the static sinkage) at rest spin ω* and the carriage at ``speed``. Returns a dict
+    80 % of the static sinkage) with the spin ω* and the carriage at ``speed``; ``gains``
+    (k_v, k_p, k_i) of :class:`ConstantSlipDrive` (zeros: an undriven rig). Returns a dict
     of the means over the last ``average`` s: ``slip``, ``sinkage_m``, ``drawbar_pull_N``,
     ``torque_Nm`` (from the element), ``tow_force_N`` (the carriage controller's force, = −DP
     in steady state), ``drive_torque_Nm`` (the wheel's PI torque, = T), and ``traj``."""
@@ -884,9 +901,9 @@ def simulate_single_wheel(slip, *, soil: Soil | None = None, r=0.09, b=0.11, loa
     model = single_wheel_rig(r, b, load)
     wheel = Wheel("wheel", r, b, axis=(0.0, 1.0, 0.0), name="wheel")
     el = WheelSoil([wheel], diffmb.contacts.Plane(), soil, model=model)
-    drive = ConstantSlipDrive(slip, speed, r)
+    drive = ConstantSlipDrive(slip, speed, r, k_v=gains[0], k_p=gains[1], k_i=gains[2])
     if z0 is None:
-        z0 = 0.8 * float(sinkage_from_angle(static_sinkage(soil, r, b, load, slip), r))
+        z0 = 0.8 * float(_static_z(soil, _f64(r), _f64(b), _f64(load), _f64(slip)))
     q0 = jnp.array([0.0, -float(z0), 0.0])
     v0 = jnp.array([float(speed), 0.0, float(speed) / (r * (1.0 - float(slip)))])
     n_avg = max(1, int(round(average / dt)))
@@ -895,12 +912,7 @@ def simulate_single_wheel(slip, *, soil: Soil | None = None, r=0.09, b=0.11, loa
     traj = diffmb.simulate(model, q0, v0, t1=t1, dt=dt, forces=(el, drive), saveat=saveat)
     mem, integ = traj.aux[0]  # (element states aligned with forces, control state)
 
-    def at(q, v, mm, e):
-        res = el.evaluate(model, q, v, mm)
-        tau, _, _ = drive(model, 0.0, q, v, None, e)
-        return res.slip[0], res.sinkage[0], res.drawbar_pull[0], res.torque[0], tau[0], tau[2]
-
-    out = jax.jit(jax.vmap(at))(traj.q, traj.v, mem, integ)
+    out = _rig_outputs(el, drive, model, traj.q, traj.v, mem, integ)
     keys = ("slip", "sinkage_m", "drawbar_pull_N", "torque_Nm", "tow_force_N", "drive_torque_Nm")
     res = {k: float(jnp.mean(x)) for k, x in zip(keys, out, strict=True)}
     res["traj"] = traj
