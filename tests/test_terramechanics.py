@@ -292,6 +292,10 @@ def test_element_static_balance_direction_and_never_pulls(rig):
     assert fx[wb, 2] == pytest.approx(float(F.load), rel=1e-9)
     assert fx[wb, 0] == pytest.approx(float(F.drawbar_pull), rel=1e-9)
     assert fx[wb, 4] == pytest.approx(-float(F.torque), rel=1e-9)  # −T about +y
+    # one soil per wheel (a sequence) is the same element
+    el1 = tm.WheelSoil([tm.Wheel("wheel", R, B, name="wheel")], Plane(), [REG], model=model)
+    r1 = _ev(el1, model, q, jnp.array([vx, 0.0, w]), jnp.array([z]))
+    assert float(r1.normal[0]) == float(res.normal[0])
     # travelling backwards with the mirrored spin: DP and T change sign, the load does not
     rb_ = ev(model, q, jnp.array([-vx, 0.0, -w]), jnp.array([z]))
     assert float(rb_.normal[0]) == pytest.approx(float(F.load), rel=1e-9)
