@@ -34,7 +34,7 @@ batch * T / wall; best of interleaved repetitions of diffmb, MuJoCo C and jaxsim
     subprocess pinned to one core (as ``diffmb.bench.sim``); peer: the target 5.
 jaxsim is measured on the first ``PEER_BATCH`` = 256 members (at ~11 sim-s/s at batch 8 here, a
 full batch would take minutes per run; sim-s/s is a throughput; the batch measured is in the
-record). MJX runs the full batch.
+record). MJX too: at batch 1024 its vmapped loop wedged XLA's CPU thread pool twice in a row.
 ``--quick``: batch 32 (peers too), the same horizon (settling needs it), fewer repetitions,
 no jaxsim (its compilation alone takes tens of seconds; its record has ``peer_value`` null).
 
@@ -204,6 +204,7 @@ def mjx_measure(batch: int, dts, reps: int, x64: bool) -> dict:
     import jax
 
     jax.config.update("jax_enable_x64", bool(x64))
+    jax.config.update("jax_cpu_enable_async_dispatch", False)  # the jax#25861 workaround
     q, v = initial_states(batch)
     dt, go, stats, tried = mjx_engine(q, v, tuple(dts))
     t = best_time(go, reps) if go is not None else float("nan")
@@ -217,7 +218,7 @@ def _mjx_subprocess(batch, dts, reps, x64, notes, key):
     args = ["--mjx", str(batch), ",".join(repr(d) for d in dts), str(reps), str(int(x64))]
     for attempt in (1, 2):
         try:
-            return _subprocess(args, f"MJX {'float64' if x64 else 'float32'} run", 600,
+            return _subprocess(args, f"MJX {'float64' if x64 else 'float32'} run", 300,
                                x64=x64)
         except Exception as e:  # a failing or hung peer is reported, not hidden
             notes[key] = f"attempt {attempt}: {type(e).__name__}: {str(e)[-300:]}"
@@ -414,10 +415,10 @@ def run(out_dir, quick: bool = False) -> dict:
     # MJX float64, in its own process: candidates from MuJoCo C's dt down (the same
     # constraint model), then smaller
     cands = tuple(d for d in DT_MUJOCO if dt_c is None or d <= dt_c + 1e-12)
-    mx64 = _mjx_subprocess(batch, cands, reps, True, notes, "mjx")
+    batch_x = peer_batch
+    mx64 = _mjx_subprocess(batch_x, cands, reps, True, notes, "mjx")
     dt_x = mx64["dt"] if mx64 else None
     st_x, tried_x = (mx64["stats"], mx64["tried"]) if mx64 else (None, [])
-    batch_x = batch
 
     go_j, dt_j, st_j, tried_j, batch_j = None, None, None, [], 0
     if quick:  # jaxsim's compilation alone takes tens of seconds here
