@@ -45,6 +45,7 @@ STUDIES = {
     "uav": "diffmb.studies.uav",
     "chain": "diffmb.studies.chain",
     "flexible-arm": "diffmb.studies.flexible_arm",
+    "rover": "diffmb.studies.rover",
 }
 
 class CLIError(Exception):

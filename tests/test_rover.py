@@ -62,3 +62,21 @@ def test_recursive_lagrange_equals_aba_on_the_rover():
         v, tau = rng.normal(size=model.nv), rng.normal(size=model.nv)
         np.testing.assert_allclose(np.asarray(lag(q, v, tau)), np.asarray(aba(q, v, tau)),
                                    atol=1e-9)
+
+
+def test_identify_rover_from_the_shipped_single_wheel_csv(tmp_path):
+    """`diffmb identify rover --data rover_wheel.csv`: the rig's soil (k_phi, c, phi, K) within
+    3 standard errors; c and phi are strongly correlated at one load (wide but honest errors)."""
+    from diffmb.cli import main
+    from diffmb.studies import rover as study
+
+    out = tmp_path / "id"
+    assert main(["identify", "rover", "--data", str(study.wheel_csv_path()),
+                 "--out", str(out)]) == 0
+    import json
+
+    res = json.loads((out / "results.json").read_text())
+    for name, v in res["identified"].items():
+        assert np.isfinite(v["std"]) and v["std"] > 0, name
+        assert abs(v["estimate"] - v["true"]) < 3 * v["std"], (name, v)
+    assert abs(res["identified"]["k_phi"]["estimate"] / 8.14e5 - 1) < 0.02

@@ -78,35 +78,45 @@ def drive_command(v, omega):
     return delta, along / WHEEL_RADIUS
 
 
-def behaviour_command(name: str, t, *, v=0.1, radius=2.0, yaw_rate=0.1, ramp=0.5,
-                      lift=0.35):
-    """The actuator controls (16,) of a behaviour at time t: ``"straight"`` (v), ``"arc"``
-    (v on a circle of ``radius``, left), ``"turn_in_place"`` (``yaw_rate``), ``"lift_wheel"``
-    (the left bogie raised by ``lift`` rad, lifting the left rear wheel, while driving
-    straight). Speeds ramp up smoothly over ``ramp`` seconds (C¹ start from rest)."""
+def behaviour_params(name: str, *, v=0.1, radius=2.0, yaw_rate=0.1, lift=0.35):
+    """The numbers (3,) = (forward speed, yaw rate, left-bogie lift) of a behaviour:
+    ``"straight"`` (v), ``"arc"`` (v on a circle of ``radius`` to the left),
+    ``"turn_in_place"`` (``yaw_rate``), ``"lift_wheel"`` (the left bogie raised by ``lift``
+    rad, lifting the left rear wheel, while driving straight)."""
+    table = {"straight": (v, 0.0, 0.0), "arc": (v, v / radius, 0.0),
+             "turn_in_place": (0.0, yaw_rate, 0.0), "lift_wheel": (v, 0.0, lift)}
+    if name not in table:
+        raise ValueError(f"unknown behaviour {name!r}; choose one of {BEHAVIOURS}")
+    return jnp.asarray(table[name], dtype=jnp.float64)
+
+
+def drive_controls(t, p, ramp=0.5):
+    """The actuator controls (16,) at time t for behaviour numbers ``p`` = (v, ω, lift)
+    (:func:`behaviour_params`): wheels steered to :func:`drive_command`'s angles from the
+    start, speeds and the bogie lift ramped up smoothly over ``ramp`` seconds (C¹ from rest).
+    Traceable in p, so one compiled simulation serves every behaviour."""
     s = jnp.clip(t / ramp, 0.0, 1.0)
     gain = s * s * (3.0 - 2.0 * s)
-    susp = jnp.zeros(N_SUSPENSION)
-    if name == "straight":
-        vel, om = v, 0.0
-    elif name == "arc":
-        vel, om = v, v / radius
-    elif name == "turn_in_place":
-        vel, om = 0.0, yaw_rate
-    elif name == "lift_wheel":
-        vel, om = v, 0.0
-        susp = susp.at[2].set(lift * gain)
-    else:
-        raise ValueError(f"unknown behaviour {name!r}; choose one of {BEHAVIOURS}")
-    delta, spin = drive_command(vel, om)
-    # steer first (full angle from the start, reached by the servos), then roll
+    delta, spin = drive_command(p[0], p[1])
+    susp = jnp.zeros(N_SUSPENSION).at[2].set(p[2] * gain)
     return jnp.concatenate([susp, delta, gain * spin])
 
 
+def drive_control(t, q, v, params):
+    """``simulate`` control: :func:`drive_controls` with ``params`` = (v, ω, lift)."""
+    return drive_controls(t, params)
+
+
+def behaviour_command(name: str, t, **kw):
+    """The actuator controls (16,) of a named behaviour at time t (see :func:`behaviour_params`)."""
+    return drive_controls(t, behaviour_params(name, **kw))
+
+
 def behaviour_control(name: str, **kw):
-    """A ``simulate`` control ``(t, q, v, params) -> ctrl`` for :func:`behaviour_command`."""
+    """A ``simulate`` control ``(t, q, v, params) -> ctrl`` for a named behaviour."""
+    p = behaviour_params(name, **kw)
 
     def control(t, q, v, params):
-        return behaviour_command(name, t, **kw)
+        return drive_controls(t, p)
 
     return control

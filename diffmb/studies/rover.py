@@ -1,0 +1,522 @@
+"""Study: the six-wheeled Mars rover — recursive Lagrange on a span tree, Bekker/Wong–Reece
+terramechanics, soil identification.
+
+Source: Xu, Ju, Yu & Gu (2021), "Dynamics modeling research and simulation platform
+implementation of Mars rover", J. Nanjing Univ. Aeronautics & Astronautics 53(1) (seed 002).
+
+The rover is ``diffmb/assets/rover.xml`` (:mod:`diffmb.models.rover`): its differential held
+exactly, active rockers and bogies, six steered and driven wheels, Mars gravity. Wheel–soil
+forces are :class:`diffmb.contacts.terramechanics.WheelSoil` (Wong–Reece stresses with
+Bekker's moduli, Janosi shear, soil memory and damping) on the regolith simulant of the
+single-wheel test bed. Behaviours use ABA with RK4 at ``DT``; the recursive Lagrange
+formulation cross-checks ABA on random states.
+
+``reproduce(out_dir, quick)`` writes ``results.json``, figures and ``report.md``;
+``identify(data_csv, out_dir)`` fits soil parameters to a single-wheel CSV with columns
+``t, slip, sinkage, drawbar_pull, torque`` (the shipped ``rover_wheel.csv`` was recorded from
+the dynamic rig at constant-slip segments). ``--quick`` shortens the behaviours to 2 s, the
+traverse fit to 1 s and the batched runs to 0.25 s of simulated time (the keys keep their
+meaning; the realtime factor is always the 5 s traverse).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..contacts import Plane, rough_terrain
+from ..contacts import terramechanics as tm
+from ..io.csvdata import read_csv, write_csv
+from ..models import rover
+from ..optim.lsq import least_squares
+from ..simulation import simulate
+
+__all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
+           "wheel_csv_path", "record_wheel_csv", "SOIL", "DT"]
+
+SOIL = "regolith_simulant"
+DT = 2e-3  # s, RK4 step of the behaviours (checked against 1e-3 in the report)
+OUT_DT = 0.01  # s, output step (the paper's figures)
+HORIZON = 5.0  # s
+N_NODES = 16  # quadrature nodes per segment in the rover's wheels (32 in the single wheel)
+ROUGH = dict(seed=7, size=(12.0, 12.0), resolution=0.05, amplitude=0.02, wavelength=0.6)
+# single-wheel identification: two wheel widths separate k_c from k_phi (k_eq = k_c/b + k_phi)
+ID_WIDTHS = (0.11, 0.16)
+ID_NOISE = {"sinkage": 2e-4, "drawbar_pull": 0.3, "torque": 0.03}  # m, N, N m (1 sigma)
+ID_PARAMS = ("k_c", "k_phi", "c", "phi", "K")
+ID_GUESS = {"k_c": 3.0e3, "k_phi": 6.0e5, "c": 500.0, "phi": 0.5, "K": 0.05}
+CSV_PARAMS = ("k_phi", "c", "phi", "K")  # one width in the CSV: k_c held at its nominal
+PAPER = {
+    "wheel_speed_deg_s": 2.0,  # Fig. 11 as printed, ±2 °/s
+    "straight_speed_m_s": 0.1,
+}
+
+
+def wheel_csv_path() -> pathlib.Path:
+    from importlib import resources
+
+    return pathlib.Path(str(resources.files("diffmb") / "assets" / "rover_wheel.csv"))
+
+
+def rover_wheel_soil(model, terrain, soil=None, n_nodes=N_NODES):
+    """The WheelSoil element of the rover's six wheels on ``terrain``."""
+    soil = tm.SOILS[SOIL] if soil is None else soil
+    wheels = [tm.Wheel(f"wheel_{w}", rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, axis=(0, 1, 0),
+                       name=w) for w in rover.WHEELS]
+    return tm.WheelSoil(wheels, terrain, soil, model=model, n_nodes=n_nodes)
+
+
+def _settled_q0(model):
+    """The file's pose lowered onto the soil (the wheels' static sinkage under their share of
+    the weight), at rest."""
+    q0 = np.array(model.qpos0)
+    w = float(np.sum(model.body_mass)) * rover.MARS_G / 6
+    t1 = tm.static_sinkage(tm.SOILS[SOIL], rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, w, 0.0)
+    q0[2] -= float(tm.sinkage_from_angle(t1, rover.WHEEL_RADIUS))
+    return jnp.asarray(q0)
+
+
+def run_behaviour(model, forces, ws, name, horizon, dt=DT, q0=None):
+    """Simulate one behaviour; returns a dict of output series (OUT_DT) and the trajectory."""
+    q0 = _settled_q0(model) if q0 is None else q0
+    ts = np.round(np.arange(int(round(horizon / OUT_DT)) + 1) * OUT_DT, 10)
+    fs = forces + (ws,)
+    p = rover.behaviour_params(name)
+    tr = simulate(model, q0, None, t1=horizon, dt=dt, forces=fs, control=rover.drive_control,
+                  params=p, saveat=ts)
+    act = next(f for f in forces if type(f).__name__ == "Actuators")
+    ctrl = jax.vmap(lambda t: rover.drive_controls(t, p))(jnp.asarray(ts))
+    f_act = jax.vmap(act.actuator_force)(tr.q, tr.v, ctrl)
+    mem = tr.aux[0][len(forces)]
+    ev = jax.vmap(lambda q, v, m: ws.evaluate(model, q, v, m))(tr.q, tr.v, mem)
+    idx = {j: model.joint_q[model.joint_index(j)] for j in model.joint_names}
+    vdx = {j: model.joint_v[model.joint_index(j)] for j in model.joint_names}
+    return {
+        "t": ts, "traj": tr, "eval": ev,
+        "steer_angle": np.asarray(tr.q[:, [idx[f"steer_{w}"] for w in rover.WHEELS]]),
+        "steer_torque": np.asarray(f_act[:, 4:10]),
+        "wheel_speed": np.asarray(tr.v[:, [vdx[f"wheel_{w}"] for w in rover.WHEELS]]),
+        "wheel_torque": np.asarray(f_act[:, 10:16]),
+        "diff": np.asarray(tr.q[:, idx["diff_l"]] + tr.q[:, idx["diff_r"]]),
+        "pos": np.asarray(tr.q[:, :3]), "quat": np.asarray(tr.q[:, 3:7]),
+        "vel": np.asarray(tr.v[:, :3]),
+    }
+
+
+def _euler_zyx(quat):
+    w, x, y, z = quat.T
+    roll = np.arctan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+    pitch = np.arcsin(np.clip(2 * (w * y - z * x), -1, 1))
+    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return np.stack([roll, pitch, yaw], axis=1)
+
+
+def lagrange_vs_aba(model, n=20, seed=0):
+    """max |a_lagrange − a_aba| over ``n`` random states (SI units)."""
+    from ..dynamics.api import forward_dynamics
+
+    rng = np.random.default_rng(seed)
+    aba = jax.jit(lambda q, v, t: forward_dynamics(model, q, v, t, method="aba"))
+    lag = jax.jit(lambda q, v, t: forward_dynamics(model, q, v, t, method="lagrange"))
+    worst = 0.0
+    for _ in range(n):
+        q = np.array(model.qpos0)
+        q[3:7] = rng.normal(size=4)
+        q[3:7] /= np.linalg.norm(q[3:7])
+        q[7:] = 0.4 * rng.normal(size=model.nq - 7)
+        v, tau = rng.normal(size=model.nv), 10 * rng.normal(size=model.nv)
+        worst = max(worst, float(np.max(np.abs(np.asarray(lag(q, v, tau) - aba(q, v, tau))))))
+    return worst
+
+
+# ---- single-wheel identification ----------------------------------------------------------
+
+
+def _soil_from(p, base):
+    return base.replace(**{k: p[k] for k in p})
+
+
+def _wheel_model(soil, r, b, load, slips):
+    def one(s):
+        t1 = tm.static_sinkage(soil, r, b, load, s)
+        F = tm.wheel_forces(soil, r, b, t1, s)
+        return tm.sinkage_from_angle(t1, r), F.drawbar_pull, F.torque
+
+    return jax.vmap(one)(slips)
+
+
+def synthetic_wheel_records(soil=None, r=0.09, load=64.68, widths=ID_WIDTHS, seed=0):
+    """Noisy static single-wheel records (slip 0.05 … 0.9) for each width: a list of dicts
+    with ``b``, ``slip``, ``sinkage``, ``drawbar_pull``, ``torque`` (noise ``ID_NOISE``)."""
+    soil = tm.SOILS[SOIL] if soil is None else soil
+    rng = np.random.default_rng(seed)
+    slips = np.linspace(0.05, 0.9, 18)
+    out = []
+    for b in widths:
+        z, dp, T = (np.asarray(x) for x in _wheel_model(soil, r, b, load, jnp.asarray(slips)))
+        out.append({"b": b, "slip": slips,
+                    "sinkage": z + ID_NOISE["sinkage"] * rng.normal(size=z.shape),
+                    "drawbar_pull": dp + ID_NOISE["drawbar_pull"] * rng.normal(size=z.shape),
+                    "torque": T + ID_NOISE["torque"] * rng.normal(size=z.shape)})
+    return out
+
+
+def single_wheel_fit(records, names=ID_PARAMS, guess=None, r=0.09, load=64.68, base=None,
+                     checkpoint=None):
+    """Soil parameters ``names`` fitted to single-wheel records by weighted least squares on
+    sinkage, drawbar pull and torque against slip (the static model at each sample's slip);
+    returns diffmb's :class:`~diffmb.optim.lsq.LSQResult` (estimates, std, unidentifiable)."""
+    base = tm.SOILS[SOIL] if base is None else base
+    guess = {k: (ID_GUESS[k] if guess is None else guess[k]) for k in names}
+    data = [{k: jnp.asarray(v) for k, v in rec.items()} for rec in records]
+
+    def residual(p, data):
+        soil = _soil_from(p, base)
+        out = []
+        for rec in data:
+            z, dp, T = _wheel_model(soil, r, rec["b"], load, rec["slip"])
+            out += [(z - rec["sinkage"]) / ID_NOISE["sinkage"],
+                    (dp - rec["drawbar_pull"]) / ID_NOISE["drawbar_pull"],
+                    (T - rec["torque"]) / ID_NOISE["torque"]]
+        return jnp.concatenate(out)
+
+    return least_squares(residual, guess, data, positive=names, max_steps=100,
+                         checkpoint=checkpoint)
+
+
+# ---- the shipped single-wheel CSV (the dynamic rig at constant-slip segments) --------------
+
+CSV_SLIPS = (0.1, 0.2, 0.3, 0.45, 0.6, 0.75)
+CSV_HEADER = ("single-wheel rig on the regolith simulant (r = 0.09 m, b = 0.11 m, W = 64.68 N): "
+              "constant-slip segments of 2 s, the last 0.5 s of each sampled at 20 Hz, noise "
+              "sinkage 0.2 mm, DP 0.3 N, torque 0.03 N m (synthetic, diffmb)")
+
+
+def record_wheel_csv(path, seed=0, t1=2.0):
+    """Run the dynamic rig at ``CSV_SLIPS`` and write the CSV (columns t, slip, sinkage,
+    drawbar_pull, torque): each segment's last 0.5 s at 20 Hz as the wheel–soil element saw
+    it, with noise ``ID_NOISE``."""
+    rng = np.random.default_rng(seed)
+    rig = tm.single_wheel_rig()
+    el = tm.WheelSoil([tm.Wheel("wheel", 0.09, 0.11, axis=(0.0, 1.0, 0.0), name="wheel")],
+                      Plane(), tm.SOILS[SOIL], model=rig)
+    t_all, cols = [], {"slip": [], "sinkage": [], "drawbar_pull": [], "torque": []}
+    for k, s in enumerate(CSV_SLIPS):
+        tr = tm.simulate_single_wheel(s, t1=t1, average=0.5)["traj"]
+        ts = np.asarray(tr.ts)
+        keep = np.arange(0, len(ts), max(1, int(round(0.05 / (ts[1] - ts[0])))))
+        mem = tr.aux[0][0]
+        ev = jax.vmap(lambda q, v, m: el.evaluate(rig, q, v, m))(tr.q, tr.v, mem)
+        t_all.append(k * t1 + ts[keep])
+        cols["slip"].append(np.full(len(keep), s))
+        for name, key in (("sinkage", "sinkage"), ("drawbar_pull", "drawbar_pull"),
+                          ("torque", "torque")):
+            x = np.asarray(getattr(ev, key))[keep, 0]
+            cols[name].append(x + ID_NOISE[name] * rng.normal(size=x.shape))
+    write_csv(path, np.concatenate(t_all), {k: np.concatenate(v) for k, v in cols.items()},
+              comment=CSV_HEADER)
+
+
+def identify(data_csv, out_dir, *, checkpoint=None) -> dict:
+    """Fit k_phi, c, phi and K of the soil (k_c held at the regolith simulant's: one wheel width
+    cannot separate k_c from k_phi) to a single-wheel CSV; writes ``results.json`` and
+    ``report.md`` in ``out_dir``."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cols = ("slip", "sinkage", "drawbar_pull", "torque")
+    t, data = read_csv(data_csv, cols, allowed=cols,
+                       expected="slip, sinkage [m], drawbar_pull [N], torque [N m]")
+    if 3 * len(t) <= len(CSV_PARAMS):
+        raise ValueError(f"{data_csv}: {len(t)} rows cannot identify {len(CSV_PARAMS)} "
+                         "soil parameters")
+    s = np.asarray(data["slip"])
+    if np.any((s < 0) | (s >= 1)):
+        raise ValueError(f"{data_csv}: column 'slip' must lie in [0, 1) (driving)")
+    rec = [{"b": 0.11, "slip": s, "sinkage": data["sinkage"],
+            "drawbar_pull": data["drawbar_pull"], "torque": data["torque"]}]
+    res = single_wheel_fit(rec, CSV_PARAMS, checkpoint=checkpoint)
+    true = tm.SOILS[SOIL]
+    ident = {n: {"estimate": float(res.params[n]), "std": float(res.std[n]),
+                 "true": float(getattr(true, n))} for n in CSV_PARAMS}
+    out = {"status": "complete", "identified": ident, "success": bool(res.success),
+           "message": res.message, "held": {"k_c": float(true.k_c), "n": float(true.n)},
+           "unidentifiable": list(res.unidentifiable)}
+    (out_dir / "results.json").write_text(json.dumps(out, indent=2))
+    lines = ["# Soil identification from a single-wheel record", "",
+             f"Data: `{pathlib.Path(data_csv).name}`, {len(s)} rows. k_c held at "
+             f"{float(true.k_c):g} (one width).", "",
+             "| parameter | estimate | std | true (synthetic) |", "| --- | --- | --- | --- |"]
+    lines += [f"| {n} | {v['estimate']:.6g} | {v['std']:.3g} | {v['true']:.6g} |"
+              for n, v in ident.items()]
+    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
+    return out
+
+
+# ---- the traverse fit ------------------------------------------------------------------------
+
+
+def traverse_fit(model, forces, horizon, dt=DT, seed=1):
+    """k_phi and phi fitted to a rover traverse (straight drive on flat regolith): the body's
+    forward speed and the six wheel torques at 10 Hz, noise 2 mm/s and 0.5 N m."""
+    base = tm.SOILS[SOIL]
+    ws = rover_wheel_soil(model, Plane(name="ground"), base)
+    q0 = _settled_q0(model)
+    act = next(f for f in forces if type(f).__name__ == "Actuators")
+    ts = np.round(np.arange(1, int(round(horizon / 0.1)) + 1) * 0.1, 10)
+
+    def observe(p):
+        w = eqx.tree_at(lambda e: (e.soil.k_phi, e.soil.phi), ws,
+                        (jnp.broadcast_to(p["k_phi"], (6,)), jnp.broadcast_to(p["phi"], (6,))))
+        tr = simulate(model, q0, None, t1=horizon, dt=dt, forces=forces + (w,),
+                      control=rover.behaviour_control("straight"), saveat=ts,
+                      adjoint="direct")
+        ctrl = jax.vmap(lambda t: rover.behaviour_command("straight", t))(jnp.asarray(ts))
+        torque = jax.vmap(act.actuator_force)(tr.q, tr.v, ctrl)[:, 10:16]
+        return tr.v[:, 0], torque
+
+    true = {"k_phi": base.k_phi, "phi": base.phi}
+    vx, T = observe(true)
+    rng = np.random.default_rng(seed)
+    data = (vx + 2e-3 * rng.normal(size=vx.shape), T + 0.5 * rng.normal(size=T.shape))
+
+    def residual(p, data):
+        v, tq = observe(p)
+        return jnp.concatenate([(v - data[0]) / 2e-3, ((tq - data[1]) / 0.5).ravel()])
+
+    res = least_squares(residual, {"k_phi": 6.0e5, "phi": 0.55}, data,
+                        positive=("k_phi", "phi"), max_steps=30)
+    return {n: {"true": float(true[n]), "estimate": float(res.params[n]),
+                "std": float(res.std[n])} for n in ("k_phi", "phi")}, res
+
+
+# ---- speed -------------------------------------------------------------------------------------
+
+
+def speed(model, forces, horizon, batch=256, batch_horizon=1.0):
+    """Realtime factor of the ``horizon`` s rough traverse at batch 1 after compilation (its
+    wall time, compile time), and batch_rovers_per_s: ``batch`` rovers on ``batch`` soils
+    (k_phi drawn in [5e5, 1.2e6]) over ``batch_horizon`` s in one vmapped call."""
+    rough = rough_terrain(**ROUGH)
+    ws = rover_wheel_soil(model, rough)
+    q0 = _settled_q0(model)
+    ctl = rover.behaviour_control("straight")
+
+    def run(kphi, t1):
+        w = eqx.tree_at(lambda e: e.soil.k_phi, ws, jnp.broadcast_to(kphi, (6,)))
+        tr = simulate(model, q0, None, t1=t1, dt=DT, forces=forces + (w,), control=ctl,
+                      saveat=[t1], throw=False)
+        return tr.q[-1], tr.status
+
+    one = jax.jit(lambda k: run(k, horizon))
+    t0 = time.perf_counter()
+    jax.block_until_ready(one(jnp.asarray(8.14e5)))
+    compile_s = time.perf_counter() - t0
+    walls = []
+    for k in range(3):
+        t0 = time.perf_counter()
+        jax.block_until_ready(one(jnp.asarray(8.0e5 + k)))
+        walls.append(time.perf_counter() - t0)
+    wall = min(walls)
+    many = jax.jit(jax.vmap(lambda k: run(k, batch_horizon)))
+    kphis = jnp.asarray(np.random.default_rng(0).uniform(5e5, 1.2e6, batch))
+    jax.block_until_ready(many(kphis))
+    t0 = time.perf_counter()
+    qs, st = many(kphis * 1.001)
+    jax.block_until_ready(qs)
+    bwall = time.perf_counter() - t0
+    return {"realtime_factor": horizon / wall, "wall_s": wall, "compile_s": compile_s,
+            "batch_rovers_per_s": batch / bwall, "batch_wall_s": bwall,
+            "batch_all_ok": bool(np.all(np.asarray(st) == 0)), "horizon_s": horizon,
+            "batch_horizon_s": batch_horizon}
+
+
+# ---- the study ---------------------------------------------------------------------------------
+
+
+def reproduce(out_dir, quick: bool = False) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    horizon = 2.0 if quick else HORIZON
+    res: dict = {"quick": bool(quick), "soil": SOIL, "soil_source": tm.SOIL_SOURCES[SOIL],
+                 "method": "ABA", "solver": "rk4", "dt_s": DT, "output_dt_s": OUT_DT}
+    figs = []
+
+    # 1. single wheel: full and linearised models against slip
+    table = tm.single_wheel_table()
+    res["single_wheel"] = table
+    fig, axs = plt.subplots(1, 3, figsize=(12, 3.6))
+    for key, style in (("wong_reece", "k-o"), ("linearised", "C1--s")):
+        rows = table[key]
+        s = [r["slip"] for r in rows]
+        axs[0].plot(s, [1e3 * r["sinkage_m"] for r in rows], style, label=key, ms=4)
+        axs[1].plot(s, [r["drawbar_pull_N"] for r in rows], style, ms=4)
+        axs[2].plot(s, [r["torque_Nm"] for r in rows], style, ms=4)
+    axs[1].plot(s, [r["gross_traction_N"] for r in table["linearised"]], "C2:", label="eq. 31 T/r")
+    for ax, lab in zip(axs, ("sinkage [mm]", "drawbar pull [N]", "torque [N m]"), strict=True):
+        ax.set_xlabel("slip")
+        ax.set_ylabel(lab)
+    axs[0].legend()
+    axs[1].legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "fig_single_wheel.png", dpi=110)
+    plt.close(fig)
+    figs.append(("fig_single_wheel.png", "single wheel on the regolith simulant"))
+
+    # dynamic rig against the static curve
+    rig = {}
+    for s in (0.2, 0.6):
+        d = tm.simulate_single_wheel(s, t1=2.0 if quick else 3.0)
+        stat = next(r for r in table["wong_reece"] if abs(r["slip"] - s) < 1e-9)
+        rig[str(s)] = {k: float(d[k]) for k in ("sinkage_m", "drawbar_pull_N", "torque_Nm")}
+        rig[str(s)]["static"] = {k: stat[k] for k in ("sinkage_m", "drawbar_pull_N", "torque_Nm")}
+    res["single_wheel_rig"] = rig
+
+    # 2. the rover: behaviours on flat ground and one on rough ground
+    model, forces, _ = rover.load()
+    res["lagrange_vs_aba_max_abs"] = lagrange_vs_aba(model, 20)
+    flat = rover_wheel_soil(model, Plane(name="ground"))
+    runs = {}
+    for name in rover.BEHAVIOURS:
+        runs[name] = run_behaviour(model, forces, flat, name, horizon)
+    rough = rover_wheel_soil(model, rough_terrain(**ROUGH))
+    runs["rough_straight"] = run_behaviour(model, forces, rough, "straight", horizon)
+    res["differential_constraint_max_err"] = float(max(np.max(np.abs(r["diff"]))
+                                                       for r in runs.values()))
+    st = runs["straight"]
+    last = st["t"] >= st["t"][-1] - 2.0
+    weight = float(np.sum(model.body_mass)) * rover.MARS_G
+    n_sum = np.asarray(jnp.sum(st["eval"].normal, axis=1))
+    res["normal_force_over_weight"] = float(np.mean(n_sum[last]) / weight)
+    res["straight_speed_m_s"] = float(np.mean(st["vel"][last, 0]))
+    res["straight_slip_mean"] = float(np.mean(np.asarray(st["eval"].slip)[last]))
+    res["straight_sinkage_m"] = float(np.mean(np.asarray(st["eval"].sinkage)[last]))
+    res["wheel_speed_deg_s"] = float(np.degrees(np.mean(np.abs(st["wheel_speed"][last]))))
+    res["behaviours"] = {
+        n: {"final_position_m": r["pos"][-1].tolist(),
+            "final_yaw_rad": float(_euler_zyx(r["quat"])[-1, 2]),
+            "max_abs_roll_pitch_rad": float(np.max(np.abs(_euler_zyx(r["quat"])[:, :2])))}
+        for n, r in runs.items()}
+    # step check: the straight drive at half the step
+    half = run_behaviour(model, forces, flat, "straight", min(horizon, 2.0), dt=DT / 2)
+    n_half = len(half["t"])
+    res["dt_check_max_pos_dev_m"] = float(np.max(np.abs(half["pos"] - st["pos"][:n_half])))
+
+    for name, r in runs.items():
+        fig, axs = plt.subplots(2, 3, figsize=(13, 6.5))
+        t = r["t"]
+        axs[0, 0].plot(t, np.degrees(r["steer_angle"]))
+        axs[0, 0].set_ylabel("steering angle [°]")
+        axs[0, 1].plot(t, r["steer_torque"])
+        axs[0, 1].set_ylabel("steering torque [N m]")
+        axs[0, 2].plot(t, np.degrees(r["wheel_speed"]))
+        axs[0, 2].set_ylabel("wheel speed [°/s]")
+        axs[1, 0].plot(t, r["wheel_torque"])
+        axs[1, 0].set_ylabel("wheel torque [N m]")
+        axs[1, 1].plot(t, np.degrees(_euler_zyx(r["quat"])))
+        axs[1, 1].set_ylabel("roll, pitch, yaw [°]")
+        axs[1, 2].plot(t, r["vel"])
+        axs[1, 2].set_ylabel("body velocity [m/s]")
+        axs[0, 2].legend(rover.WHEELS, fontsize=7, ncol=2)
+        axs[1, 1].legend(("roll", "pitch", "yaw"), fontsize=7)
+        axs[1, 2].legend(("x", "y", "z"), fontsize=7)
+        for ax in axs.flat:
+            ax.set_xlabel("t [s]")
+        fig.suptitle(f"rover: {name.replace('_', ' ')} (Figs. 9–14 of the paper)")
+        fig.tight_layout()
+        fig.savefig(out_dir / f"fig_{name}.png", dpi=100)
+        plt.close(fig)
+        figs.append((f"fig_{name}.png", f"behaviour: {name}"))
+
+    # 3. identification
+    recs = synthetic_wheel_records()
+    fit = single_wheel_fit(recs)
+    true = tm.SOILS[SOIL]
+    res["identified"] = {n: {"true": float(getattr(true, n)), "estimate": float(fit.params[n]),
+                             "std": float(fit.std[n])} for n in ID_PARAMS}
+    one = single_wheel_fit(recs[:1])
+    res["identifiability_one_width"] = {
+        "unidentifiable": list(one.unidentifiable),
+        "note": "with one wheel width only k_c/b + k_phi is identifiable"}
+    t0 = time.perf_counter()
+    res["identified_traverse"], _ = traverse_fit(model, forces, 1.0 if quick else 3.0)
+    res["traverse_fit_wall_s"] = time.perf_counter() - t0
+
+    # 4. speed
+    res.update(speed(model, forces, HORIZON, batch=256, batch_horizon=0.25 if quick else 1.0))
+    res["realtime_method"] = f"ABA, RK4 at dt = {DT} s, WheelSoil with {N_NODES} nodes"
+
+    (out_dir / "results.json").write_text(json.dumps(res, indent=2))
+    _report(out_dir, res, figs, quick)
+    return res
+
+
+def _report(out_dir, res, figs, quick):
+    sw = res["single_wheel"]
+    lines = [
+        "# The six-wheeled Mars rover (Xu, Ju, Yu & Gu 2021)", "",
+        f"Soil: {res['soil_source']}. Behaviours by ABA with RK4 at dt = {res['dt_s']} s "
+        f"(output every {res['output_dt_s']} s){'; --quick: 2 s behaviours, a 1 s traverse fit, 0.25 s batch runs' if quick else ''}.",
+        "", "## Single wheel (r = 0.09 m, b = 0.11 m, W = 64.68 N)", "",
+        "| slip | sinkage [mm] | DP [N] | T [N m] | lin. sinkage [mm] | lin. DP [N] | lin. T [N m] | eq. 31 T/r [N] |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for a, b in zip(sw["wong_reece"], sw["linearised"], strict=True):
+        lines.append(f"| {a['slip']:.1f} | {1e3 * a['sinkage_m']:.2f} | {a['drawbar_pull_N']:.2f} | "
+                     f"{a['torque_Nm']:.3f} | {1e3 * b['sinkage_m']:.2f} | "
+                     f"{b['drawbar_pull_N']:.2f} | {b['torque_Nm']:.3f} | "
+                     f"{b['gross_traction_N']:.2f} |")
+    lines += ["", "Dynamic rig (steady state) against the static curve:", ""]
+    for s, d in res["single_wheel_rig"].items():
+        lines.append(f"- slip {s}: sinkage {1e3 * d['sinkage_m']:.3f} mm (static "
+                     f"{1e3 * d['static']['sinkage_m']:.3f}), DP {d['drawbar_pull_N']:.3f} N "
+                     f"({d['static']['drawbar_pull_N']:.3f}), T {d['torque_Nm']:.4f} N m "
+                     f"({d['static']['torque_Nm']:.4f})")
+    lines += [
+        "", "## The rover", "",
+        f"- differential |q_l + q_r| max over all runs: {res['differential_constraint_max_err']:.2e} rad",
+        f"- recursive Lagrange vs ABA, 20 random states: {res['lagrange_vs_aba_max_abs']:.2e}",
+        f"- straight drive, last 2 s: Σ N / (m g) = {res['normal_force_over_weight']:.6f}, "
+        f"speed {res['straight_speed_m_s']:.4f} m/s for a commanded 0.1 m/s (slip "
+        f"{res['straight_slip_mean']:.3f}, sinkage {1e3 * res['straight_sinkage_m']:.1f} mm)",
+        f"- step check: half the step changes the straight drive's position by at most "
+        f"{res['dt_check_max_pos_dev_m']:.2e} m",
+        f"- wheel speed: ours {res['wheel_speed_deg_s']:.1f} °/s, the paper's Fig. 11 "
+        f"±{PAPER['wheel_speed_deg_s']} °/s. At 0.1 m/s a wheel of radius "
+        f"{rover.WHEEL_RADIUS} m turns at v/r = {np.degrees(0.1 / rover.WHEEL_RADIUS):.1f} °/s "
+        "(more with slip); ±2 °/s would need a 2.9 m wheel at 0.1 m/s, so the printed axis is "
+        "inconsistent with the stated speed (perhaps rad/s, or a scaled plot); not a pass "
+        "criterion.", ""]
+    lines += ["| behaviour | final position [m] | final yaw [rad] | max |roll|,|pitch| [rad] |",
+              "| --- | --- | --- | --- |"]
+    for n, b in res["behaviours"].items():
+        p = ", ".join(f"{x:.3f}" for x in b["final_position_m"])
+        lines.append(f"| {n} | {p} | {b['final_yaw_rad']:.3f} | {b['max_abs_roll_pitch_rad']:.3f} |")
+    lines += ["", "## Identification", "",
+              f"Single-wheel records at widths {ID_WIDTHS} m, slips 0.05–0.9, noise {ID_NOISE}:", "",
+              "| parameter | true | estimate | std |", "| --- | --- | --- | --- |"]
+    lines += [f"| {n} | {v['true']:.6g} | {v['estimate']:.6g} | {v['std']:.3g} |"
+              for n, v in res["identified"].items()]
+    lines += ["", f"One width only: flagged unidentifiable {res['identifiability_one_width']['unidentifiable']}"
+              " (k_c/b + k_phi is what a single width sees).", "",
+              "Rover traverse (straight drive; body speed and wheel torques at 10 Hz):", "",
+              "| parameter | true | estimate | std |", "| --- | --- | --- | --- |"]
+    lines += [f"| {n} | {v['true']:.6g} | {v['estimate']:.6g} | {v['std']:.3g} |"
+              for n, v in res["identified_traverse"].items()]
+    lines += ["", "## Speed (this machine, one process)", "",
+              f"- rough-terrain traverse of {res['horizon_s']} s, batch 1, after compilation: "
+              f"{res['wall_s']:.3f} s wall, realtime factor {res['realtime_factor']:.2f} "
+              f"({res['realtime_method']}); compile {res['compile_s']:.1f} s",
+              f"- 256 rovers on 256 soils in one call ({res['batch_horizon_s']} s each): "
+              f"{res['batch_rovers_per_s']:.2f} rovers/s, all finished: {res['batch_all_ok']}", ""]
+    lines += ["## Figures", ""] + [f"![{c}]({f})" for f, c in figs]
+    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
