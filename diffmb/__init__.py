@@ -29,6 +29,7 @@ from ._version import __version__ as __version__
 from .model import InertiaIssue as InertiaIssue
 from .model import InertiaWarning as InertiaWarning
 from .model import check_inertia as check_inertia
+from .model import with_added_inertia as with_added_inertia
 from .model import Model as Model
 from .model import ModelBuilder as ModelBuilder
 from .model import State as State
@@ -67,6 +68,7 @@ from .forces import BodyWrench as BodyWrench
 from .forces import Couplings as Couplings
 from .forces import FixedTendons as FixedTendons
 from .forces import GeneralizedForce as GeneralizedForce
+from .forces import Hydrodynamics as Hydrodynamics
 from .forces import JointDamping as JointDamping
 from .forces import JointFriction as JointFriction
 from .forces import JointLimits as JointLimits
