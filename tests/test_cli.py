@@ -204,6 +204,7 @@ def test_reproduce_interrupted_keeps_what_was_written(tmp_path, monkeypatch, cap
     assert (tmp_path / "single" / "figure.png").exists()
 
 
+@pytest.mark.slow  # 40 s: a real process compiles the arm fit; in-process interrupts run in CI
 def test_sigint_to_the_process_keeps_partial_results(tmp_path):
     """The real path: ``python -m diffmb.cli`` receives SIGINT during the fit (the whole 4 s
     record, so that the fit outlasts the signal) and exits 130 at once with partial results."""
