@@ -46,6 +46,7 @@ STUDIES = {
     "chain": "diffmb.studies.chain",
     "flexible-arm": "diffmb.studies.flexible_arm",
     "rover": "diffmb.studies.rover",
+    "underwater": "diffmb.studies.underwater",
 }
 
 class CLIError(Exception):
