@@ -49,7 +49,7 @@ def test_kane_equals_aba_with_hydrodynamics():
 
 
 def test_cpg_quadruped_steps_on_the_floor():
-    """2 s of the nominal walk: finite, every foot carries load at some time, the body moves
+    """2.5 s of the nominal walk: finite, every foot carries load at some time, the body moves
     forward and stays above the floor; near-neutral buoyancy (net weight 37.7 N)."""
     model, forces = uw.load()
     hydro = next(f for f in forces if isinstance(f, diffmb.forces.hydro.Hydrodynamics))
