@@ -674,7 +674,7 @@ def _figures(out_dir, res, runs, opt, plt):
     hg = np.asarray(opt["history_grad"])
     tg = np.linspace(0, opt["grad_wall_s"], len(hg) + 1)[1:]
     for i in range(hg.shape[1]):
-        axs[1].plot(tg, hg[:, i], "-o", ms=3, label=f"gradient, restart {i}")
+        axs[1].plot(tg, hg[:, i], "-o", ms=3, label=f"gradient, restart {i} (smoothed J at the iterate)")
     te = np.linspace(0, opt["es_wall_s"], len(opt["history_es"]))
     axs[1].plot(te, opt["history_es"], "k--", label="(1+λ)-ES")
     axs[1].set_xlabel("wall time [s]")
