@@ -52,7 +52,7 @@ import numpy as np
 
 from ..dynamics.api import mass_matrix
 from ..dynamics.kinematics import body_coms, body_jacobian, kinematics
-from ..forces.elements import AbstractForce, AbstractStatefulForce
+from ..forces.elements import AbstractForce, AbstractStatefulForce, soft_constraint_gains
 from ..model import Model
 from . import law as L
 from .geometry import AbstractGeom, body_index, candidates
@@ -77,14 +77,9 @@ def soft_contact_params(m_eff, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.9
     """Per-point normal stiffness k [N/m] and damping b [N s/m] of a body of effective mass
     ``m_eff`` [kg] resting on ``n_active`` points, from MuJoCo's solref (``timeconst`` [s],
     ``dampratio``) and solimp (``dmin``, ``dmax``): see the module docstring. The same mapping
-    as :func:`diffmb.forces.elements.soft_constraint_gains` (m_eff/n_active, solref, solimp), in
-    JAX so that masses and solref may be traced."""
-    d = 0.5 * (dmin + dmax)
-    r = d / (1.0 - d)
-    m_pt = _f64(m_eff) / n_active
-    k = m_pt * r / (dmax**2 * timeconst**2 * dampratio**2)
-    b = m_pt * jnp.sqrt(r) * 2.0 / (dmax * timeconst)
-    return k, b
+    as :func:`diffmb.forces.elements.soft_constraint_gains`, applied to m_eff/n_active (the
+    masses may be traced)."""
+    return soft_constraint_gains(_f64(m_eff) / n_active, (timeconst, dampratio), (dmin, dmax))
 
 
 def effective_mass(model: Model, body, q=None):

@@ -279,16 +279,17 @@ def soft_constraint_gains(m_eff, solref=(0.02, 1.0), solimp=(0.9, 0.95), d=None)
     dt = 1 ms once several constraints share a mode; with this b the fastest rate is
     √(k/m) ≈ 185 s⁻¹ for the defaults. A negative ``solref`` (−k', −b') gives both directly:
     (k, b) = m d/(1 − d) (k', b'). ``d`` defaults to mid-transition, (d_min + d_max)/2.
+    ``m_eff`` may be an array (one mass per coordinate); every input may be traced.
     """
-    T, zeta = (float(x) for x in np.asarray(solref, float)[:2])
-    dmin, dmax = (float(x) for x in np.asarray(solimp, float)[:2])
-    dm = 0.5 * (dmin + dmax) if d is None else float(d)
-    m = np.asarray(m_eff, float)
+    f = lambda x: jnp.asarray(x, dtype=jnp.float64)  # noqa: E731  (all may be traced)
+    T, zeta, dmin, dmax, m = f(solref[0]), f(solref[1]), f(solimp[0]), f(solimp[1]), f(m_eff)
+    dm = 0.5 * (dmin + dmax) if d is None else f(d)
     g = m * dm / (1.0 - dm)
-    if T <= 0:
-        return g * -T, g * -zeta
-    k = g / (dmax**2 * T**2 * zeta**2)
-    return k, 2.0 * zeta * np.sqrt(k * m)
+    positive = T > 0
+    Ts = jnp.where(positive, T, 1.0)
+    k = jnp.where(positive, g / (dmax**2 * Ts**2 * zeta**2), -g * T)
+    b = jnp.where(positive, 2.0 * zeta * jnp.sqrt(jnp.where(positive, k * m, 1.0)), -g * zeta)
+    return k, b
 
 
 def friction_slope(m_eff, solref=(0.02, 1.0), solimp=(0.9, 0.95)):
