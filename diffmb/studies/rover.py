@@ -36,6 +36,7 @@ from ..io.csvdata import read_csv, write_csv
 from ..models import rover
 from ..optim.lsq import least_squares
 from ..simulation import simulate
+from ..spatial.rotation import rpy_from_quat
 
 __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
            "wheel_csv_path", "record_wheel_csv", "SOIL", "DT"]
@@ -110,12 +111,9 @@ def run_behaviour(model, forces, ws, name, horizon, dt=DT, q0=None):
     }
 
 
-def _euler_zyx(quat):
-    w, x, y, z = quat.T
-    roll = np.arctan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
-    pitch = np.arcsin(np.clip(2 * (w * y - z * x), -1, 1))
-    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-    return np.stack([roll, pitch, yaw], axis=1)
+def _rpy(quat):
+    """Roll, pitch, yaw (ns, 3) [rad] of body quaternions (ns, 4)."""
+    return np.asarray(rpy_from_quat(jnp.asarray(quat)))
 
 
 def lagrange_vs_aba(model, n=20, seed=0):
@@ -405,8 +403,8 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["wheel_speed_deg_s"] = float(np.degrees(np.mean(np.abs(st["wheel_speed"][last]))))
     res["behaviours"] = {
         n: {"final_position_m": r["pos"][-1].tolist(),
-            "final_yaw_rad": float(_euler_zyx(r["quat"])[-1, 2]),
-            "max_abs_roll_pitch_rad": float(np.max(np.abs(_euler_zyx(r["quat"])[:, :2])))}
+            "final_yaw_rad": float(_rpy(r["quat"])[-1, 2]),
+            "max_abs_roll_pitch_rad": float(np.max(np.abs(_rpy(r["quat"])[:, :2])))}
         for n, r in runs.items()}
     # step check: the straight drive at half the step
     half = run_behaviour(model, forces, flat, "straight", min(horizon, 2.0), dt=DT / 2)
@@ -424,7 +422,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
         axs[0, 2].set_ylabel("wheel speed [°/s]")
         axs[1, 0].plot(t, r["wheel_torque"])
         axs[1, 0].set_ylabel("wheel torque [N m]")
-        axs[1, 1].plot(t, np.degrees(_euler_zyx(r["quat"])))
+        axs[1, 1].plot(t, np.degrees(_rpy(r["quat"])))
         axs[1, 1].set_ylabel("roll, pitch, yaw [°]")
         axs[1, 2].plot(t, r["vel"])
         axs[1, 2].set_ylabel("body velocity [m/s]")
