@@ -84,8 +84,8 @@ from .systems import AbstractSystem as AbstractSystem
 from .systems import TreeSystem as TreeSystem
 from .systems import forward as forward
 
-def __getattr__(name):  # the studies and benchmarks import plotting and peers: load on demand
-    if name in ("studies", "bench", "cli"):
+def __getattr__(name):  # studies, benchmarks and viz import plotting and peers: load on demand
+    if name in ("studies", "bench", "cli", "viz"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

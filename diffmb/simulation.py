@@ -143,6 +143,64 @@ class Trajectory(eqx.Module):
     def ok(self):
         return self.status == SUCCESS
 
+    def save(self, path, model=None):
+        """Write ts, q, v, status, t_fail and num_steps to ``path`` (``.npz``; ``aux`` is not
+        saved) with an ``info`` record: when ``model`` (a Model loaded by ``load_mjcf`` /
+        ``load_urdf``, or the path of a model file) is given, its file's absolute path, SHA-256
+        and kind, the file's text when under 1 MB, and the model's name, joint and body names,
+        so that a replay or a fit can be reproduced (:func:`diffmb.viz.model_from_info`).
+        Returns the path."""
+        import hashlib
+        import json
+        import pathlib
+
+        path = pathlib.Path(path)
+        if path.suffix != ".npz":
+            raise ValueError(f"{path}: Trajectory.save writes .npz files")
+        info = {"format": "diffmb.Trajectory", "version": 1}
+        src = None
+        if isinstance(model, str | pathlib.Path):
+            p = pathlib.Path(model)
+            if not p.is_file():
+                raise FileNotFoundError(f"Trajectory.save: model file {p} does not exist")
+            src = (str(p.resolve()), "urdf" if p.suffix.lower() == ".urdf" else "mjcf")
+        elif model is not None:
+            from .io.sources import source_of
+
+            src = source_of(model)
+            info.update(model_name=model.name, nq=int(model.nq), nv=int(model.nv),
+                        joint_names=list(model.joint_names), body_names=list(model.body_names))
+        if src is not None and pathlib.Path(src[0]).is_file():
+            data = pathlib.Path(src[0]).read_bytes()
+            info.update(model_path=src[0], model_kind=src[1],
+                        model_sha256=hashlib.sha256(data).hexdigest())
+            if len(data) < 1_000_000:
+                info["model_text"] = data.decode("utf-8", "replace")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, ts=np.asarray(self.ts), q=np.asarray(self.q),
+                            v=np.asarray(self.v), status=np.asarray(self.status),
+                            t_fail=np.asarray(self.t_fail), num_steps=np.asarray(self.num_steps),
+                            info=np.array(json.dumps(info)))
+        return path
+
+    @classmethod
+    def load(cls, path):
+        """``(trajectory, info)`` from a file written by :meth:`save` (``info``: a dict, see
+        :meth:`save`)."""
+        import json
+
+        with np.load(path, allow_pickle=False) as f:
+            missing = [k for k in ("ts", "q", "v") if k not in f.files]
+            if missing:
+                raise ValueError(f"{path}: not a saved diffmb Trajectory (missing {missing})")
+            get = lambda k, d: jnp.asarray(f[k]) if k in f.files else d
+            tr = cls(ts=get("ts", None), q=get("q", None), v=get("v", None),
+                     status=get("status", jnp.int32(SUCCESS)),
+                     t_fail=get("t_fail", jnp.asarray(jnp.inf)),
+                     num_steps=get("num_steps", jnp.int32(0)))
+            info = json.loads(str(f["info"])) if "info" in f.files else {}
+        return tr, info
+
     def message(self) -> str:
         s = np.asarray(self.status)
         tf = np.asarray(self.t_fail)

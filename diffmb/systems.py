@@ -74,6 +74,21 @@ class AbstractSystem(eqx.Module):
     def name(self) -> str:
         return type(self).__name__
 
+    # --- replay protocol (diffmb.viz): how a system that is not a Model shows its bodies ------
+    def body_poses(self, q):
+        """World poses (nb, 7) = [position (3), quaternion wxyz (4)] of the bodies at q (a row
+        of ``Trajectory.q``), for :func:`diffmb.viz.replay`."""
+        raise NotImplementedError(
+            f"{self.name} does not implement body_poses(q) -> (nb, 7) [p, quat wxyz], needed to "
+            "replay it (diffmb.viz); implement body_poses and body_shapes on the system")
+
+    def body_shapes(self) -> list:
+        """The bodies' shapes: a list of :class:`diffmb.viz.Primitive` (``body`` = index into
+        :meth:`body_poses`)."""
+        raise NotImplementedError(
+            f"{self.name} does not implement body_shapes() -> list of diffmb.viz.Primitive, "
+            "needed to replay it (diffmb.viz)")
+
 
 class AbstractODESystem(AbstractSystem):
     """A system given by its vector field dy/dt = f(t, y, params)."""

@@ -581,6 +581,41 @@ class MaximalDAE(AbstractODESystem):
     def outputs(self, ys, params):
         return ys[0], ys[1], None
 
+    # replay protocol (diffmb.viz)
+    @property
+    def body_names(self) -> tuple:
+        return self.sysm.body_names
+
+    def body_poses(self, q):
+        return replay_poses(q)
+
+    def body_shapes(self) -> list:
+        return replay_shapes(self.sysm)
+
+
+def replay_poses(u):
+    """Body poses (n, 7) = [r_c, quat wxyz] for :mod:`diffmb.viz`: u itself, one row a body."""
+    return np.asarray(u, float).reshape(-1, 7)
+
+
+def replay_shapes(sysm: MaximalSystem) -> list:
+    """One box per body for :mod:`diffmb.viz`: the uniform box with the body's mass and
+    principal inertias (full side a_x = sqrt(6 (J_y + J_z − J_x) / m)), centred on the centre of
+    mass, along the principal axes. Exact for the chain's uniform boxes."""
+    from ..viz import Primitive
+    from ..viz.scene import PALETTE, quat_from_matrix
+
+    out = []
+    for i in range(sysm.n_bodies):
+        m = float(sysm.masses[i])
+        lam, V = np.linalg.eigh(np.asarray(sysm.inertias[i], float))
+        if np.linalg.det(V) < 0:
+            V[:, 2] *= -1
+        side = np.sqrt(np.maximum(6.0 * (lam.sum() - 2.0 * lam) / max(m, 1e-12), 1e-8))
+        out.append(Primitive("box", side / 2, body=i, quat=tuple(quat_from_matrix(V)),
+                             rgba=PALETTE[i % len(PALETTE)] + (1.0,), name=sysm.body_names[i]))
+    return out
+
 
 def simulate_dae(
     sysm: MaximalSystem,

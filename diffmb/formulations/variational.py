@@ -185,6 +185,17 @@ class VariationalSystem(AbstractDiscreteSystem):
     atol: float = eqx.field(static=True, default=1e-12)
     max_newton: int = eqx.field(static=True, default=32)
 
+    # replay protocol (diffmb.viz): q = u, one [r_c, quat] per body
+    @property
+    def body_names(self) -> tuple:
+        return self.sysm.body_names
+
+    def body_poses(self, q):
+        return mx.replay_poses(q)
+
+    def body_shapes(self) -> list:
+        return mx.replay_shapes(self.sysm)
+
     def init(self, q0, v0, params, dt):
         n = self.sysm.nq
         u0 = check_initial("variational", "u0", q0, (n,))

@@ -44,7 +44,11 @@ def load_mjcf(path, *, strict: bool = False, added_mass=None) -> Model:
         mj = mujoco.MjModel.from_xml_path(src)
     except ValueError as e:
         raise ValueError(f"{src}: MuJoCo could not compile the model: {e}") from None
-    return from_mjmodel(mj, source=src, name=Path(src).stem, strict=strict, added_mass=added_mass)
+    model = from_mjmodel(mj, source=src, name=Path(src).stem, strict=strict, added_mass=added_mass)
+    from .sources import remember  # the file's geometry, for diffmb.viz and Trajectory.save
+
+    remember(model, src, "mjcf")
+    return model
 
 
 def _reject_entities(src):

@@ -140,7 +140,11 @@ def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), *,
     if len(seen) != len(links):
         raise ValueError(f"{src}: links {sorted(set(links) - seen)} are in a cycle")
     add(roots[0], None, None)
-    return b.build()
+    model = b.build()
+    from .sources import remember  # the file's geometry, for diffmb.viz and Trajectory.save
+
+    remember(model, src, "urdf")
+    return model
 
 
 def _inertial(src, ln):

@@ -1,0 +1,705 @@
+"""What a replay shows, computed in Python: shapes, terrain, body poses per frame, force arrows.
+
+A :class:`Scene` is renderer-neutral (plain numpy): the HTML page (:mod:`diffmb.viz.html`) and
+the matplotlib renderer (:mod:`diffmb.viz.render`) both draw one.
+
+Shapes (:class:`Primitive`) follow MuJoCo's size conventions, in the frame of their body:
+``box`` half-extents (3); ``sphere`` (r,); ``capsule`` (r, half-length) and ``cylinder``
+(r, half-height) along the shape's local z; ``ellipsoid`` radii (3); ``plane`` half-sizes
+(x, y) (0: sized to the motion); ``mesh`` vertices/faces. ``body = -1`` is the world.
+
+Where the shapes come from:
+
+* a :class:`~diffmb.Model` loaded by ``load_mjcf``: the file's geoms as MuJoCo compiles them
+  (meshes included, as MuJoCo centres them; height fields become terrain); geom groups above 2
+  and fully transparent geoms are hidden, as MuJoCo's viewer does by default;
+* a model loaded by ``load_urdf``: each link's ``<visual>`` (else ``<collision>``) box, cylinder,
+  sphere, and STL meshes whose files are found (``package://`` resolved against the URDF's folder,
+  its parents, ``ROS_PACKAGE_PATH`` and installed ``share/`` folders); other meshes are drawn as
+  bones;
+* any other model (built by hand, or a file that cannot be read): a skeleton, one capsule "bone"
+  from each body's parent frame to its frame and a small sphere at each frame;
+* a system that is not a Model: its ``body_shapes()`` and ``body_poses(q)`` (the protocol of
+  :class:`diffmb.systems.AbstractSystem`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import sys
+
+import numpy as np
+
+__all__ = ["Primitive", "PosedBodies", "Scene", "build_scene", "shapes_of", "poses_of",
+           "quat_from_matrix", "matrix_from_quat"]
+
+PALETTE = [(0.12, 0.47, 0.71), (1.0, 0.50, 0.05), (0.17, 0.63, 0.17), (0.84, 0.15, 0.16),
+           (0.58, 0.40, 0.74), (0.55, 0.34, 0.29), (0.89, 0.47, 0.76), (0.50, 0.50, 0.50),
+           (0.74, 0.74, 0.13), (0.09, 0.75, 0.81)]
+KINDS = ("box", "sphere", "capsule", "cylinder", "ellipsoid", "plane", "mesh")
+
+
+@dataclasses.dataclass
+class Primitive:
+    """One shape fixed to a body (``body`` index into the poses; -1: the world)."""
+
+    kind: str
+    size: tuple = (0.05, 0.05, 0.05)
+    body: int = -1
+    pos: tuple = (0.0, 0.0, 0.0)
+    quat: tuple = (1.0, 0.0, 0.0, 0.0)
+    rgba: tuple = (0.7, 0.7, 0.75, 1.0)
+    vertices: np.ndarray | None = None  # mesh only: (nv, 3) in the shape's frame
+    faces: np.ndarray | None = None  # mesh only: (nf, 3) vertex indices
+    name: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"Primitive {self.name!r}: unknown kind {self.kind!r}; one of {KINDS}")
+        if self.kind == "mesh" and (self.vertices is None or self.faces is None):
+            raise ValueError(f"Primitive {self.name!r}: a mesh needs vertices and faces")
+        self.size = tuple(float(x) for x in np.atleast_1d(self.size))
+        self.pos = tuple(float(x) for x in self.pos)
+        q = np.asarray(self.quat, float)
+        self.quat = tuple(float(x) for x in q / np.linalg.norm(q))
+        rgba = tuple(float(x) for x in self.rgba)
+        self.rgba = rgba + (1.0,) * (4 - len(rgba))
+
+
+class PosedBodies:
+    """Bodies whose poses are the trajectory's q itself: q = [p_1, quat_1, p_2, quat_2, ...]
+    (7 per body, quaternion wxyz), e.g. absolute coordinates, or poses computed by a study.
+    Implements the replay protocol (``body_names``, ``body_shapes()``, ``body_poses(q)``)."""
+
+    def __init__(self, shapes, names):
+        self.shapes, self.body_names = list(shapes), tuple(names)
+
+    def body_shapes(self):
+        return self.shapes
+
+    def body_poses(self, q):
+        q = np.asarray(q, float)
+        if q.shape[-1] != 7 * len(self.body_names):
+            raise ValueError(f"PosedBodies: q has width {q.shape[-1]}, expected 7 x "
+                             f"{len(self.body_names)} bodies = {7 * len(self.body_names)}")
+        return q.reshape(*q.shape[:-1], len(self.body_names), 7)
+
+
+@dataclasses.dataclass
+class Scene:
+    """Everything a renderer needs. Arrays are float64 here; writers convert to float32.
+
+    ``times`` (nf,); ``tracks``: list of dicts {label, color, opacity, poses (nf, nb, 7)};
+    ``forces``: list of dicts {kind, label, color, points (nf, n, 3), vectors (nf, n, 3) [N]};
+    ``terrain``: list of dicts ({kind: "plane", normal, offset} or {kind: "hfield", heights
+    (nx, ny), origin (2,), spacing (2,)}); ``bounds`` (2, 3): box around the motion.
+    """
+
+    body_names: tuple
+    body_parents: tuple
+    shapes: list
+    times: np.ndarray
+    tracks: list
+    forces: list = dataclasses.field(default_factory=list)
+    terrain: list = dataclasses.field(default_factory=list)
+    frames: bool = False
+    title: str = "diffmb replay"
+    notes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def bounds(self) -> np.ndarray:
+        P = np.concatenate([t["poses"][..., :3].reshape(-1, 3) for t in self.tracks])
+        P = P[np.all(np.isfinite(P), axis=1)]
+        if P.size == 0:
+            return np.array([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]])
+        lo, hi = P.min(0), P.max(0)
+        pad = max(self.extent() * 0.6, 0.05)
+        return np.stack([lo - pad, hi + pad])
+
+    def extent(self) -> float:
+        """Characteristic size of the bodies' shapes [m] (for axes, arrows, planes)."""
+        r = [_radius(s) for s in self.shapes if s.body >= 0 and s.kind != "plane"]
+        return float(np.clip(max(r) if r else 0.1, 0.02, 10.0))
+
+
+# ------------------------------------------------------------------------------------------
+# rotations
+# ------------------------------------------------------------------------------------------
+
+
+def quat_from_matrix(R) -> np.ndarray:
+    """Unit quaternions wxyz (..., 4) of rotation matrices (..., 3, 3) (Shepperd's method,
+    w >= 0)."""
+    R = np.asarray(R, float)
+    m = R.reshape(-1, 3, 3)
+    tr = np.trace(m, axis1=1, axis2=2)
+    q = np.empty((m.shape[0], 4))
+    d = np.stack([tr, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]], 1)
+    k = np.argmax(d, axis=1)
+    for i in range(m.shape[0]):
+        a = m[i]
+        if k[i] == 0:
+            s = 2.0 * np.sqrt(max(1.0 + tr[i], 1e-300))
+            q[i] = [0.25 * s, (a[2, 1] - a[1, 2]) / s, (a[0, 2] - a[2, 0]) / s, (a[1, 0] - a[0, 1]) / s]
+        elif k[i] == 1:
+            s = 2.0 * np.sqrt(max(1.0 + a[0, 0] - a[1, 1] - a[2, 2], 1e-300))
+            q[i] = [(a[2, 1] - a[1, 2]) / s, 0.25 * s, (a[0, 1] + a[1, 0]) / s, (a[0, 2] + a[2, 0]) / s]
+        elif k[i] == 2:
+            s = 2.0 * np.sqrt(max(1.0 - a[0, 0] + a[1, 1] - a[2, 2], 1e-300))
+            q[i] = [(a[0, 2] - a[2, 0]) / s, (a[0, 1] + a[1, 0]) / s, 0.25 * s, (a[1, 2] + a[2, 1]) / s]
+        else:
+            s = 2.0 * np.sqrt(max(1.0 - a[0, 0] - a[1, 1] + a[2, 2], 1e-300))
+            q[i] = [(a[1, 0] - a[0, 1]) / s, (a[0, 2] + a[2, 0]) / s, (a[1, 2] + a[2, 1]) / s, 0.25 * s]
+    q *= np.where(q[:, :1] < 0, -1.0, 1.0)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return q.reshape(R.shape[:-2] + (4,))
+
+
+def matrix_from_quat(q) -> np.ndarray:
+    """Rotation matrices (..., 3, 3) of quaternions wxyz (..., 4) (normalised first)."""
+    q = np.asarray(q, float)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], -2)
+
+
+def _rpy(rpy):
+    r, p, y = rpy
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    Rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    Ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+    Rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+    return Rz @ Ry @ Rx
+
+
+def _radius(s: Primitive) -> float:
+    if s.kind == "mesh":
+        v = s.vertices
+        return float(np.max(np.linalg.norm(v, axis=1))) if len(v) else 0.0
+    if s.kind == "capsule":
+        return s.size[0] + s.size[1]
+    if s.kind == "cylinder":
+        return float(np.hypot(s.size[0], s.size[1]))
+    return float(np.linalg.norm(s.size) if s.kind == "box" else max(s.size))
+
+
+# ------------------------------------------------------------------------------------------
+# shapes of a Model
+# ------------------------------------------------------------------------------------------
+
+
+def _body_parents(model) -> tuple:
+    """Parent body of each body (-1: world) from the node tree."""
+    node_body = {}
+    for b, n in enumerate(model.body_node):
+        node_body.setdefault(n, b)  # the first body on a node is the one the node moves
+    out = []
+    for b, n in enumerate(model.body_node):
+        if n < 0:
+            out.append(-1)
+            continue
+        if node_body[n] != b:  # welded to the node's first body
+            out.append(node_body[n])
+            continue
+        p = model.node_parent[n]
+        while p >= 0 and p not in node_body:
+            p = model.node_parent[p]
+        out.append(node_body.get(p, -1) if p >= 0 else -1)
+    return tuple(out)
+
+
+def _skeleton(model, q0, notes) -> list:
+    """Capsule bones from each body's parent frame to its frame, spheres at the frames."""
+    from ..dynamics.kinematics import body_poses
+
+    R, p = (np.asarray(a) for a in body_poses(model, q0))
+    parents = _body_parents(model)
+    L = [np.linalg.norm(p[b] - p[parents[b]]) for b in range(len(p)) if parents[b] >= 0]
+    r = 0.04 * (np.median([x for x in L if x > 1e-6]) if any(x > 1e-6 for x in L) else 1.0)
+    r = float(np.clip(r, 0.005, 0.2))
+    shapes = []
+    for b in range(len(p)):
+        color = PALETTE[b % len(PALETTE)] + (1.0,)
+        shapes.append(Primitive("sphere", (1.6 * r,), b, rgba=color, name=f"{model.body_names[b]}"))
+        pb = parents[b]
+        if pb < 0:
+            continue
+        d = R[b].T @ (p[pb] - p[b])  # the parent's origin in this body's frame
+        n = np.linalg.norm(d)
+        if n < 1e-9:
+            continue
+        shapes.append(Primitive("capsule", (r, n / 2), b, pos=tuple(d / 2),
+                                quat=tuple(_quat_z_to(d / n)), rgba=color,
+                                name=f"bone {model.body_names[b]}"))
+    notes.append("bodies drawn as a skeleton (bones between body frames): the model carries no "
+                 "geometry of its own")
+    return shapes
+
+
+def _soft(c, k=0.25):
+    """A palette colour mixed with white (for bodies without a colour of their own)."""
+    return tuple(float((1 - k) * x + k) for x in c) + (1.0,)
+
+
+def _quat_z_to(d) -> np.ndarray:
+    """Quaternion rotating +z onto unit vector d."""
+    z = np.array([0.0, 0.0, 1.0])
+    c = float(z @ d)
+    if c < -1 + 1e-12:
+        return np.array([0.0, 1.0, 0.0, 0.0])
+    axis = np.cross(z, d)
+    q = np.array([1.0 + c, *axis])
+    return q / np.linalg.norm(q)
+
+
+def _mjcf_shapes(model, path, notes):
+    import mujoco
+
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    index = {n: i for i, n in enumerate(model.body_names)}
+    shapes, terrain = [], []
+    for g in range(mj.ngeom):
+        t = int(mj.geom_type[g])
+        rgba = tuple(float(x) for x in mj.geom_rgba[g])
+        if int(mj.geom_group[g]) > 2 or rgba[3] == 0:
+            continue
+        bid = int(mj.geom_bodyid[g])
+        if np.allclose(rgba, (0.5, 0.5, 0.5, 1.0)):  # MuJoCo's default grey: colour by body
+            rgba = (0.62, 0.58, 0.5, 1.0) if bid == 0 else _soft(PALETTE[bid % len(PALETTE)])
+        bname = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, bid) or f"body{bid}"
+        if bid == 0:
+            b = -1
+        elif bname in index:
+            b = index[bname]
+        else:
+            continue
+        gname = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+        size = np.asarray(mj.geom_size[g], float)
+        kw = dict(body=b, pos=tuple(mj.geom_pos[g]), quat=tuple(mj.geom_quat[g]), rgba=rgba,
+                  name=gname)
+        if b < 0 and t == 1:  # world height field: terrain
+            from ..io.mjcf import _terrain_from_geom
+
+            hf = _terrain_from_geom(mj, g, gname)
+            terrain.append(dict(kind="hfield", heights=np.asarray(hf.heights),
+                                origin=np.asarray(hf.origin), spacing=np.asarray(hf.spacing),
+                                rgba=rgba))
+            continue
+        if t == 0:
+            shapes.append(Primitive("plane", size[:2], **kw))
+        elif t == 2:
+            shapes.append(Primitive("sphere", size[:1], **kw))
+        elif t == 3:
+            shapes.append(Primitive("capsule", size[:2], **kw))
+        elif t == 4:
+            shapes.append(Primitive("ellipsoid", size, **kw))
+        elif t == 5:
+            shapes.append(Primitive("cylinder", size[:2], **kw))
+        elif t == 6:
+            shapes.append(Primitive("box", size, **kw))
+        elif t == 7:
+            m = int(mj.geom_dataid[g])
+            va, vn = int(mj.mesh_vertadr[m]), int(mj.mesh_vertnum[m])
+            fa, fn = int(mj.mesh_faceadr[m]), int(mj.mesh_facenum[m])
+            shapes.append(Primitive("mesh", (1.0,), vertices=np.array(mj.mesh_vert[va:va + vn]),
+                                    faces=np.array(mj.mesh_face[fa:fa + fn]), **kw))
+        else:
+            notes.append(f"geom {gname!r} of type {t} not drawn")
+    return shapes, terrain
+
+
+def _resolve_mesh(urdf: pathlib.Path, filename: str):
+    if filename.startswith("file://"):
+        filename = filename[7:]
+    rel = filename
+    roots = [urdf.parent, *urdf.parent.parents]
+    roots += [pathlib.Path(p) for p in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if p]
+    for pre in {sys.prefix, sys.base_prefix}:
+        roots.append(pathlib.Path(pre) / "share")
+        roots += list(pathlib.Path(pre).glob("lib/python*/site-packages/cmeel.prefix/share"))
+    cands = []
+    if filename.startswith("package://"):
+        rel = filename[len("package://"):]
+        cands = [rel, rel.split("/", 1)[1] if "/" in rel else rel]
+    else:
+        cands = [rel]
+    if os.path.isabs(rel) and os.path.exists(rel):
+        return pathlib.Path(rel)
+    for root in roots:
+        for c in cands:
+            f = root / c
+            if f.is_file():
+                return f
+    return None
+
+
+def read_stl(path) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices (3 n, 3) and faces (n, 3) of a binary or ASCII STL file."""
+    data = pathlib.Path(path).read_bytes()
+    if len(data) >= 84:
+        n = int(np.frombuffer(data[80:84], "<u4")[0])
+        if 84 + 50 * n == len(data):
+            rec = np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)), ("a", "<u2")])
+            tri = np.frombuffer(data[84:], rec, n)["v"].astype(float)
+            return tri.reshape(-1, 3), np.arange(3 * n).reshape(n, 3)
+    words = data.decode("ascii", "replace").split()
+    vs = [[float(words[i + 1]), float(words[i + 2]), float(words[i + 3])]
+          for i, w in enumerate(words) if w == "vertex"]
+    if not vs or len(vs) % 3:
+        raise ValueError(f"{path}: not a readable STL file")
+    v = np.asarray(vs)
+    return v, np.arange(len(v)).reshape(-1, 3)
+
+
+def _urdf_shapes(model, path, notes):
+    from defusedxml import ElementTree as ET
+
+    path = pathlib.Path(path)
+    root = ET.parse(str(path)).getroot()
+    colors = {}
+    for m in root.findall("material"):
+        c = m.find("color")
+        if m.get("name") and c is not None:
+            colors[m.get("name")] = tuple(float(x) for x in c.get("rgba", "0.7 0.7 0.75 1").split())
+    index = {n: i for i, n in enumerate(model.body_names)}
+    shapes, missing = [], []
+    for ln in root.findall("link"):
+        name = ln.get("name")
+        if name not in index:
+            continue
+        b = index[name]
+        ok = False
+        for tag in ("visual", "collision"):
+            for el in ln.findall(tag):
+                prim = _urdf_geometry(el, b, name, path, colors)
+                if prim is not None:
+                    shapes.append(prim)
+                    ok = True
+            if ok:
+                break
+        if not ok and (ln.find("visual") is not None or ln.find("collision") is not None):
+            missing.append(name)
+    if missing:
+        notes.append(f"links {missing}: mesh files not found or not STL; drawn as bones")
+    return shapes, missing
+
+
+def _urdf_geometry(el, b, name, path, colors):
+    o = el.find("origin")
+    xyz = np.zeros(3) if o is None else np.array([float(x) for x in o.get("xyz", "0 0 0").split()])
+    rpy = (0, 0, 0) if o is None else [float(x) for x in o.get("rpy", "0 0 0").split()]
+    quat = quat_from_matrix(_rpy(rpy))
+    rgba = (0.7, 0.7, 0.75, 1.0)
+    mat = el.find("material")
+    if mat is not None:
+        c = mat.find("color")
+        if c is not None:
+            rgba = tuple(float(x) for x in c.get("rgba").split())
+        elif mat.get("name") in colors:
+            rgba = colors[mat.get("name")]
+    g = el.find("geometry")
+    if g is None or len(g) == 0:
+        return None
+    s = g[0]
+    kw = dict(body=b, pos=tuple(xyz), quat=tuple(quat), rgba=rgba, name=name)
+    if s.tag == "box":
+        return Primitive("box", np.array([float(x) for x in s.get("size").split()]) / 2, **kw)
+    if s.tag == "sphere":
+        return Primitive("sphere", (float(s.get("radius")),), **kw)
+    if s.tag == "cylinder":
+        return Primitive("cylinder", (float(s.get("radius")), float(s.get("length")) / 2), **kw)
+    if s.tag == "capsule":
+        return Primitive("capsule", (float(s.get("radius")), float(s.get("length")) / 2), **kw)
+    if s.tag == "mesh":
+        f = _resolve_mesh(path, s.get("filename", ""))
+        if f is None or f.suffix.lower() != ".stl":
+            return None
+        v, faces = read_stl(f)
+        scale = np.array([float(x) for x in s.get("scale", "1 1 1").split()])
+        v, faces = _weld(v * scale, faces)
+        return Primitive("mesh", (1.0,), vertices=v, faces=faces, **kw)
+    return None
+
+
+def _weld(v, f):
+    """Merge duplicate vertices (STL repeats them per triangle)."""
+    key = np.round(v, 7)
+    u, inv = np.unique(key, axis=0, return_inverse=True)
+    return u, inv.reshape(-1)[f]
+
+
+def shapes_of(system, q0=None, notes=None) -> tuple[list, list]:
+    """``(shapes, terrain)`` of a Model (its file's geometry, else a skeleton) or of a system
+    implementing ``body_shapes()``."""
+    from ..model import Model
+
+    notes = [] if notes is None else notes
+    if not isinstance(system, Model):
+        shapes = list(system.body_shapes())
+        for s in shapes:
+            if not isinstance(s, Primitive):
+                raise TypeError(f"{type(system).__name__}.body_shapes() must return "
+                                f"diffmb.viz.Primitive objects, got {type(s).__name__}")
+        return shapes, []
+    from ..io.sources import source_of
+
+    src = source_of(system)
+    q0 = np.asarray(system.qpos0) if q0 is None else q0
+    if src is not None and os.path.exists(src[0]):
+        try:
+            if src[1] == "mjcf":
+                shapes, terrain = _mjcf_shapes(system, src[0], notes)
+                return shapes, terrain
+            shapes, missing = _urdf_shapes(system, src[0], notes)
+            if missing or not shapes:
+                bones = _skeleton(system, q0, [])
+                keep = {system.body_index(n) for n in missing} if shapes else None
+                shapes += [s for s in bones if keep is None or s.body in keep]
+            return shapes, []
+        except Exception as e:  # an unreadable file: fall back to the skeleton, say so
+            notes.append(f"geometry of {src[0]} not read ({type(e).__name__}: {e})")
+    return _skeleton(system, q0, notes), []
+
+
+# ------------------------------------------------------------------------------------------
+# poses
+# ------------------------------------------------------------------------------------------
+
+
+def poses_of(system, q) -> np.ndarray:
+    """World poses (..., nb, 7) = [p, quat wxyz] of every body for q (..., nq)."""
+    from ..model import Model
+
+    q = np.asarray(q, float)
+    if isinstance(system, Model):
+        if q.shape[-1] != system.nq:
+            raise ValueError(f"trajectory q has width {q.shape[-1]} but model {system.name!r} has "
+                             f"nq = {system.nq} (joints {list(system.joint_names)})")
+        import jax
+
+        from ..dynamics.kinematics import body_poses
+
+        flat = q.reshape(-1, system.nq)
+        fk = jax.jit(jax.vmap(lambda qq: body_poses(system, qq)))
+        Rs, ps = [], []
+        for i in range(0, len(flat), 4096):  # bounded memory for long replays
+            R, p = fk(flat[i:i + 4096])
+            Rs.append(np.asarray(R))
+            ps.append(np.asarray(p))
+        R, p = np.concatenate(Rs), np.concatenate(ps)
+        out = np.concatenate([p, quat_from_matrix(R)], axis=-1)
+        return out.reshape(*q.shape[:-1], system.n_bodies, 7)
+    fn = getattr(system, "body_poses", None)
+    if fn is None:
+        raise TypeError(f"{type(system).__name__} is neither a diffmb.Model nor a system with "
+                        "body_poses(q)/body_shapes() (see diffmb.systems.AbstractSystem)")
+    flat = q.reshape(-1, q.shape[-1])
+    P = np.stack([np.asarray(fn(qq), float) for qq in flat])
+    if P.ndim != 3 or P.shape[-1] != 7:
+        raise ValueError(f"{type(system).__name__}.body_poses(q) must return (nb, 7), got "
+                         f"{P.shape[1:]}")
+    P[..., 3:] /= np.linalg.norm(P[..., 3:], axis=-1, keepdims=True)
+    return P.reshape(*q.shape[:-1], *P.shape[1:])
+
+
+# ------------------------------------------------------------------------------------------
+# trajectories, forces, the scene
+# ------------------------------------------------------------------------------------------
+
+
+def _as_runs(traj, labels):
+    """[(label, ts (ns,), q (ns, nq), traj or None, batch index)] from a Trajectory (batched or
+    not), a list of them, or (ts, q) arrays."""
+    items = list(traj) if isinstance(traj, list | tuple) else [traj]
+    runs = []
+    for i, tr in enumerate(items):
+        if not (hasattr(tr, "ts") and hasattr(tr, "q")):
+            raise TypeError(f"traj[{i}]: expected a diffmb.Trajectory (with ts and q), got "
+                            f"{type(tr).__name__}")
+        ts, q = np.asarray(tr.ts, float), np.asarray(tr.q, float)
+        if q.ndim == 2:
+            runs.append([f"run {i}", ts.reshape(-1), q, tr, None])
+        elif q.ndim == 3:
+            for b in range(q.shape[0]):
+                t_b = ts[b] if ts.ndim == 2 else ts
+                runs.append([f"run {i}.{b}" if len(items) > 1 else f"run {b}", t_b, q[b], tr, b])
+        else:
+            raise ValueError(f"traj[{i}].q has shape {q.shape}: expected (ns, nq) or (batch, ns, nq)")
+        if runs[-1][1].shape[0] != runs[-1][2].shape[0]:
+            raise ValueError(f"traj[{i}]: {runs[-1][1].shape[0]} times but {runs[-1][2].shape[0]} "
+                             "saved states")
+    if labels is not None:
+        labels = list(labels)
+        if len(labels) != len(runs):
+            raise ValueError(f"labels: {len(labels)} given for {len(runs)} trajectories")
+        for r, lab in zip(runs, labels, strict=True):
+            r[0] = str(lab)
+    return runs
+
+
+def _resample(ts, P, times):
+    """Poses P (ns, nb, 7) at ``times`` (linear in position, normalised lerp of quaternions)."""
+    if ts.shape == times.shape and np.allclose(ts, times):
+        return P
+    idx = np.clip(np.searchsorted(ts, times) - 1, 0, max(len(ts) - 2, 0))
+    if len(ts) < 2:
+        return np.repeat(P[:1], len(times), 0)
+    w = np.clip((times - ts[idx]) / np.maximum(ts[idx + 1] - ts[idx], 1e-300), 0, 1)[:, None, None]
+    a, b = P[idx], P[idx + 1]
+    sgn = np.where(np.sum(a[..., 3:] * b[..., 3:], -1, keepdims=True) < 0, -1.0, 1.0)
+    out = (1 - w) * a + w * np.concatenate([b[..., :3], sgn * b[..., 3:]], -1)
+    out[..., 3:] /= np.linalg.norm(out[..., 3:], axis=-1, keepdims=True)
+    return out
+
+
+def _frame_indices(n, max_frames):
+    if max_frames is None or n <= max_frames:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, max_frames)).astype(int))
+
+
+def _force_layers(model, tr, batch, forces, idx, notes):
+    """Contact points/forces and fluid/aero body forces of the first run, at frames ``idx``."""
+    from ..contacts.element import AbstractContacts, contact_forces
+    from ..model import Model
+
+    layers = []
+    if not forces:
+        return layers
+    if not isinstance(model, Model):
+        notes.append("forces= ignored: force elements act on a diffmb.Model only")
+        return layers
+    import jax
+    import jax.numpy as jnp
+
+    sel = lambda a: None if a is None else (np.asarray(a) if batch is None else np.asarray(a)[batch])
+    q, v = sel(tr.q)[idx], sel(tr.v)[idx]
+    contacts = [f for f in forces if isinstance(f, AbstractContacts)]
+    if contacts:
+        aux = None
+        if tr.aux is not None:
+            aux = jax.tree.map(lambda a: np.asarray(a) if batch is None else np.asarray(a)[batch],
+                               tr.aux)
+            aux = jax.tree.map(lambda a: a[idx], aux)
+
+        class _T:  # the selected frames of the trajectory, as contact_forces reads it
+            pass
+
+        t = _T()
+        t.q, t.v, t.aux = q, v, aux
+        r = contact_forces(model, t, forces)
+        pts = np.asarray(r.point)
+        vec = np.asarray(r.fn)[..., None] * np.asarray(r.normal) + np.asarray(r.ft)
+        layers.append(dict(kind="contact", label="contact forces", color=(0.9, 0.1, 0.1),
+                           points=pts, vectors=vec, show_points=True))
+    from ..forces.aero import BodyAerodynamics
+    from ..forces.hydro import Hydrodynamics, MujocoEllipsoidFluid, MujocoInertiaBoxFluid
+
+    fluid = (Hydrodynamics, MujocoEllipsoidFluid, MujocoInertiaBoxFluid, BodyAerodynamics)
+    ts = np.asarray(tr.ts if batch is None or np.ndim(tr.ts) == 1 else np.asarray(tr.ts)[batch])[idx]
+    for el in forces:
+        if not isinstance(el, fluid):
+            continue
+        from ..dynamics.kinematics import body_coms, kinematics
+
+        def one(qq, vv, tt, el=el):
+            _, f_ext = el(model, tt, qq, vv, None)
+            kin = kinematics(model, qq)
+            c = body_coms(model, kin) + kin.origin
+            return (jnp.zeros_like(c) if f_ext is None else f_ext[:, :3]), c
+
+        try:
+            F, C = jax.jit(jax.vmap(one))(q, v, ts)
+        except Exception as e:
+            notes.append(f"{type(el).__name__}: forces not drawn ({type(e).__name__}: {e})")
+            continue
+        layers.append(dict(kind="body", label=f"{type(el).__name__} force on each body",
+                           color=(0.1, 0.45, 0.95), points=np.asarray(C), vectors=np.asarray(F),
+                           show_points=False))
+    other = [type(f).__name__ for f in forces if not isinstance(f, (AbstractContacts, *fluid))]
+    if other:
+        notes.append(f"not drawn: forces of {sorted(set(other))}")
+    return layers
+
+
+def _terrains(forces, terrain):
+    from ..contacts.terrain import HeightField, Plane
+
+    items = list(terrain) if isinstance(terrain, list | tuple) else ([terrain] if terrain else [])
+    for f in forces or ():
+        t = getattr(f, "terrain", None)
+        if t is not None and not any(t is x for x in items):
+            items.append(t)
+    out = []
+    for t in items:
+        if isinstance(t, Plane):
+            out.append(dict(kind="plane", normal=np.asarray(t.n, float),
+                            offset=float(np.asarray(t.offset)), rgba=(0.55, 0.5, 0.42, 1.0)))
+        elif isinstance(t, HeightField):
+            out.append(dict(kind="hfield", heights=np.asarray(t.heights, float),
+                            origin=np.asarray(t.origin, float), spacing=np.asarray(t.spacing, float),
+                            rgba=(0.55, 0.5, 0.42, 1.0)))
+        else:
+            raise TypeError(f"terrain: {type(t).__name__} is not a diffmb.contacts Plane or "
+                            "HeightField")
+    return out
+
+
+def build_scene(model, traj, *, forces=(), frames=False, labels=None, terrain=None,
+                max_frames=None, fps=None, title=None) -> Scene:
+    """The :class:`Scene` of ``traj`` (a Trajectory, a batch of them, or a list) on ``model``
+    (a Model or a system with the replay protocol). ``fps``: resample the frames at this rate;
+    ``max_frames``: keep at most this many (evenly spaced)."""
+    notes: list[str] = []
+    runs = _as_runs(traj, labels)
+    t0 = runs[0][1]
+    if t0.size == 0:
+        raise ValueError("traj: the trajectory has no saved states")
+    if fps is not None and len(t0) > 1:
+        n = int(np.floor((t0[-1] - t0[0]) * fps + 1e-9)) + 1
+        times = t0[0] + np.arange(n) / fps
+        idx = np.clip(np.searchsorted(t0, times - 1e-12), 0, len(t0) - 1)
+    else:
+        times, idx = t0, np.arange(len(t0))
+    keep = _frame_indices(len(times), max_frames)
+    times, idx = times[keep], idx[keep]
+    tracks = []
+    multi = len(runs) > 1
+    for i, (label, ts, q, _, _) in enumerate(runs):
+        finite = np.all(np.isfinite(q), axis=-1)
+        if not np.all(finite):  # failed runs hold inf after the failure: hold the last pose
+            last = np.flatnonzero(finite)
+            if last.size == 0:
+                raise ValueError(f"{label}: no finite state in the trajectory")
+            notes.append(f"{label}: non-finite states after t = {ts[last[-1]]:.6g} s; "
+                         "the last finite pose is held")
+            q = q.copy()
+            q[last[-1] + 1:] = q[last[-1]]
+        P = poses_of(model, q)
+        P = P[idx] if i == 0 else _resample(ts, P, times)
+        color = PALETTE[i % len(PALETTE)] if multi else None
+        opacity = 1.0 if i == 0 else (0.45 if len(runs) <= 4 else 0.3)
+        tracks.append(dict(label=label, color=color, opacity=opacity, poses=P))
+    q0 = runs[0][2][0] if np.all(np.isfinite(runs[0][2][0])) else None
+    shapes, terr = shapes_of(model, q0, notes)
+    if not shapes:
+        raise ValueError(f"{type(model).__name__}: nothing to draw (no shapes)")
+    terr += _terrains(forces, terrain)
+    if any(s.kind == "plane" and s.body < 0 for s in shapes):
+        terr = [t for t in terr if t["kind"] != "plane"]
+    layers = _force_layers(model, runs[0][3], runs[0][4], forces, idx, notes)
+    names = tuple(getattr(model, "body_names", None) or
+                  [f"body{i}" for i in range(tracks[0]["poses"].shape[1])])
+    if len(names) != tracks[0]["poses"].shape[1]:
+        raise ValueError(f"{len(names)} body names for {tracks[0]['poses'].shape[1]} poses")
+    parents = _body_parents(model) if hasattr(model, "body_node") else tuple(-1 for _ in names)
+    return Scene(body_names=names, body_parents=parents, shapes=shapes, times=np.asarray(times),
+                 tracks=tracks, forces=layers, terrain=terr, frames=bool(frames),
+                 title=title or f"diffmb replay: {getattr(model, 'name', type(model).__name__)}",
+                 notes=notes)

@@ -1,0 +1,290 @@
+"""diffmb.viz: the self-contained HTML replay (file-level checks and a headless Chromium run),
+software-rendered stills and videos, the replay protocol of non-Model systems, and
+Trajectory.save/load."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffmb
+from diffmb import viz
+from diffmb.simulation import Trajectory
+from diffmb.viz.scene import matrix_from_quat, quat_from_matrix
+
+
+def _traj(ts, q, nv=None):
+    q = jnp.asarray(q)
+    return Trajectory(ts=jnp.asarray(ts), q=q, v=jnp.zeros(q.shape[:-1] + (nv or q.shape[-1],)),
+                      status=jnp.int32(0), t_fail=jnp.inf, num_steps=jnp.int32(len(ts)))
+
+
+def chain_model(n=30):
+    """A planar-ish chain of n bodies, hinges alternating about y and x, 0.1 m links."""
+    b = diffmb.ModelBuilder(f"chain{n}")
+    for i in range(n):
+        b.add_body(f"link{i}", i - 1, pos=(0, 0, 0) if i == 0 else (0.1, 0, 0), mass=1.0,
+                   com=(0.05, 0, 0), inertia=np.diag([1e-3, 2e-3, 2e-3]),
+                   joints=[dict(name=f"j{i}", type="hinge", axis=(0, 1, 0) if i % 2 else (1, 0, 0.3))])
+    return b.build()
+
+
+def _page_data(path):
+    html = path.read_text()
+    m = re.search(r'<script type="application/json" id="scene-data">(.*?)</script>', html, re.S)
+    return html, json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def _f32(s):
+    return np.frombuffer(base64.b64decode(s), "<f4")
+
+
+def test_html_is_self_contained_small_and_decodes_to_fk(tmp_path):
+    model = chain_model(30)
+    ts = np.arange(1001) * 0.01  # 10 s at 100 Hz
+    q = 0.6 * np.sin(ts[:, None] * (1 + 0.1 * np.arange(30)) + np.arange(30))
+    path = viz.replay(model, _traj(ts, q), tmp_path / "chain.html")
+    size = path.stat().st_size
+    assert size < 5e6, f"{size / 1e6:.2f} MB"
+    html, data = _page_data(path)
+    # nothing is loaded from the network: no http(s) URL but the XHTML namespace string in three
+    urls = set(re.findall(r"https?://[^\s\"')<>]+", html))
+    assert urls <= {"http://www.w3.org/1999/xhtml"}, urls
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "Permission is hereby granted" in html  # three.js's MIT licence travels with it
+    assert data["bodyNames"] == list(model.body_names)
+    times = _f32(data["times"])
+    np.testing.assert_allclose(times, ts, atol=1e-5)
+    P = _f32(data["tracks"][0]["poses"]).reshape(len(ts), 30, 7)
+    for k in (0, 137, 1000):
+        R, p = diffmb.body_poses(model, jnp.asarray(q[k]))
+        np.testing.assert_allclose(P[k, :, :3], np.asarray(p), atol=1e-5)
+        np.testing.assert_allclose(matrix_from_quat(P[k, :, 3:]), np.asarray(R), atol=1e-5)
+
+
+def test_quaternion_round_trip():
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(200, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    q *= np.sign(q[:, :1])
+    np.testing.assert_allclose(quat_from_matrix(matrix_from_quat(q)), q, atol=1e-12)
+
+
+def test_bad_input_is_named(tmp_path):
+    model = chain_model(3)
+    with pytest.raises(ValueError, match="nq = 3"):
+        viz.replay(model, _traj(np.arange(4.0), np.zeros((4, 5))), tmp_path / "a.html")
+    with pytest.raises(ValueError, match="unknown replay file type '.avi'"):
+        viz.replay(model, _traj(np.arange(4.0), np.zeros((4, 3))), tmp_path / "a.avi")
+    with pytest.raises(TypeError, match="Trajectory"):
+        viz.replay(model, [np.zeros((4, 3))], tmp_path / "a.html")
+    with pytest.raises(ValueError, match="labels"):
+        viz.replay(model, _traj(np.arange(4.0), np.zeros((4, 3))), tmp_path / "a.html",
+                   labels=["a", "b"])
+
+
+def test_batches_and_lists_overlay(tmp_path):
+    model = chain_model(3)
+    ts = np.linspace(0, 1, 11)
+    qb = np.stack([np.full((11, 3), 0.1 * i) for i in range(4)])
+    _, data = _page_data(viz.replay(model, _traj(ts, qb), tmp_path / "b.html"))
+    assert len(data["tracks"]) == 4
+    assert data["tracks"][1]["opacity"] < 1 and data["tracks"][1]["color"] != data["tracks"][2]["color"]
+    # a list: measured and identified, on different time grids (resampled onto the first)
+    t2 = np.linspace(0, 1, 21)
+    _, data = _page_data(viz.replay(model, [_traj(ts, qb[1]), _traj(t2, np.full((21, 3), 0.3))],
+                                    tmp_path / "c.html", labels=["measured", "identified"]))
+    assert [t["label"] for t in data["tracks"]] == ["measured", "identified"]
+    P = _f32(data["tracks"][1]["poses"]).reshape(11, -1, 7)
+    R, p = diffmb.body_poses(model, jnp.full(3, 0.3))
+    np.testing.assert_allclose(P[5, :, :3], np.asarray(p), atol=1e-5)
+
+
+BOX_MJCF = """<mujoco model="boxdrop">
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 1"/>
+    <body name="box" pos="0 0 0.1"><freejoint/>
+      <geom name="b" type="box" size="0.1 0.1 0.1" rgba="0.2 0.4 0.9 1"/></body>
+    <body name="ball" pos="0.5 0 0.3"><joint name="slide" type="slide" axis="1 0 0"/>
+      <geom name="s" type="sphere" size="0.12" rgba="1 0 0 1"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+def _box_model(tmp_path):
+    f = tmp_path / "boxdrop.xml"
+    f.write_text(BOX_MJCF)
+    return diffmb.load_mjcf(f)
+
+
+def test_mjcf_geoms_and_contact_forces(tmp_path):
+    from diffmb.contacts import CoulombContacts, Plane
+    from diffmb.contacts.geometry import Box
+
+    model = _box_model(tmp_path)
+    ts = np.linspace(0, 1, 5)
+    q = np.tile(np.asarray(model.qpos0), (5, 1))
+    q[:, 2] = 0.099  # the box 1 mm into the floor: every bottom corner pushes back
+    el = CoulombContacts([Box("box", (0.1, 0.1, 0.1))], Plane(), model=model)
+    path = viz.replay(model, _traj(ts, q, model.nv), tmp_path / "box.html", forces=(el,),
+                      frames=True)
+    _, data = _page_data(path)
+    kinds = sorted(s["kind"] for s in data["shapes"])
+    assert kinds == ["box", "plane", "sphere"]
+    assert data["frames"] is True
+    (layer,) = data["forces"]
+    V = _f32(layer["vectors"]).reshape(5, layer["n"], 3)
+    fz = V[0, :, 2]
+    assert np.sum(fz > 0) == 4 and np.all(fz >= 0)  # four corners in contact, pushing up
+    np.testing.assert_allclose(V[:, :, :2], 0, atol=1e-6)
+
+
+def test_stills_and_videos(tmp_path):
+    from PIL import Image
+
+    model = _box_model(tmp_path)
+    q = np.tile(np.asarray(model.qpos0), (6, 1))
+    q[:, 7] = np.linspace(0, 0.3, 6)
+    png = viz.still(model, q[0], tmp_path / "s.png", size=(320, 240))
+    im = np.asarray(Image.open(png).convert("RGB"))
+    assert im.shape == (240, 320, 3)
+    red = (im[..., 0] > 150) & (im[..., 1] < 80) & (im[..., 2] < 80)
+    assert red.sum() > 50  # the red ball is in the picture
+    gif = viz.replay(model, _traj(np.linspace(0, 0.2, 6), q, model.nv), tmp_path / "r.gif",
+                     size=(200, 150))
+    assert Image.open(gif).n_frames == 6
+    mp4 = viz.replay(model, _traj(np.linspace(0, 0.2, 6), q, model.nv), tmp_path / "r.mp4",
+                     size=(200, 150))
+    assert mp4.read_bytes()[4:8] == b"ftyp"
+    with pytest.raises(ValueError, match="PNG"):
+        viz.still(model, q[0], tmp_path / "s.jpg")
+
+
+def test_urdf_meshes_or_bones(tmp_path):
+    from diffmb.viz.scene import shapes_of
+
+    urdf = os.path.join(os.path.dirname(diffmb.__file__), "assets", "ur5_robot.urdf")
+    model = diffmb.load_urdf(urdf)
+    shapes, _ = shapes_of(model)
+    drawn = {model.body_names[s.body] for s in shapes if s.body >= 0}
+    # every link with a visual or collision element is drawn (a mesh, or a bone where the mesh
+    # file is not found)
+    assert {"shoulder_link", "upper_arm_link", "forearm_link", "wrist_3_link"} <= drawn
+
+
+def test_hand_built_model_gets_a_skeleton(tmp_path):
+    from diffmb.viz.scene import shapes_of
+
+    notes = []
+    shapes, _ = shapes_of(chain_model(4), notes=notes)
+    assert sum(s.kind == "capsule" for s in shapes) == 3 and "skeleton" in notes[0]
+
+
+def test_maximal_chain_protocol(tmp_path):
+    from diffmb.formulations.maximal import MaximalDAE
+    from diffmb.studies.chain import chain_system
+
+    mj, sysm, u0 = chain_system()
+    system = MaximalDAE(sysm)
+    P = system.body_poses(u0)
+    assert P.shape == (sysm.n_bodies, 7)
+    np.testing.assert_allclose(P, np.asarray(u0).reshape(-1, 7), atol=1e-12)
+    shapes = system.body_shapes()
+    assert len(shapes) == sysm.n_bodies and all(s.kind == "box" for s in shapes)
+    path = viz.replay(system, _traj(np.linspace(0, 1, 3), np.tile(u0, (3, 1))),
+                      tmp_path / "chain.html")
+    _, data = _page_data(path)
+    assert data["bodyNames"] == list(system.body_names)
+    with pytest.raises(NotImplementedError, match="body_poses"):
+        diffmb.systems.AbstractSystem.body_poses(system, u0)
+
+
+def test_trajectory_save_load(tmp_path):
+    model = _box_model(tmp_path)
+    tr = _traj(np.linspace(0, 1, 4), np.tile(np.asarray(model.qpos0), (4, 1)), model.nv)
+    f = tr.save(tmp_path / "run.npz", model=model)
+    back, info = Trajectory.load(f)
+    np.testing.assert_array_equal(np.asarray(back.q), np.asarray(tr.q))
+    np.testing.assert_array_equal(np.asarray(back.ts), np.asarray(tr.ts))
+    assert info["model_path"].endswith("boxdrop.xml") and len(info["model_sha256"]) == 64
+    assert "<mujoco" in info["model_text"]
+    m2 = diffmb.viz.model_from_info(info)
+    assert m2.nq == model.nq
+
+
+def _chromium():
+    for name in (os.environ.get("DIFFMB_CHROMIUM"), "chromium", "chromium-browser",
+                 "google-chrome", "google-chrome-stable"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium binary found (apt-get install "
+                    "chromium, or set DIFFMB_CHROMIUM): the browser test needs one")
+def test_replay_in_headless_chromium(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    model = _box_model(tmp_path)
+    n = 21
+    ts = np.linspace(0, 2, n)
+    q = np.tile(np.asarray(model.qpos0), (n, 1))
+    q[:, 0] = np.linspace(-0.6, -0.3, n)  # the box slides in x
+    q[:, 7] = np.linspace(0.0, 0.4, n)  # the red ball slides in +x
+    path = viz.replay(model, _traj(ts, q, model.nv), tmp_path / "page.html")
+    ball = model.body_index("ball")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=_chromium(),
+            args=["--no-sandbox", "--disable-gpu", "--use-angle=swiftshader",
+                  "--enable-unsafe-swiftshader", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 800, "height": 600})
+            errors, requests = [], []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(path.as_uri())
+            page.wait_for_function("window.diffmbReplay && (window.diffmbReplay.ready || "
+                                   "window.diffmbReplay.error)", timeout=20000)
+            api = "window.diffmbReplay"
+            assert page.evaluate(f"{api}.error") is None
+            assert page.evaluate(f"{api}.bodyNames") == list(model.body_names)
+            assert page.evaluate(f"{api}.nFrames") == n
+            assert not [u for u in requests if u.startswith(("http:", "https:"))]
+            for k in (0, 10, 20):
+                assert page.evaluate(f"{api}.setFrame({k})") == k
+                js = np.array(page.evaluate(f"{api}.bodyPoses({k})"))
+                R, p = diffmb.body_poses(model, jnp.asarray(q[k]))
+                np.testing.assert_allclose(js, np.asarray(p), atol=1e-5)
+                x, y = page.evaluate(f"{api}.project(...{api}.bodyPoses({k})[{ball}])")
+                shot = page.screenshot()
+                from io import BytesIO
+
+                from PIL import Image
+
+                im = np.asarray(Image.open(BytesIO(shot)).convert("RGB")).astype(int)
+                r, g, b = im[int(round(y)), int(round(x))]
+                assert r > 120 and g < 70 and b < 70, (k, x, y, (r, g, b))
+                # the ball moved with the frame: where it was at frame 0 is no longer red at 20
+                if k == 0:
+                    x0, y0 = x, y
+            r, g, b = im[int(round(y0)), int(round(x0))]
+            assert not (r > 120 and g < 70 and b < 70)
+            # the slider drives the frame; setTime picks the frame at or before t
+            page.fill("#slider", "5")
+            assert page.evaluate(f"{api}.frame") == 5
+            assert page.evaluate(f"{api}.setTime(1.05)") == 10
+            page.click("#play")
+            assert page.evaluate(f"{api}.playing") is True
+            assert errors == [], errors
+        finally:
+            browser.close()
