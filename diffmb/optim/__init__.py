@@ -12,6 +12,9 @@ front ends)."""
 
 from .batch import batch_map as batch_map  # noqa: F401
 from .batch import batch_simulate as batch_simulate
+from .excitation import ExcitationResult as ExcitationResult  # noqa: F401
+from .excitation import design_excitation as design_excitation
+from .excitation import fisher_information as fisher_information
 from .lsq import (  # noqa: F401
     LSQResult as LSQResult,
 )
