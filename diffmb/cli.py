@@ -4,6 +4,7 @@
     diffmb identify <study> --data FILE.csv --out DIR [--resume]
     diffmb bench [--quick] --out DIR
     diffmb list
+    diffmb replay RESULT.npz | --model FILE --traj FILE.csv --out DIR [--format html|gif|mp4|png]
 
 Each study is a module ``diffmb.studies.<name>`` with ``reproduce(out_dir, quick)`` (and, where
 it identifies parameters, ``identify(data_csv, out_dir, checkpoint=path)``); the benchmarks are
@@ -242,6 +243,57 @@ def _bench(args) -> int:
     return 0
 
 
+def _replay(args) -> int:
+    """``diffmb replay``: a trajectory saved by ``Trajectory.save`` (its model from the recorded
+    file or the embedded text, or --model), or a CSV record (``t``, ``q_<joint>`` columns) on
+    --model, written to DIR/replay.<format> (diffmb.viz)."""
+    import numpy as np
+
+    from . import viz
+    from .simulation import Trajectory
+
+    try:
+        if args.result is not None:
+            if args.traj is not None:
+                raise CLIError("give RESULT.npz or --traj FILE.csv, not both")
+            if not Path(args.result).is_file():
+                raise CLIError(f"{args.result}: no such file")
+            traj, info = Trajectory.load(args.result)
+            model = (_replay_model(args.model) if args.model
+                     else viz.model_from_info(info, where=str(args.result)))
+        else:
+            if args.traj is None or args.model is None:
+                raise CLIError("give RESULT.npz, or both --model FILE and --traj FILE.csv")
+            from .optim.sysid import read_joint_csv
+
+            model = _replay_model(args.model)
+            rec = read_joint_csv(args.traj, model)
+            if rec.q is None:
+                raise CLIError(f"{args.traj}: no q_<joint> columns (joints "
+                               f"{list(model.joint_names)})")
+            n = len(rec.t)
+            traj = Trajectory(ts=rec.t, q=rec.q, v=np.zeros((n, model.nv)), status=np.int32(0),
+                              t_fail=np.inf, num_steps=np.int32(n))
+        out = _out_dir(args.out)
+        path = viz.replay(model, traj, out / f"replay.{args.format}", frames=args.frames)
+    except (ValueError, FileNotFoundError, TypeError, NotImplementedError, RuntimeError) as e:
+        raise CLIError(str(e)) from None
+    print(f"[diffmb] replay -> {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+def _replay_model(path):
+    from .io.mjcf import load_mjcf
+    from .io.urdf import load_urdf
+
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"--model {p}: no such file")
+    if p.suffix.lower() not in (".xml", ".urdf"):
+        raise CLIError(f"--model {p}: unknown model file type {p.suffix!r} (MJCF .xml or .urdf)")
+    return load_urdf(p) if p.suffix.lower() == ".urdf" else load_mjcf(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="diffmb", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -263,6 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--only", default=None,
                    help="comma-separated subset of: core, sim, variational (default: all)")
     sub.add_parser("list", help="list the studies")
+    v = sub.add_parser("replay", help="write a replay (HTML page, GIF, MP4 or PNG) of a saved "
+                       "trajectory or a CSV record")
+    v.add_argument("result", nargs="?", default=None,
+                   help="a trajectory saved by Trajectory.save (.npz)")
+    v.add_argument("--model", default=None, help="robot file (MJCF .xml or .urdf)")
+    v.add_argument("--traj", default=None, help="CSV record: t, then q_<joint> columns")
+    v.add_argument("--out", required=True, help="output directory (writes DIR/replay.<format>)")
+    v.add_argument("--format", default="html", choices=("html", "gif", "mp4", "png"))
+    v.add_argument("--frames", action="store_true", help="draw every body's axes")
     return p
 
 
@@ -273,6 +334,8 @@ def _run(args) -> int:
         return _identify(args)
     if args.cmd == "bench":
         return _bench(args)
+    if args.cmd == "replay":
+        return _replay(args)
     for n, m in STUDIES.items():
         print(f"{n:14s} {m}")
     return 0
