@@ -471,6 +471,12 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     (out_dir / "report.md").write_text(_report(results, figs, quick))
+    from ..viz import beam_frames, study_replay  # the full motion in a browser (diffmb.viz)
+
+    with open(out_dir / "report.md", "a") as f:  # the beam as 10 boxes along a cubic shape
+        f.write("\n" + study_replay(out_dir, *beam_frames(ts, full["theta"], full["wp"],
+                                    float(arm.l_b)), title="flexible arm (full model), "
+                                    "deflection drawn along a cubic shape") + "\n")
     return results
 
 

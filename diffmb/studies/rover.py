@@ -457,6 +457,11 @@ def reproduce(out_dir, quick: bool = False) -> dict:
 
     (out_dir / "results.json").write_text(json.dumps(res, indent=2))
     _report(out_dir, res, figs, quick)
+    from ..viz import study_replay  # the rough-ground run, in a browser (diffmb.viz)
+
+    with open(out_dir / "report.md", "a") as f:
+        f.write("\n" + study_replay(out_dir, model, runs["rough_straight"]["traj"],
+                                    forces=(rough,), title="rover: straight on rough ground") + "\n")
     return res
 
 

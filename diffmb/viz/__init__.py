@@ -20,7 +20,7 @@ import numpy as np
 from .scene import PosedBodies, Primitive, Scene, build_scene, poses_of, shapes_of
 
 __all__ = ["replay", "still", "Primitive", "PosedBodies", "Scene", "build_scene", "poses_of",
-           "shapes_of", "FORMATS", "model_from_info"]
+           "shapes_of", "FORMATS", "model_from_info", "Frames", "study_replay", "beam_frames"]
 
 FORMATS = (".html", ".gif", ".mp4", ".png")
 
@@ -124,3 +124,53 @@ def model_from_info(info: dict, *, where: str = "trajectory file"):
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="diffmb-model-")) / p.name
     tmp.write_text(text)
     return load(tmp)
+
+
+class Frames:
+    """A minimal trajectory for :func:`replay` from arrays: ``ts`` (ns,), ``q`` (ns, nq) or
+    (B, ns, nq); ``v`` and ``aux`` optional (contact forces need them)."""
+
+    def __init__(self, ts, q, v=None, aux=None):
+        self.ts, self.q, self.v, self.aux = np.asarray(ts), np.asarray(q), v, aux
+
+
+def beam_frames(ts, theta, tip, length, n=10, width=0.02, hub=0.05):
+    """Replay data of a flexible arm from its hub angle ``theta`` (ns,) [rad] about z and tip
+    deflection ``tip`` (ns,) [m]: a hub cylinder and ``n`` box segments along the cubic
+    cantilever shape w(x) = tip (3 s² − s³)/2, s = x/length. Returns ``(PosedBodies, Frames)``."""
+    from .scene import PALETTE
+
+    ts, theta, tip = (np.asarray(a, float).reshape(-1) for a in (ts, theta, tip))
+    s = np.linspace(0, 1, n + 1)
+    shape = (3 * s**2 - s**3) / 2
+    seg = length / n
+    shapes = [Primitive("cylinder", (hub, 0.03), 0, rgba=(0.4, 0.4, 0.45, 1.0), name="hub")]
+    shapes += [Primitive("box", (seg / 2, width / 2, 0.01), i + 1,
+                         rgba=PALETTE[i % 2] + (1.0,), name=f"segment{i}") for i in range(n)]
+    names = ["hub"] + [f"segment{i}" for i in range(n)]
+    q = np.zeros((len(ts), n + 1, 7))
+    q[:, 0, 3] = np.cos(theta / 2)
+    q[:, 0, 6] = np.sin(theta / 2)
+    for i in range(n):
+        x = (s[i] + s[i + 1]) / 2 * length
+        w = tip[:, None] * shape[[i, i + 1]][None]
+        phi = theta + np.arctan2(w[:, 1] - w[:, 0], seg)  # the segment's direction
+        wm = w.mean(1)
+        c, sn = np.cos(theta), np.sin(theta)
+        q[:, i + 1, 0] = c * x - sn * wm
+        q[:, i + 1, 1] = sn * x + c * wm
+        q[:, i + 1, 3] = np.cos(phi / 2)
+        q[:, i + 1, 6] = np.sin(phi / 2)
+    return PosedBodies(shapes, names), Frames(ts, q.reshape(len(ts), -1))
+
+
+def study_replay(out_dir, model, traj, *, name="replay.html", fps=25.0, **kw) -> str:
+    """Write ``out_dir/replay.html`` for a study (frames resampled at ``fps``) and return the
+    line its ``report.md`` links it with; a failure is reported in that line, never raised (a
+    replay is a view of the results, not one of them)."""
+    try:
+        p = replay(model, traj, pathlib.Path(out_dir) / name, fps=fps, **kw)
+    except Exception as e:  # noqa: BLE001 - the study's results stand without the replay
+        return f"Replay: not written ({type(e).__name__}: {e})."
+    return (f"Replay: [{name}]({name}) (open in a browser; three.js page, no network needed, "
+            f"{p.stat().st_size / 1e6:.1f} MB).")

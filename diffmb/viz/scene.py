@@ -681,8 +681,12 @@ def build_scene(model, traj, *, forces=(), frames=False, labels=None, terrain=No
                          "the last finite pose is held")
             q = q.copy()
             q[last[-1] + 1:] = q[last[-1]]
-        P = poses_of(model, q)
-        P = P[idx] if i == 0 else _resample(ts, P, times)
+        if i == 0:
+            P = poses_of(model, q[idx])
+        else:  # only the saves around the frame times, then interpolated onto them
+            k = np.searchsorted(ts, times)
+            sel = np.unique(np.clip(np.concatenate([k - 1, k]), 0, len(ts) - 1))
+            P = _resample(ts[sel], poses_of(model, q[sel]), times)
         color = PALETTE[i % len(PALETTE)] if multi else None
         opacity = 1.0 if i == 0 else (0.45 if len(runs) <= 4 else 0.3)
         tracks.append(dict(label=label, color=color, opacity=opacity, poses=P))
