@@ -746,8 +746,11 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     elif limit_stiffness is not None:
         out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping or 0.0))
     if contacts:
-        out += contacts_from_mjcf(mj, ignore_unsupported="unsupported_contacts" in ignored,
-                                  overrides=contact_overrides)
+        try:
+            out += contacts_from_mjcf(mj, ignore_unsupported="unsupported_contacts" in ignored,
+                                      overrides=contact_overrides)
+        except NotImplementedError as e:  # name the file, not the compiled model
+            raise NotImplementedError(str(e).replace("<MjModel>", where, 1)) from None
     out += _fluid_forces(mj, where, fluid, ignored)
     return tuple(out)
 

@@ -15,6 +15,9 @@ from .batch import batch_simulate as batch_simulate
 from .excitation import ExcitationResult as ExcitationResult  # noqa: F401
 from .excitation import design_excitation as design_excitation
 from .excitation import fisher_information as fisher_information
+from .identify import IdentifyResult as IdentifyResult  # noqa: F401
+from .identify import base_parameters as base_parameters
+from .identify import identify as identify
 from .lsq import (  # noqa: F401
     LSQResult as LSQResult,
 )
@@ -36,15 +39,18 @@ from .params import (
 from .params import (
     bounded as bounded,
 )
+from .params import expand as expand  # noqa: F401
 from .params import (
     get_params as get_params,
 )
+from .params import physical_inertia as physical_inertia
 from .params import (
     positive as positive,
 )
 from .params import (
     set_params as set_params,
 )
+from .sensors import Sensors as Sensors  # noqa: F401
 from .sysid import (  # noqa: F401
     FitResult as FitResult,
 )

@@ -451,10 +451,15 @@ def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
 
 
 def original_jacobian(J_z, dpdz, n_p: int | None = None) -> np.ndarray:
-    """``J_p = J_z / (dp/dz)`` on the first ``n_p`` columns (all if None): the Jacobian in
-    original coordinates of a problem solved in diagonally transformed ones."""
+    """``J_p = J_z (dp/dz)⁻¹`` on the first ``n_p`` columns (all if None): the Jacobian in
+    original coordinates of a problem solved in transformed ones; ``dpdz`` is the diagonal (n,)
+    of an entrywise transform or the full (n, n) Jacobian of a block transform."""
     J = np.array(J_z, dtype=float)
     dpdz = np.asarray(dpdz, dtype=float)
+    if dpdz.ndim == 2:
+        n_p = dpdz.shape[0] if n_p is None else n_p
+        J[:, :n_p] = np.linalg.solve(dpdz.T, J[:, :n_p].T).T
+        return J
     n_p = dpdz.size if n_p is None else n_p
     J[:, :n_p] = J[:, :n_p] / dpdz[None, :]
     return J

@@ -8,10 +8,14 @@ Names
 ``body.<body>.inertia``            (6,)      inertia about the com, body axes, unique entries
                                              ``[Ixx, Iyy, Izz, Ixy, Ixz, Iyz]`` [kg m²]
 ``body.<body>.inertia_diag``       (3,)      its diagonal ``[Ixx, Iyy, Izz]`` (off-diagonal kept)
+``body.<body>.inertial``           (10,)     all ten: ``[m, cx, cy, cz, Ixx, Iyy, Izz, Ixy, Ixz,
+                                             Iyz]`` (com and inertia as above)
 ``joint.<joint>.damping``          (nv_j,)   viscous damping of the joint's dofs (``()`` for a
                                              1-dof joint) [N m s/rad or N s/m]
 ``joint.<joint>.stiffness``        (nv_j,)   joint spring [N m/rad or N/m]
 ``joint.<joint>.armature``         (nv_j,)   reflected rotor inertia [kg m² or kg]
+``sensor.<channel>.<field>``       ()        gain, bias or delay [s] of a measured channel
+                                             (:mod:`diffmb.optim.sensors`; ``forces["sensors"]``)
 ``force.<elem>.<field>``           any       an array field of the force element ``forces[elem]``
                                              (equinox Module), e.g. ``force.aero.CLa``, or of
                                              one of its sub-modules: ``force.floor.terrain.heights``
@@ -80,9 +84,11 @@ __all__ = [
     "bounded",
     "default_transform",
     "Transforms",
+    "physical_inertia",
+    "expand",
 ]
 
-_BODY_FIELDS = ("mass", "com", "inertia", "inertia_diag")
+_BODY_FIELDS = ("mass", "com", "inertia", "inertia_diag", "inertial")
 _JOINT_FIELDS = ("damping", "stiffness", "armature")
 _IU = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))  # inertia unique entries
 
@@ -140,6 +146,29 @@ def _body_param(model: Model, name: str, body: str, field: str) -> Param:
 
         return Param(name, (6,), lambda m, f: m.body_inertia[i][rows, cols], set_inertia,
                      check_full)
+    if field == "inertial":
+        rows = jnp.array([a for a, _ in _IU])
+        cols = jnp.array([b for _, b in _IU])
+
+        def get_all(m, f):
+            return jnp.concatenate([m.body_mass[i][None], m.body_com[i],
+                                    m.body_inertia[i][rows, cols]])
+
+        def set_all(m, f, x):
+            x = jnp.asarray(x)
+            Ic = jnp.zeros((3, 3), x.dtype).at[rows, cols].set(x[4:]).at[cols, rows].set(x[4:])
+            m = eqx.tree_at(lambda t: (t.body_mass, t.body_com, t.body_inertia), m,
+                            (m.body_mass.at[i].set(x[0]), m.body_com.at[i].set(x[1:4]),
+                             m.body_inertia.at[i].set(Ic)))
+            return m, f
+
+        def check_all(m, x):
+            Ic = np.zeros((3, 3))
+            Ic[[a for a, _ in _IU], [b for _, b in _IU]] = x[4:]
+            Ic[[b for _, b in _IU], [a for a, _ in _IU]] = x[4:]
+            _check_body(name, body, float(x[0]), Ic)
+
+        return Param(name, (10,), get_all, set_all, check_all)
     if field == "inertia_diag":
         d = jnp.arange(3)
 
@@ -245,6 +274,33 @@ def _force_param(forces: Mapping | None, name: str, path: str, _field=None) -> P
     return Param(name, shape, get, set_)
 
 
+def _sensor_param(model: Model, forces, name: str, channel: str, field: str) -> Param:
+    """``sensor.<channel>.<gain|bias|delay>``: an entry of ``forces["sensors"]``
+    (:class:`~diffmb.optim.sensors.Sensors`)."""
+    from .sensors import SENSOR_FIELDS, Sensors
+
+    if field not in SENSOR_FIELDS:
+        raise KeyError(f"parameter {name!r}: unknown sensor field {field!r}; choose "
+                       f"{SENSOR_FIELDS}")
+    sens = None if forces is None else forces.get("sensors")
+    if not isinstance(sens, Sensors):
+        raise KeyError(f"parameter {name!r}: sensor parameters need a Sensors(model) in forces "
+                       "under the key 'sensors'")
+    k = sens.index(model, name, channel)
+
+    def set_(m, f, x):
+        f = dict(f)
+        f["sensors"] = eqx.tree_at(lambda e: getattr(e, field), f["sensors"],
+                                   getattr(f["sensors"], field).at[k].set(x))
+        return m, f
+
+    def check(m, x):
+        if field == "delay" and x < 0:
+            raise ValueError(f"parameter {name!r}: a negative delay is non-causal, got {x}")
+
+    return Param(name, (), lambda m, f: getattr(f["sensors"], field)[k], set_, check)
+
+
 def _concrete(x):
     """``x`` as a float numpy array, or None when it is (or holds) a tracer."""
     return concrete(x, dtype=float)
@@ -290,13 +346,15 @@ def _validate(p: Param, model: Model, x) -> None:
 def parse(model: Model, name: str, forces: Mapping | None = None) -> Param:
     """Resolve one parameter name (see the module docstring) to a :class:`Param`."""
     parts = name.split(".")
-    if len(parts) < 3 or parts[0] not in ("body", "joint", "force"):
+    if len(parts) < 3 or parts[0] not in ("body", "joint", "force", "sensor"):
         raise KeyError(
-            f"parameter {name!r}: expected 'body.<name>.<field>', 'joint.<name>.<field>' or "
-            "'force.<element>.<field>'"
+            f"parameter {name!r}: expected 'body.<name>.<field>', 'joint.<name>.<field>', "
+            "'force.<element>.<field>' or 'sensor.<channel>.<field>'"
         )
     kind, field = parts[0], parts[-1]
     target = ".".join(parts[1:-1])  # names may contain dots
+    if kind == "sensor":
+        return _sensor_param(model, forces, name, target, field)
     if kind == "body":
         if field not in _BODY_FIELDS:
             raise KeyError(f"parameter {name!r}: unknown body field {field!r}; choose {_BODY_FIELDS}")
@@ -370,6 +428,36 @@ class ParamSet:
         return scalar_name.split("[")[0] if scalar_name not in self.names else scalar_name
 
 
+def expand(model: Model, patterns, forces: Mapping | None = None) -> list[str]:
+    """Parameter names from patterns with shell wildcards in the body or joint name:
+    ``"body.*.mass,joint.*.damping"`` (a comma-separated string or a list) -> one name per
+    matching body or joint, in the model's order. A pattern that
+    matches nothing raises ``KeyError`` naming it; names without wildcards pass unchanged."""
+    import fnmatch
+
+    if isinstance(patterns, str):
+        patterns = [p for p in (x.strip() for x in patterns.split(",")) if p]
+    out: list[str] = []
+    for pat in patterns:
+        parts = pat.split(".")
+        if len(parts) < 3 or not any(ch in pat for ch in "*?["):
+            out.append(pat)
+            continue
+        kind, target, field = parts[0], ".".join(parts[1:-1]), parts[-1]
+        if kind == "body":
+            pool = list(model.body_names)
+        elif kind == "joint":
+            pool = list(model.joint_names)
+        else:
+            raise KeyError(f"parameter pattern {pat!r}: wildcards are allowed in body and joint "
+                           "names only")
+        hits = [f"{kind}.{n}.{field}" for n in pool if fnmatch.fnmatchcase(n, target)]
+        if not hits:
+            raise KeyError(f"parameter pattern {pat!r} matches no {kind}; {kind}s: {pool}")
+        out += hits
+    return list(dict.fromkeys(out))
+
+
 def get_params(model: Model, names: Sequence[str], forces: Mapping | None = None) -> dict:
     """``{name: np.ndarray}`` of the named parameters (see the module docstring)."""
     ps = ParamSet(model, names, forces)
@@ -388,15 +476,88 @@ def set_params(model: Model, values: Mapping, forces: Mapping | None = None):
 # ----------------------------------------------------------------------------------------------
 
 
+# Block transforms of inertial parameters (Rucker & Wensing 2022, "Smooth parameterization of
+# rigid-body inertia"): the 4 x 4 pseudo-inertia J = [[Σ_o, m c], [m cᵀ, m]] (Σ_o the second
+# moment of mass about the body origin) is positive definite exactly when the body is physically
+# realisable (m > 0, Σ_c = Σ_o − m c cᵀ ≻ 0, which implies I_c ⪰ 0 and the triangle
+# inequalities). J = U Uᵀ with U = e^α [[A, c], [0, 1]], A upper triangular with an exponential
+# diagonal: every z maps to a realisable body and every realisable body has one z.
+_BLOCK = {"pseudo_inertia": 10, "inertia_cholesky": 6}
+_TRIU = ((0, 0), (1, 1), (2, 2), (0, 1), (1, 2), (0, 2))  # A's entries: d1 d2 d3 s12 s23 s13
+
+
+def _upper_from(z6):
+    """A (3, 3) upper triangular from (d1, d2, d3, s12, s23, s13): exp on the diagonal."""
+    z6 = jnp.asarray(z6)
+    diag = jnp.exp(z6[:3])
+    A = jnp.zeros((3, 3), z6.dtype)
+    A = A.at[(0, 1, 2), (0, 1, 2)].set(diag)
+    return A.at[(0, 1, 0), (1, 2, 2)].set(z6[3:])
+
+
+def _unique(Ic):
+    return jnp.stack([Ic[a, b] for a, b in _IU])
+
+
+def _sigma_c(Ic):
+    """Second moment of mass about the com from the inertia about the com (numpy)."""
+    return 0.5 * np.trace(Ic) * np.eye(3) - Ic
+
+
+def _upper_cholesky(S):
+    """A upper triangular with A Aᵀ = S (S positive definite), as the 6 log/raw entries."""
+    P = np.eye(3)[::-1]
+    A = P @ np.linalg.cholesky(P @ S @ P) @ P
+    return np.concatenate([np.log(np.diag(A)), [A[0, 1], A[1, 2], A[0, 2]]])
+
+
+def _feasible_sigma(S, what: str, scale: float = 1.0):
+    """Σ_c projected onto the positive definite cone (eigenvalues >= 1e-12 of the largest), with an
+    :class:`~diffmb.model.InertiaWarning` naming ``what`` when it moved."""
+    S = 0.5 * (S + S.T)
+    w, V = np.linalg.eigh(S)
+    floor = 1e-12 * max(float(w.max()), 1e-300)
+    if w.min() >= floor:
+        return S
+    w2 = np.maximum(w, floor)
+    S2 = (V * w2) @ V.T
+    Ic_old, Ic_new = (scale * (np.trace(X) * np.eye(3) - X) for X in (S, S2))
+    warnings.warn(
+        f"{what}: the inertia {np.round(Ic_old, 12).tolist()} is not strictly realisable (second "
+        f"moment about the com has eigenvalues {np.round(scale * w, 12).tolist()}); starting "
+        f"from the nearest realisable one {np.round(Ic_new, 12).tolist()}", InertiaWarning,
+        stacklevel=4)
+    return S2
+
+
 @dataclasses.dataclass(frozen=True)
 class Transform:
-    """``p = forward(z)`` (traceable), ``z = inverse(p)`` (numpy), ``lo < p < hi`` open."""
+    """``p = forward(z)`` (traceable), ``z = inverse(p)`` (numpy), ``lo < p < hi`` open.
+
+    Scalar kinds map each entry alone; the block kinds ``"pseudo_inertia"`` (10 entries of
+    ``body.<b>.inertial``) and ``"inertia_cholesky"`` (6 entries of ``body.<b>.inertia``) map a
+    whole parameter (see :func:`physical_inertia`)."""
 
     kind: str
     lo: float | None = None
     hi: float | None = None
 
+    @property
+    def block(self) -> int:
+        return _BLOCK.get(self.kind, 1)
+
     def forward(self, z):
+        if self.kind == "pseudo_inertia":
+            z = jnp.asarray(z)
+            m = jnp.exp(2.0 * z[0])
+            A = _upper_from(z[1:7])
+            S = A @ A.T
+            Ic = jnp.trace(S) * jnp.eye(3, dtype=z.dtype) - S
+            return jnp.concatenate([m[None], z[7:10], m * _unique(Ic)])
+        if self.kind == "inertia_cholesky":
+            A = _upper_from(z)
+            S = A @ A.T
+            return _unique(jnp.trace(S) * jnp.eye(3, dtype=S.dtype) - S)
         if self.kind == "identity":
             return z
         if self.kind == "positive":
@@ -408,7 +569,10 @@ class Transform:
         return self.lo + (self.hi - self.lo) * jax.nn.sigmoid(z)
 
     def derivative(self, z):
-        """dp/dz at z (traceable)."""
+        """dp/dz at z (traceable); scalar kinds only (a block's Jacobian is a full matrix, see
+        :meth:`Transforms.jacobian`)."""
+        if self.kind in _BLOCK:
+            raise TypeError(f"the {self.kind!r} transform maps a block: use Transforms.jacobian")
         if self.kind == "identity":
             return jnp.ones_like(z)
         if self.kind in ("positive", "lower"):
@@ -418,10 +582,21 @@ class Transform:
         s = jax.nn.sigmoid(z)
         return (self.hi - self.lo) * s * (1.0 - s)
 
-    def inverse(self, p):
+    def inverse(self, p, what: str = "inertia"):
         p = np.asarray(p, dtype=float)
         if not np.all(np.isfinite(p)):
             raise ValueError(f"value {p} is not finite")
+        if self.kind in _BLOCK:
+            Ic = np.zeros((3, 3))
+            u = p[4:] if self.kind == "pseudo_inertia" else p
+            Ic[[a for a, _ in _IU], [b for _, b in _IU]] = u
+            Ic[[b for _, b in _IU], [a for a, _ in _IU]] = u
+            if self.kind == "inertia_cholesky":
+                return _upper_cholesky(_feasible_sigma(_sigma_c(Ic), what))
+            if not p[0] > 0:
+                raise ValueError(f"mass {p[0]} is not positive")
+            S = _feasible_sigma(_sigma_c(Ic / p[0]), what, scale=p[0])
+            return np.concatenate([[0.5 * np.log(p[0])], _upper_cholesky(S), p[1:4]])
         if self.kind == "identity":
             return p
         lo = 0.0 if self.kind == "positive" else self.lo
@@ -459,8 +634,26 @@ def bounded(lo: float | None = None, hi: float | None = None) -> Transform:
     return Transform("bounded", float(lo), float(hi))
 
 
+def physical_inertia(field: str) -> Transform:
+    """The block transform that keeps ``body.<b>.<field>`` physically realisable: for
+    ``inertial`` (mass, com, inertia) the log-Cholesky factor of the 4 x 4 pseudo-inertia (all
+    ten together), for ``inertia`` alone the log-Cholesky factor of the second moment of mass
+    about the com, Σ_c = ½ tr(I_c) 1 − I_c ≻ 0 (with the mass positive, this is the same
+    condition). A starting value that is not strictly realisable (a zero or flat inertia, a
+    violated triangle inequality) starts from the nearest realisable one, with an
+    :class:`~diffmb.model.InertiaWarning`."""
+    kinds = {"inertial": "pseudo_inertia", "inertia": "inertia_cholesky"}
+    if field not in kinds:
+        raise ValueError(f"no physical-inertia transform for field {field!r}; choose {list(kinds)}")
+    return Transform(kinds[field])
+
+
 def default_transform(name: str) -> Transform:
+    """``positive`` for mass, inertia_diag, damping and armature; :func:`physical_inertia` for
+    ``body.<b>.inertial`` and ``body.<b>.inertia``; the identity otherwise."""
     field = name.split(".")[-1]
+    if name.startswith("body.") and field in ("inertial", "inertia"):
+        return physical_inertia(field)
     if field in ("mass", "inertia_diag", "damping", "armature"):
         return positive()
     return identity()
@@ -476,24 +669,42 @@ class Transforms:
 
     items: tuple
 
-    def __post_init__(self):
-        object.__setattr__(self, "items", tuple(self.items))
-
     @property
     def size(self) -> int:
         return len(self.items)
 
+    def __post_init__(self):
+        object.__setattr__(self, "items", tuple(self.items))
+        i = 0
+        while i < len(self.items):  # a block transform covers `block` consecutive entries
+            k = self.items[i].block
+            if k > 1 and self.items[i : i + k] != (self.items[i],) * k:
+                raise ValueError(f"the {self.items[i].kind!r} transform needs {k} consecutive "
+                                 f"entries from entry {i}")
+            i += k
+
+    @property
+    def diagonal(self) -> bool:
+        """True when every entry is mapped alone (no block transform)."""
+        return all(t.block == 1 for t in self.items)
+
     def _groups(self):
+        """(transform, index array) per distinct transform; a block transform's indices are
+        (n_blocks, block)."""
         idx: dict = {}
         for i, t in enumerate(self.items):
             idx.setdefault(t, []).append(i)
-        return [(t, np.asarray(ii)) for t, ii in idx.items()]
+        return [(t, np.asarray(ii).reshape(-1, t.block) if t.block > 1 else np.asarray(ii))
+                for t, ii in idx.items()]
 
     def _map(self, method: str, z):
         z = jnp.asarray(z)
         out = jnp.zeros_like(z)
         for t, ii in self._groups():
-            out = out.at[ii].set(getattr(t, method)(z[ii]))
+            if t.block > 1:
+                out = out.at[ii].set(jax.vmap(getattr(t, method))(z[ii]))
+            else:
+                out = out.at[ii].set(getattr(t, method)(z[ii]))
         return out
 
     def forward(self, z):
@@ -501,8 +712,14 @@ class Transforms:
         return self._map("forward", z)
 
     def derivative(self, z):
-        """dp/dz (n,): the transform's Jacobian is diagonal (traceable)."""
+        """dp/dz (n,) when the Jacobian is diagonal (no block transform; traceable)."""
         return self._map("derivative", z)
+
+    def jacobian(self, z):
+        """dp/dz (n, n), block diagonal (traceable)."""
+        if self.diagonal:
+            return jnp.diag(self.derivative(z))
+        return jax.jacfwd(self.forward)(jnp.asarray(z))
 
     def inverse(self, p, names: Sequence[str] | None = None) -> np.ndarray:
         """z (n,) from p (n,) (numpy); a value outside its interval raises ``ValueError``
@@ -511,10 +728,16 @@ class Transforms:
         if p.size != self.size:
             raise ValueError(f"expected {self.size} values, got {p.size}")
         z = np.empty(self.size)
-        for i, t in enumerate(self.items):
+        i = 0
+        while i < self.size:
+            t = self.items[i]
+            k = t.block
+            nm = (repr(names[i].split("[")[0]) if k > 1 else repr(names[i])) \
+                if names is not None else f"[{i}]"
             try:
-                z[i] = t.inverse(p[i])
+                z[i : i + k] = t.inverse(p[i : i + k], what=f"initial value of {nm}") \
+                    if k > 1 else t.inverse(p[i])
             except ValueError as e:
-                nm = repr(names[i]) if names is not None else f"[{i}]"
                 raise ValueError(f"initial value of {nm}: {e}") from None
+            i += k
         return z

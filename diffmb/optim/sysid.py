@@ -121,7 +121,8 @@ __all__ = [
 
 @dataclasses.dataclass
 class Record:
-    """One measured trajectory: t (n,), q (n, nq) | None, v (n, nv) | None, tau (n, nv) | None.
+    """One measured trajectory: t (n,), q (n, nq) | None, v (n, nv) | None, tau (n, nv) | None,
+    ctrl (n, nu) | None.
 
     ``q0``/``v0``: optional initial state used when q/v are not measured.
     """
@@ -133,6 +134,7 @@ class Record:
     q0: np.ndarray | None = None
     v0: np.ndarray | None = None
     source: str = "<data>"
+    ctrl: np.ndarray | None = None  # (n, nu): the actuators' controls, channels ctrl_<actuator>
 
 
 def joint_channels(model: Model, prefix: str) -> list[str]:
@@ -145,13 +147,18 @@ def joint_channels(model: Model, prefix: str) -> list[str]:
     return out
 
 
-def read_joint_csv(path, model: Model) -> Record:
-    """Read a joint-space record (channels ``q_*``, ``v_*``, ``tau_*``, see module docstring)."""
+def read_joint_csv(path, model: Model, actuators: Sequence[str] = ()) -> Record:
+    """Read a joint-space record (channels ``q_*``, ``v_*``, ``tau_*``, see module docstring;
+    ``ctrl_<actuator>`` for the names in ``actuators``)."""
     path = pathlib.Path(path)
     groups = {p: joint_channels(model, p) for p in ("q", "v", "tau")}
+    if actuators:
+        groups["ctrl"] = [f"ctrl_{a}" for a in actuators]
     t, ch = read_csv(path, allowed=[c for cs in groups.values() for c in cs],
                      expected="q_<joint>, v_<joint>, tau_<joint> for joints "
-                     f"{list(model.joint_names)}")  # errors name file, line and column
+                     f"{list(model.joint_names)}"
+                     + (f", ctrl_<actuator> for actuators {list(actuators)}" if actuators
+                        else ""))  # errors name file, line and column
     arrays = {}
     for p, cs in groups.items():
         present = [c for c in cs if c in ch]
@@ -161,35 +168,46 @@ def read_joint_csv(path, model: Model) -> Record:
         arrays[p] = np.column_stack([ch[c] for c in cs]) if present else None
     if arrays["q"] is None and arrays["v"] is None:
         raise ValueError(f"{path}: no measured channel (q_<joint> or v_<joint>) in the file")
-    return Record(t=t, q=arrays["q"], v=arrays["v"], tau=arrays["tau"], source=str(path))
+    return Record(t=t, q=arrays["q"], v=arrays["v"], tau=arrays["tau"], ctrl=arrays.get("ctrl"),
+                  source=str(path))
 
 
-def write_joint_csv(path, model: Model, t, q=None, v=None, tau=None, fmt="%.10g", comment=None):
-    """Write a record in the format :func:`read_joint_csv` reads."""
+def write_joint_csv(path, model: Model, t, q=None, v=None, tau=None, fmt="%.10g", comment=None,
+                    ctrl=None, actuators: Sequence[str] = ()):
+    """Write a record in the format :func:`read_joint_csv` reads (``ctrl`` (n, nu) as
+    ``ctrl_<actuator>`` columns, names from ``actuators``)."""
     channels = {}
     for p, a in (("q", q), ("v", v), ("tau", tau)):
         if a is not None:
             a = np.asarray(a, float)
             channels.update({c: a[:, k] for k, c in enumerate(joint_channels(model, p))})
+    if ctrl is not None:
+        ctrl = np.asarray(ctrl, float).reshape(len(t), -1)
+        if len(actuators) != ctrl.shape[1]:
+            raise ValueError(f"ctrl has {ctrl.shape[1]} columns but {len(actuators)} actuator "
+                             "names were given")
+        channels.update({f"ctrl_{a}": ctrl[:, k] for k, a in enumerate(actuators)})
     write_csv(path, t, channels, fmt=fmt, comment=comment)
 
 
-def load_data(model: Model, data) -> list[Record]:
-    """Normalise ``data`` (Record, dict with t/q/v/tau, CSV path, or a list of them)."""
+def load_data(model: Model, data, actuators: Sequence[str] = ()) -> list[Record]:
+    """Normalise ``data`` (Record, dict with t/q/v/tau/ctrl, CSV path, or a list of them);
+    ``actuators``: the names of the ``ctrl_<actuator>`` channels a CSV may hold."""
     if isinstance(data, (str, pathlib.Path, Record, Mapping)):
         data = [data]
     out = []
     for i, d in enumerate(data):
         if isinstance(d, (str, pathlib.Path)):
-            rec = read_joint_csv(d, model)
+            rec = read_joint_csv(d, model, actuators)
         elif isinstance(d, Record):
             rec = d
         elif isinstance(d, Mapping):
-            unknown = set(d) - {"t", "q", "v", "tau", "q0", "v0"}
+            keys = ("t", "q", "v", "tau", "q0", "v0", "ctrl")
+            unknown = set(d) - set(keys)
             if unknown:
-                raise KeyError(f"data[{i}]: unknown keys {sorted(unknown)} (t, q, v, tau, q0, v0)")
+                raise KeyError(f"data[{i}]: unknown keys {sorted(unknown)} ({', '.join(keys)})")
             rec = Record(**{k: (None if d.get(k) is None else np.asarray(d[k], float))
-                            for k in ("t", "q", "v", "tau", "q0", "v0")}, source=f"data[{i}]")
+                            for k in keys}, source=f"data[{i}]")
         else:
             raise TypeError(f"data[{i}]: expected a dict, Record or CSV path, got {type(d)}")
         t = np.asarray(rec.t, float)
@@ -201,7 +219,16 @@ def load_data(model: Model, data) -> list[Record]:
             if a is not None and np.shape(a) != (n, w):
                 raise ValueError(f"{rec.source}: {k} has shape {np.shape(a)}, expected ({n}, {w})")
             if a is not None and not np.all(np.isfinite(a)):
-                raise ValueError(f"{rec.source}: {k} has non-finite values")
+                bad = np.argwhere(~np.isfinite(a))[0]
+                raise ValueError(f"{rec.source}: {k} has non-finite values (first at sample "
+                                 f"{bad[0]}, t = {t[bad[0]]:.6g}, column {bad[1]})")
+        if rec.ctrl is not None and (np.ndim(rec.ctrl) != 2 or np.shape(rec.ctrl)[0] != n
+                                     or not np.all(np.isfinite(rec.ctrl))):
+            raise ValueError(f"{rec.source}: ctrl must be a finite ({n}, nu) array, got shape "
+                             f"{np.shape(rec.ctrl)}")
+        if rec.ctrl is not None and rec.tau is not None:
+            raise ValueError(f"{rec.source}: the record holds both joint torques (tau) and "
+                             "actuator controls (ctrl); give one input")
         if rec.q is None and rec.q0 is None:
             raise ValueError(f"{rec.source}: q is not measured: give q0 (the initial position)")
         out.append(rec)
@@ -223,7 +250,10 @@ class FitResult:
     ``forces``: with the estimates written in; ``initial_states``: [(q0, v0)] per segment;
     ``rms``: unweighted rms residual per measured channel group; ``unidentifiable``: names
     flagged by the rank test; ``s2``, ``dof``, ``singular_values``: see
-    :func:`diffmb.optim.lsq.covariance`.
+    :func:`diffmb.optim.lsq.covariance`; ``jacobian``/``residuals``: the weighted residuals and
+    their Jacobian in original coordinates at the estimate (columns: the parameters' scalar
+    entries, then the segments' initial-state unknowns), e.g. for
+    :func:`diffmb.optim.identify.base_parameters`.
     """
 
     estimates: dict
@@ -244,6 +274,8 @@ class FitResult:
     singular_values: np.ndarray
     initial_states: list
     rms: dict
+    jacobian: np.ndarray | None = None  # ∂r/∂(parameters, initial states), kept rows
+    residuals: np.ndarray | None = None  # weighted residuals r, kept rows
 
     @property
     def correlation(self) -> np.ndarray:
@@ -265,7 +297,7 @@ class _Spec:
 
     names: tuple
     transforms: Transforms
-    groups: tuple  # (idx, rel_ts, T, has_q, has_v, has_tau) per group
+    groups: tuple  # (idx, rel_ts, T, has_q, has_v, has_tau, has_ctrl, n_dense) per group
     pairs: tuple
     n_p: int
     ns: int
@@ -281,6 +313,36 @@ def _setup(args, spec):
     return model, fdict, ParamSet(model, spec.names, fdict)
 
 
+def _hermite_columns(model: Model):
+    """(mask (nq,) of q entries that are plain numbers, their v index (nq,))."""
+    mask, vidx = np.zeros(model.nq, bool), np.zeros(model.nq, int)
+    qa, va = 0, 0
+    for jt in model.joint_types:
+        jt = JointType(jt)
+        if jt in (JointType.HINGE, JointType.SLIDE):
+            mask[qa], vidx[qa] = True, va
+        qa, va = qa + jt.nq, va + jt.nv
+    return mask, vidx
+
+
+def _interp(Y, h, n, tq, slope=None, vidx=None, mask=None):
+    """Y (n + 1, C) saved at t = k h, at times tq (R, C): cubic Hermite with ``slope`` (the
+    derivative, columns ``vidx``) where ``mask``, linear elsewhere."""
+    tq = jnp.clip(tq, 0.0, n * h)
+    i = jnp.clip(jnp.floor(tq / h).astype(jnp.int32), 0, n - 1)
+    x = tq / h - i.astype(tq.dtype)
+    cols = jnp.arange(Y.shape[1])[None, :]
+    y0, y1 = Y[i, cols], Y[i + 1, cols]
+    lin = y0 + x * (y1 - y0)
+    if slope is None:
+        return lin
+    m0, m1 = slope[i, vidx[None, :]] * h, slope[i + 1, vidx[None, :]] * h
+    x2, x3 = x * x, x * x * x
+    herm = ((2 * x3 - 3 * x2 + 1) * y0 + (x3 - 2 * x2 + x) * m0 + (3 * x2 - 2 * x3) * y1
+            + (x3 - x2) * m1)
+    return jnp.where(mask[None, :], herm, lin)
+
+
 def _seg_fn(m, f, g, s, a, args, spec):
     """One segment: (weighted sample residuals (R,), q_end, v_end, q0)."""
     from ..simulation import simulate
@@ -288,18 +350,39 @@ def _seg_fn(m, f, g, s, a, args, spec):
     _, _, _, wq, wv, user_control, sim_params = args
     sk = dict(spec.sim)
     dt = sk.pop("dt", None)
-    _, rel, T, has_q, has_v, has_tau = g
+    _, rel, T, has_q, has_v, has_tau, has_ctrl, n_dense = g
+    sens = f.get("sensors")
+    forces = tuple(e for k, e in f.items() if k != "sensors")
     q0, v0 = ms.start_state(m, a["q_ref"], s)
-    base = KnotTable(a["tau_t"], a["tau"], spec.input_interp) if has_tau else user_control
+    if has_tau:
+        base = KnotTable(a["tau_t"], a["tau"], spec.input_interp)
+    elif has_ctrl:
+        base = KnotTable(a["ctrl_t"], a["ctrl"], spec.input_interp)
+    else:
+        base = user_control
     ctrl = None if base is None else ms.Shifted(base, a["offset"])
-    traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=list(rel), forces=tuple(f.values()),
-                    control=ctrl, params=sim_params, **sk)
+    rel = np.asarray(rel)
+    traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=None if n_dense else list(rel),
+                    forces=forces, control=ctrl, params=sim_params, **sk)
+    nq = m.nq
+    if n_dense:  # saved at every step: interpolate to the (delayed) sample times
+        h = T / n_dense
+        d = jnp.zeros(nq + m.nv) if sens is None else sens.delay
+        tq = jnp.asarray(rel)[:, None] - d[None, :]
+        mask, vidx = _hermite_columns(m)
+        q_s = _interp(traj.q, h, n_dense, tq[:, :nq], traj.v, vidx, mask)
+        v_s = _interp(traj.v, h, n_dense, tq[:, nq:])
+    else:
+        q_s, v_s = traj.q, traj.v
+    if sens is not None:
+        q_s = sens.gain[:nq] * q_s + sens.bias[:nq]
+        v_s = sens.gain[nq:] * v_s + sens.bias[nq:]
     parts = []
     if has_q:
-        dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], traj.q)
+        dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], q_s)
         parts.append((dqs * wq * a["mask"][:, None]).reshape(-1))
     if has_v:
-        parts.append(((traj.v - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
+        parts.append(((v_s - a["v"]) * wv * a["mask"][:, None]).reshape(-1))
     return jnp.concatenate(parts), traj.q[-1], traj.v[-1], q0
 
 
@@ -353,7 +436,8 @@ def _res_jac(z, args, spec):
     zp = z[:n_p]
     S = z[n_p:].reshape(ns, 2 * nv)
     p = spec.transforms.forward(zp)
-    dpdz = spec.transforms.derivative(zp)
+    dpdz = spec.transforms.jacobian(zp)
+
     def with_aux(pp):
         o = _groups_out(pp, S, args, spec)
         return o, o
@@ -374,7 +458,7 @@ def _res_jac(z, args, spec):
     dq_end_ds, dv_end_ds, dq0_ds = [None] * ns, [None] * ns, [None] * ns
     for g, dp_, ds_ in zip(spec.groups, douts_dp, douts_ds, strict=True):
         G, R = dp_[0].shape[0], dp_[0].shape[1]
-        J = J.at[row : row + G * R, :n_p].set(dp_[0].reshape(G * R, n_p) * dpdz[None, :])
+        J = J.at[row : row + G * R, :n_p].set(dp_[0].reshape(G * R, n_p) @ dpdz)
         for gi, si in enumerate(g[0]):
             c0 = n_p + 2 * nv * si
             J = J.at[row + gi * R : row + (gi + 1) * R, c0 : c0 + 2 * nv].set(ds_[0][gi])
@@ -386,8 +470,7 @@ def _res_jac(z, args, spec):
         Cqa, Cva, Cqb, Cvb = jax.jacfwd(cfun, argnums=(0, 1, 2, 3))(
             qend[a_], vend[a_], q0s[b_], S[b_, nv:])
         k = 2 * nv
-        J = J.at[row : row + k, :n_p].set((Cqa @ dq_end_dp[a_] + Cva @ dv_end_dp[a_])
-                                           * dpdz[None, :])
+        J = J.at[row : row + k, :n_p].set((Cqa @ dq_end_dp[a_] + Cva @ dv_end_dp[a_]) @ dpdz)
         ca = n_p + 2 * nv * a_
         J = J.at[row : row + k, ca : ca + 2 * nv].set(Cqa @ dq_end_ds[a_] + Cva @ dv_end_ds[a_])
         cb = n_p + 2 * nv * b_
@@ -533,9 +616,31 @@ def fit(
     if len(params) == 0:
         raise ValueError("fit: no parameters to identify (params is empty); name at least one, "
                          "e.g. 'body.<body>.mass'")
-    recs = load_data(model, data)
-    if any(r.tau is not None for r in recs) and user_control is not None:
-        raise ValueError("the data hold torques (tau) and simulate_kwargs has a control: use one")
+    act = next((e for e in fdict.values() if getattr(e, "uses_ctrl", False)), None)
+    act_names = tuple(getattr(act, "names", None) or ()) if act is not None else ()
+    recs = load_data(model, data, act_names)
+    if any(r.tau is not None or r.ctrl is not None for r in recs) and user_control is not None:
+        raise ValueError("the data hold inputs (tau or ctrl) and simulate_kwargs has a control: "
+                         "use one")
+    for r in recs:
+        if r.ctrl is not None and act is None:
+            raise ValueError(f"{r.source}: the record holds actuator controls (ctrl) but no "
+                             "force element consumes them: pass the actuators in forces")
+        if r.ctrl is not None and r.ctrl.shape[1] != len(act.gear):
+            raise ValueError(f"{r.source}: ctrl has {r.ctrl.shape[1]} columns, the actuators "
+                             f"take {len(act.gear)}")
+        if r.tau is not None and act is not None:
+            raise ValueError(f"{r.source}: the record holds joint torques (tau) but the forces "
+                             "include actuators, which would take them as controls: drop the "
+                             "actuators, or give the inputs as ctrl_<actuator> channels")
+    sens = fdict.get("sensors")
+    dt_fixed = sk.get("dt") if sk.get("solver", "rk4") == "rk4" or sk.get("adaptive") is False \
+        else None
+    needs_delay = sens is not None and (any(n.endswith(".delay") for n in params)
+                                        or np.any(np.asarray(sens.delay) != 0))
+    if needs_delay and dt_fixed is None:
+        raise ValueError("fit: sensor delays need a fixed-step simulation (simulate_kwargs dt "
+                         "with solver 'rk4'): the trajectory is interpolated between steps")
     ps = ParamSet(model, params, fdict)
     n_p = ps.size
     # --- transforms ---
@@ -589,6 +694,7 @@ def fit(
             r.q is not None,
             r.v is not None,
             None if r.tau is None else r.tau.shape,
+            None if r.ctrl is None else r.ctrl.shape,
         )
         groups.setdefault(key, []).append(si)
 
@@ -598,7 +704,13 @@ def fit(
         r0 = recs[s_first.rec]
         rel = r0.t[s_first.a : s_first.b + 1] - r0.t[s_first.a]
         L = s_first.b - s_first.a + 1
-        has_q, has_v, has_tau = key[2], key[3], key[4] is not None
+        has_q, has_v, has_tau, has_ctrl = key[2], key[3], key[4] is not None, key[5] is not None
+        n_dense = 0
+        if dt_fixed is not None:
+            n_steps = max(1, int(round(rel[-1] / dt_fixed)))
+            k = rel / rel[-1] * n_steps
+            if needs_delay or np.any(np.abs(k - np.round(k)) > 1e-9 * np.maximum(1.0, k)):
+                n_dense = n_steps  # samples off the step grid, or delayed: interpolate
         mask = np.ones((len(idx), L))
         for gi, si in enumerate(idx):
             if not segs[si].last:
@@ -617,8 +729,12 @@ def fit(
         if has_tau:
             arr["tau_t"] = jnp.asarray(np.stack([recs[segs[si].rec].t for si in idx]))
             arr["tau"] = jnp.asarray(np.stack([recs[segs[si].rec].tau for si in idx]))
+        if has_ctrl:
+            arr["ctrl_t"] = jnp.asarray(np.stack([recs[segs[si].rec].t for si in idx]))
+            arr["ctrl"] = jnp.asarray(np.stack([recs[segs[si].rec].ctrl for si in idx]))
         gdata.append({"idx": idx, "rel": rel, "T": float(rel[-1]), "has_q": has_q,
-                      "has_v": has_v, "has_tau": has_tau, "mask": mask, "arr": arr})
+                      "has_v": has_v, "has_tau": has_tau, "has_ctrl": has_ctrl,
+                      "n_dense": n_dense, "mask": mask, "arr": arr})
 
     pairs = ms.junctions(segs)
 
@@ -627,7 +743,7 @@ def fit(
         transforms=tr,
         groups=tuple(
             (tuple(g["idx"]), tuple(float(x) for x in g["rel"]), g["T"], g["has_q"],
-             g["has_v"], g["has_tau"]) for g in gdata
+             g["has_v"], g["has_tau"], g["has_ctrl"], g["n_dense"]) for g in gdata
         ),
         pairs=tuple(pairs),
         n_p=n_p,
@@ -657,11 +773,11 @@ def fit(
         "shooting": shooting,
         "data": hashlib.sha1(b"".join(
             np.ascontiguousarray(a).tobytes() for r in recs
-            for a in (r.t, r.q, r.v, r.tau) if a is not None)).hexdigest(),
+            for a in (r.t, r.q, r.v, r.tau, r.ctrl) if a is not None)).hexdigest(),
     }
     # the Jacobian at the initial guess (reused by solve): parameters with no effect at all
     r0, J0 = (np.asarray(a) for a in _res_jac(jnp.asarray(z0), args, spec))
-    dead = _no_effect(J0, tr.derivative(jnp.asarray(z0_p)), np.asarray(tr.forward(
+    dead = _no_effect(J0, tr.jacobian(jnp.asarray(z0_p)), np.asarray(tr.forward(
         jnp.asarray(z0_p))), ps.scalar_names, keep)
     if dead and len(dead) == n_p:
         raise ValueError(
@@ -691,7 +807,7 @@ def fit(
     z, r = out.z, out.r
     zp = jnp.asarray(z[:n_p])
     p_hat = np.asarray(tr.forward(zp))
-    J = original_jacobian(out.J, tr.derivative(zp))  # nuisance states are not transformed
+    J = original_jacobian(out.J, tr.jacobian(zp))  # nuisance states are not transformed
     state_names = [f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(segs)
                    for w in ("dq", "v") for k in range(nv)]
     all_names = tuple(ps.scalar_names) + tuple(state_names)
@@ -754,4 +870,6 @@ def fit(
         singular_values=stats["sv"],
         initial_states=init_states,
         rms=rms,
+        jacobian=J[keep],
+        residuals=np.asarray(r)[keep],
     )

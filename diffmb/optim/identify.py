@@ -1,0 +1,584 @@
+"""Identification for any robot file: ``diffmb identify --model robot.xml --data log.csv``.
+
+    res = diffmb.optim.identify("arm.xml", "log.csv", params="body.*.mass,joint.*.damping",
+                                sensors="q_*.bias,q_elbow.delay", out="fit/")
+    res.identified  # {name: {"estimate": float | list, "std": float | list}}
+
+What it does, in order:
+
+1. **Model and forces** from the file: an MJCF (``.xml``) by :func:`~diffmb.io.mjcf.load_mjcf`
+   and :func:`~diffmb.io.mjcf.mjcf_forces` (damping, springs, actuators, limits, friction,
+   tendons, equalities, contacts: what MuJoCo simulates), a URDF by
+   :func:`~diffmb.io.urdf.load_urdf` and :func:`~diffmb.io.urdf.urdf_forces`; or a
+   :class:`~diffmb.Model` with ``forces``. The simulation step ``dt`` defaults to the MJCF's
+   ``timestep`` (1 ms for a URDF); the integrator is RK4.
+2. **Data**: CSV files in the convention of DESIGN.md (``t``, ``q_<joint>``, optional
+   ``v_<joint>``, inputs ``ctrl_<actuator>`` or ``tau_<joint>``), read by
+   :func:`~diffmb.optim.sysid.read_joint_csv`; inputs are interpolated linearly between samples
+   and the simulated outputs to the sample times, which need not lie on the step grid. Refused
+   with a message naming the file, row and column: unknown or missing channels, NaN, a time gap
+   (an interval over 5 times the median: split the record into files), a saturated measured
+   channel (``SATURATION_RUN`` or more consecutive samples at the column's extreme value).
+3. **Parameters**: names of :mod:`diffmb.optim.params` with shell wildcards in the body or joint
+   name; default :data:`DEFAULT_PARAMS` (the mass of every moving body and the damping of every
+   joint). Inertial parameters stay physically realisable (log-Cholesky of the pseudo-inertia for
+   ``body.<b>.inertial``, of the com second moment for ``body.<b>.inertia``, log(m) for masses).
+4. **Sensors** (``sensors=``, the ``--sensors`` syntax): comma-separated
+   ``<channel-pattern>.<field>``, field ``gain``, ``bias``, ``delay`` (identified with the
+   parameters, :mod:`diffmb.optim.sensors`) or ``noise``.
+5. **Noise and weights**: every measured channel is weighted by 1/σ, σ first estimated from the
+   data alone (the spread of its second differences, :func:`noise_from_data`); channels named
+   ``<ch>.noise`` are then re-estimated by maximum likelihood (the rms of their residuals at the
+   estimate) and the fit is repeated once with those weights; their σ is reported with its
+   standard error σ/√(2n).
+6. **Fit** by :func:`diffmb.optim.fit` (Levenberg–Marquardt on exact forward-mode Jacobians,
+   standard errors from the Laplace approximation cov = s²(JᵀJ)⁻¹ at the optimum, checkpointed
+   and resumable).
+7. **Identifiability**: :func:`base_parameters` names the combinations the data determine when
+   the sensitivity matrix is rank deficient ("body.l2.mass and body.l3.com[0] are identifiable
+   only as body.l2.mass + 0.4·body.l3.com[0]"), with their estimates and standard errors.
+8. **Results**: ``DIR/results.json`` (``identified`` as ``{name: {"estimate", "std"}}``,
+   vectors as lists; ``ci95``; ``correlation``; ``base_parameters``; ``noise``; ``rms``) and
+   ``DIR/report.md`` with the fit, residual and correlation figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import warnings
+from collections.abc import Mapping, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..model import Model
+from .lsq import UnidentifiableWarning
+from .params import ParamSet, expand
+from .sensors import Sensors, expand_sensors, sensor_channels
+from .sysid import FitResult, Record, fit, joint_channels, load_data
+
+__all__ = ["identify", "IdentifyResult", "base_parameters", "noise_from_data", "check_record",
+           "DEFAULT_PARAMS", "load_robot"]
+
+DEFAULT_PARAMS = "body.*.mass,joint.*.damping"
+GAP_FACTOR = 5.0  # an interval over 5 x the median is a gap
+SATURATION_RUN = 8  # consecutive samples at a column's extreme value
+
+
+# ----------------------------------------------------------------------------------------------
+# Model and data
+# ----------------------------------------------------------------------------------------------
+
+
+def load_robot(path, ignore=()) -> tuple[Model, dict, float]:
+    """(Model, named force elements, default dt) from an MJCF or URDF file; ``ignore``: what
+    :func:`~diffmb.io.mjcf.mjcf_forces` may leave out (e.g. ``("unsupported_contacts",)``)."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such model file")
+    suffix = path.suffix.lower()
+    if suffix == ".xml":
+        import mujoco
+
+        from ..io.mjcf import load_mjcf, mjcf_forces
+
+        model = load_mjcf(path)
+        forces = mjcf_forces(path, ignore=ignore)
+        dt = float(mujoco.MjModel.from_xml_path(str(path)).opt.timestep)
+    elif suffix == ".urdf":
+        from ..io.urdf import load_urdf, urdf_forces
+
+        model = load_urdf(path)
+        forces = urdf_forces(path, model)
+        dt = 1e-3
+    else:
+        raise ValueError(f"{path}: unknown model file type {suffix!r}; expected .xml (MJCF) or "
+                         ".urdf")
+    return model, _named(forces), dt
+
+
+def _named(forces) -> dict:
+    if isinstance(forces, Mapping):
+        return dict(forces)
+    out: dict = {}
+    for e in forces:
+        base = type(e).__name__.lower()
+        k, i = base, 1
+        while k in out:
+            i += 1
+            k = f"{base}{i}"
+        out[k] = e
+    return out
+
+
+def check_record(rec: Record, model: Model) -> None:
+    """Refuse a record with a time gap or a saturated measured channel (``ValueError`` naming
+    the file, data rows, times and column)."""
+    t = np.asarray(rec.t)
+    dt = np.diff(t)
+    med = float(np.median(dt))
+    gaps = np.nonzero(dt > GAP_FACTOR * med)[0]
+    if gaps.size:
+        k = int(gaps[0])
+        raise ValueError(
+            f"{rec.source}: time gap of {dt[k]:.6g} s between t = {t[k]:.6g} and t = "
+            f"{t[k + 1]:.6g} (data rows {k + 1}-{k + 2}), {dt[k] / med:.0f} times the median "
+            f"sample interval {med:.3g} s: split the record into separate files (each is fitted "
+            "from its own initial state), or resample it")
+    for prefix, a in (("q", rec.q), ("v", rec.v)):
+        if a is None:
+            continue
+        for c, name in enumerate(joint_channels(model, prefix)):
+            col = a[:, c]
+            if np.ptp(col) == 0.0:
+                continue
+            for ext, what in ((col.max(), "maximum"), (col.min(), "minimum")):
+                at = np.concatenate([[False], col == ext, [False]])
+                starts = np.nonzero(at[1:] & ~at[:-1])[0]
+                ends = np.nonzero(~at[1:] & at[:-1])[0]
+                runs = ends - starts
+                if runs.size and runs.max() >= SATURATION_RUN:
+                    i = int(np.argmax(runs))
+                    a0, a1 = int(starts[i]), int(ends[i]) - 1
+                    raise ValueError(
+                        f"{rec.source}: column {name!r} stays at its {what} {ext:.6g} for "
+                        f"{runs[i]} consecutive samples (data rows {a0 + 1}-{a1 + 1}, t = "
+                        f"{t[a0]:.6g}-{t[a1]:.6g} s): a saturated sensor or a clipped signal; "
+                        "remove those rows (split the file) or that channel")
+
+
+def noise_from_data(rec: Record, model: Model) -> dict:
+    """σ per measured channel from the data alone: for a signal that is smooth on the sampling
+    scale, the second difference of white noise of variance σ² has variance 6σ², so
+    σ ≈ 1.4826·MAD(Δ²y)/√6 (robust to the few samples where the signal itself bends)."""
+    out = {}
+    for prefix, a in (("q", rec.q), ("v", rec.v)):
+        if a is None:
+            continue
+        for c, name in enumerate(joint_channels(model, prefix)):
+            d2 = np.diff(a[:, c], 2)
+            mad = np.median(np.abs(d2 - np.median(d2))) if d2.size else 0.0
+            out[name] = float(1.4826 * mad / np.sqrt(6.0))
+    return out
+
+
+def _dof_weights(model: Model, sigma: Mapping, prefix: str) -> np.ndarray:
+    """Weights 1/σ per dof (the fit's residuals are per dof): a hinge/slide dof takes its
+    channel's σ, the dofs of a ball/free joint the mean of its channels'."""
+    from ..model import JointType
+
+    w = []
+    for j, jn in enumerate(model.joint_names):
+        jt = JointType(model.joint_types[j])
+        n = jt.nq if prefix == "q" else jt.nv
+        chans = [f"{prefix}_{jn}"] if n == 1 else [f"{prefix}_{jn}_{k}" for k in range(n)]
+        s = float(np.mean([sigma[c] for c in chans]))
+        w += [s] * jt.nv
+    s = np.asarray(w)
+    floor = 1e-9 if not np.any(s > 0) else 1e-3 * np.median(s[s > 0])
+    return 1.0 / np.maximum(s, floor)
+
+
+# ----------------------------------------------------------------------------------------------
+# Identifiable combinations
+# ----------------------------------------------------------------------------------------------
+
+
+def base_parameters(J, names: Sequence[str], p, cov=None, *, rtol: float = 1e-8) -> list[dict]:
+    """The parameter combinations a rank-deficient fit determines.
+
+    ``J`` (m, n_all): residual Jacobian whose first ``len(names)`` columns are the parameters'
+    (original units) and the rest nuisance unknowns (initial states, projected out first);
+    ``p``: the estimates; ``cov``: their covariance (for the combinations' standard errors).
+    Columns are scaled by |p| as in :func:`diffmb.optim.lsq.covariance`; the null space of the
+    scaled sensitivity (singular values below ``rtol`` of the largest) is eliminated by pivoting on
+    its largest entries, which picks the *dependent* parameters D; with J_D = J_B β, the data
+    determine θ_b + Σ_d β_bd θ_d for every base parameter b. Returns one dict per dependent
+    group: ``{"parameters": [names], "combination": "a + 0.4·b", "coefficients": {name: c},
+    "estimate", "std", "message"}``; a parameter with no effect at all comes alone with
+    combination None. Empty when every parameter is identifiable.
+    """
+    names = list(names)
+    n = len(names)
+    J = np.asarray(J, float)
+    Jp, Js = J[:, :n], J[:, n:]
+    if Js.shape[1]:
+        U, S, _ = np.linalg.svd(Js, full_matrices=False)
+        U = U[:, S > 1e-10 * (S[0] if S.size else 0.0)]
+        Jp = Jp - U @ (U.T @ Jp)
+    p = np.asarray(p, float)
+    scale = np.where(p != 0.0, np.abs(p), 1.0)
+    Jsc = Jp * scale[None, :]
+    _, sv, vt = np.linalg.svd(Jsc, full_matrices=False)
+    smax = sv[0] if sv.size else 0.0
+    r = int(np.sum(sv > rtol * smax)) if smax > 0 else 0
+    if r == n:
+        return []
+    N = vt[r:].copy()  # (k, n) null-space rows
+    dep: list[int] = []
+    for i in range(N.shape[0]):  # Gauss–Jordan with full pivoting on the null-space rows
+        j = int(np.argmax(np.abs(N[i])))
+        dep.append(j)
+        N[i] /= N[i, j]
+        for i2 in range(N.shape[0]):
+            if i2 != i:
+                N[i2] -= N[i2, j] * N[i]
+    base = [j for j in range(n) if j not in dep]
+    beta = np.linalg.lstsq(Jsc[:, base], Jsc[:, dep], rcond=None)[0] if base else \
+        np.zeros((0, len(dep)))  # Jsc_D = Jsc_B beta
+    colnorm = np.linalg.norm(Jsc, axis=0)
+    out = []
+    dead = [d for d in dep if colnorm[d] <= 1e-12 * max(colnorm.max(), 1e-300)]
+    for d in dead:
+        out.append({"parameters": [names[d]], "combination": None, "coefficients": {},
+                    "estimate": None, "std": None,
+                    "message": f"{names[d]} has no effect on the data: not identifiable at all"})
+    for bi, b in enumerate(base):
+        coefs = {}
+        for di, d in enumerate(dep):
+            if d in dead:
+                continue
+            c = beta[bi, di] * scale[b] / scale[d]
+            if abs(beta[bi, di]) > 1e-6:
+                coefs[names[d]] = float(c)
+        if not coefs:
+            continue
+        a = np.zeros(n)
+        a[b] = 1.0
+        for nm, c in coefs.items():
+            a[names.index(nm)] = c
+        est = float(a @ p)
+        std = float(np.sqrt(max(a @ np.asarray(cov) @ a, 0.0))) if cov is not None else None
+        combo = names[b] + "".join(f" {'+' if c >= 0 else '-'} {abs(c):.4g}·{nm}"
+                                   for nm, c in coefs.items())
+        members = [names[b]] + list(coefs)
+        out.append({"parameters": members, "combination": combo,
+                    "coefficients": {names[b]: 1.0, **coefs}, "estimate": est, "std": std,
+                    "message": f"{' and '.join(members) if len(members) == 2 else ', '.join(members)}"
+                               f" are identifiable only as {combo}"})
+    # dependents that enter no base combination (pure null directions among dependents)
+    named = {m for g in out for m in g["parameters"]}
+    for d in dep:
+        if names[d] not in named:
+            out.append({"parameters": [names[d]], "combination": None, "coefficients": {},
+                        "estimate": None, "std": None,
+                        "message": f"{names[d]} is not identifiable from these data"})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The driver
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class IdentifyResult:
+    """``identified``: {name: {"estimate", "std"}} (lists for vectors); ``fit``: the
+    :class:`~diffmb.optim.sysid.FitResult`; ``results``: what ``results.json`` holds."""
+
+    identified: dict
+    fit: FitResult
+    results: dict
+    model: Model
+    forces: dict
+    records: list
+
+
+def _jsonable(x):
+    a = np.asarray(x, dtype=float)
+    if a.ndim == 0:
+        f = float(a)
+        return f if np.isfinite(f) else None
+    return [_jsonable(v) for v in a]
+
+
+def identify(model, data, *, params=None, sensors=None, forces=None, dt: float | None = None,
+             out=None, checkpoint=None, shooting: str = "single", segments: int = 4,
+             max_steps: int = 50, progress: bool = True, report: bool = True,
+             init: Mapping | None = None, bounds: Mapping | None = None,
+             ignore=()) -> IdentifyResult:
+    """Identify ``params`` of any robot from measured data (see the module docstring).
+
+    Args:
+        model: an MJCF/URDF path, or a :class:`~diffmb.Model` (then ``forces`` as a dict or
+            sequence of elements, and ``dt``).
+        data: CSV path(s), :class:`~diffmb.optim.sysid.Record` (s) or dicts (t, q, v, tau,
+            ctrl).
+        params: names or patterns (comma-separated string or list); default
+            :data:`DEFAULT_PARAMS`.
+        sensors: ``--sensors`` spec (``"q_*.bias,q_elbow.delay,q_*.noise"``) or None.
+        out: directory for ``results.json``, ``report.md`` and figures (None: nothing written).
+        checkpoint: resumable fit state (see :func:`diffmb.optim.fit`); with ``out`` and None,
+            no checkpoint.
+        shooting, segments, max_steps, init, bounds: passed to :func:`diffmb.optim.fit`.
+        ignore: features of an MJCF file to simulate without (see
+            :func:`~diffmb.io.mjcf.mjcf_forces`), e.g. ``("unsupported_contacts",)``.
+    """
+    source = None
+    if isinstance(model, (str, pathlib.Path)):
+        source = str(model)
+        model, fdict, dt_file = load_robot(model, ignore)
+        if forces is not None:
+            fdict.update(_named(forces))
+        dt = dt_file if dt is None else dt
+    else:
+        fdict = _named(forces or ())
+        if dt is None:
+            raise ValueError("identify: give dt (the simulation step) with a Model")
+    default = params is None
+    patterns = DEFAULT_PARAMS if default else params
+    names = expand(model, patterns, fdict)
+    if default:  # bodies that no joint moves carry no information
+        names = [n for n in names if not (n.startswith("body.") and
+                 model.body_node[model.body_names.index(n.split(".")[1])] < 0)]
+    sens_names, noise_chans = expand_sensors(model, sensors) if sensors else ([], [])
+    if sens_names:
+        fdict["sensors"] = Sensors(model)
+    names = names + sens_names
+    ParamSet(model, names, fdict)  # unknown names fail here, before anything compiles
+
+    act = next((e for e in fdict.values() if getattr(e, "uses_ctrl", False)), None)
+    act_names = tuple(getattr(act, "names", None) or ()) if act is not None else ()
+    recs = load_data(model, data, act_names)
+    for r in recs:
+        check_record(r, model)
+    if any(r.tau is not None for r in recs) and act is not None:
+        # torques measured at the joints: the actuators are not in the loop
+        fdict = {k: e for k, e in fdict.items() if e is not act}
+        act = None
+    if any(r.tau is None and r.ctrl is None for r in recs) and act is not None:
+        raise ValueError(f"{recs[0].source}: the model has actuators {list(act_names)} but the "
+                         "record has no ctrl_<actuator> (or tau_<joint>) columns: the input is "
+                         "unknown")
+
+    sigma = {}
+    for r in recs:
+        for k, s in noise_from_data(r, model).items():
+            sigma[k] = max(sigma.get(k, 0.0), s)
+    has_q = any(r.q is not None for r in recs)
+    has_v = any(r.v is not None for r in recs)
+    weights = {}
+    if has_q:
+        weights["q"] = _dof_weights(model, sigma, "q")
+    if has_v:
+        weights["v"] = _dof_weights(model, sigma, "v")
+
+    kw = dict(forces=fdict, simulate_kwargs={"dt": dt}, shooting=shooting, segments=segments,
+              max_steps=max_steps, progress=progress, init=init, bounds=bounds)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnidentifiableWarning)
+        res = fit(model, recs, names, weights=weights, checkpoint=checkpoint, **kw)
+        noise = {}
+        if noise_chans:
+            sigma2 = _residual_sigma(res, model, recs, dt)
+            for c in noise_chans:
+                sigma[c] = sigma2[c]
+            weights = {k: _dof_weights(model, sigma, k) for k in weights}
+            init2 = {k: (v if np.ndim(v) == 0 else np.asarray(v)) for k, v in res.estimates.items()}
+            res = fit(model, recs, names, weights=weights, **{**kw, "init": init2})
+            sigma2 = _residual_sigma(res, model, recs, dt)
+            for c in noise_chans:
+                n_c = sum(r.t.shape[0] for r in recs)
+                noise[c] = {"estimate": sigma2[c], "std": sigma2[c] / np.sqrt(2.0 * n_c)}
+    unident_warn = [str(w.message) for w in caught if issubclass(w.category, UnidentifiableWarning)]
+    for w in caught:
+        if not issubclass(w.category, UnidentifiableWarning):
+            warnings.warn(w.message, w.category, stacklevel=2)
+
+    p_hat = np.concatenate([np.reshape(np.asarray(res.estimates[n], float), -1) for n in names])
+    combos = base_parameters(res.jacobian, res.names, p_hat, res.cov)
+    identified = {n: {"estimate": _jsonable(res.estimates[n]), "std": _jsonable(res.std[n])}
+                  for n in names}
+    ci = {n: _jsonable(np.stack([np.asarray(res.estimates[n]) - 1.96 * np.asarray(res.std[n]),
+                                 np.asarray(res.estimates[n]) + 1.96 * np.asarray(res.std[n])],
+                                axis=-1)) for n in names}
+    results = {
+        "status": "complete",
+        "model": source or model.name,
+        "data": [r.source for r in recs],
+        "parameters": list(names),
+        "identified": identified,
+        "ci95": ci,
+        "noise": noise,
+        "noise_prior": sigma,
+        "base_parameters": combos,
+        "unidentifiable": list(res.unidentifiable),
+        "warnings": unident_warn,
+        "success": bool(res.success),
+        "message": res.message,
+        "iterations": int(res.n_iter),
+        "cost": float(res.cost),
+        "s2": _jsonable(res.s2),
+        "rms": res.rms,
+        "dt": dt,
+        "correlation": {"names": list(res.names), "matrix": _jsonable(res.correlation)},
+    }
+    out_res = IdentifyResult(identified, res, results, res.model, res.forces, recs)
+    if out is not None:
+        out = pathlib.Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        if report:
+            results["figures"] = _figures(out_res, out)
+            _report(out_res, out)
+        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return out_res
+
+
+def _residual_sigma(res: FitResult, model: Model, recs, dt: float) -> dict:
+    """rms of the unweighted residuals per channel (maximum-likelihood σ) at the estimate."""
+    sim = _simulate_fit(res, model, recs, dt)
+    out = {}
+    for r, (tq, tv) in zip(recs, sim, strict=True):
+        for prefix, meas, s in (("q", r.q, tq), ("v", r.v, tv)):
+            if meas is None:
+                continue
+            for c, name in enumerate(joint_channels(model, prefix)):
+                e = float(np.sqrt(np.mean((meas[:, c] - s[:, c]) ** 2)))
+                out[name] = max(out.get(name, 0.0), e)
+    return out
+
+
+def _simulate_fit(res: FitResult, model: Model, recs, dt: float) -> list:
+    """Simulated (q, v) at every record's sample times with the estimates, from the fitted
+    initial state of the record's first segment, with the fitted sensor models applied."""
+    from ..controls import KnotTable
+    from ..simulation import simulate
+    from .sysid import _hermite_columns, _interp
+
+    forces = dict(res.forces) if isinstance(res.forces, Mapping) else {}
+    sens = forces.pop("sensors", None)
+    m = res.model
+    out = []
+    seg = 0
+    for r in recs:
+        q0, v0 = res.initial_states[seg]
+        seg += max(1, len(res.initial_states) // len(recs))
+        if r.tau is not None:
+            ctrl = KnotTable(jnp.asarray(r.t), jnp.asarray(r.tau))
+        elif r.ctrl is not None:
+            ctrl = KnotTable(jnp.asarray(r.t), jnp.asarray(r.ctrl))
+        else:
+            ctrl = None
+        T = float(r.t[-1] - r.t[0])
+        n = max(1, int(round(T / dt)))
+        tr = simulate(m, jnp.asarray(q0), jnp.asarray(v0), t1=T, dt=T / n,
+                      forces=tuple(forces.values()), control=None if ctrl is None else
+                      _Offset(ctrl, float(r.t[0])), throw=False)
+        rel = jnp.asarray(r.t - r.t[0])
+        d = jnp.zeros(m.nq + m.nv) if sens is None else sens.delay
+        mask, vidx = _hermite_columns(m)
+        tq = rel[:, None] - d[None, :]
+        qs = _interp(tr.q, T / n, n, tq[:, : m.nq], tr.v, vidx, mask)
+        vs = _interp(tr.v, T / n, n, tq[:, m.nq :])
+        if sens is not None:
+            qs = sens.gain[: m.nq] * qs + sens.bias[: m.nq]
+            vs = sens.gain[m.nq :] * vs + sens.bias[m.nq :]
+        out.append((np.asarray(qs), np.asarray(vs)))
+    return out
+
+
+class _Offset:
+    def __init__(self, base, t0):
+        self.base, self.t0 = base, t0
+
+    def __call__(self, t, q=None, v=None, params=None):
+        return self.base(t + self.t0, q, v, params)
+
+
+def _figures(ir: IdentifyResult, out: pathlib.Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res, model = ir.fit, ir.model
+    sim = _simulate_fit(res, model, ir.records, ir.results["dt"])
+    files = []
+    r, (qs, vs) = ir.records[0], sim[0]
+    for prefix, meas, s in (("q", r.q, qs), ("v", r.v, vs)):
+        if meas is None:
+            continue
+        chans = joint_channels(model, prefix)
+        k = len(chans)
+        fig, axes = plt.subplots(k, 2, figsize=(10, 1.8 * k + 0.6), squeeze=False,
+                                 sharex=True)
+        for c, name in enumerate(chans):
+            ax = axes[c, 0]
+            ax.plot(r.t, meas[:, c], ".", ms=2, color="0.5", label="measured")
+            ax.plot(r.t, s[:, c], "-", lw=1.2, color="C0", label="identified model")
+            ax.set_ylabel(name, fontsize=8)
+            axes[c, 1].plot(r.t, meas[:, c] - s[:, c], lw=0.8, color="C3")
+            axes[c, 1].axhline(0, color="k", lw=0.5)
+        axes[0, 0].legend(fontsize=7, loc="upper right")
+        axes[0, 0].set_title("measured and simulated")
+        axes[0, 1].set_title("residual (measured − simulated)")
+        axes[-1, 0].set_xlabel("t [s]")
+        axes[-1, 1].set_xlabel("t [s]")
+        fig.tight_layout()
+        f = f"fit_{prefix}.png"
+        fig.savefig(out / f, dpi=110)
+        plt.close(fig)
+        files.append(f)
+    C = np.asarray(res.correlation)
+    if C.shape[0] > 1:
+        fig, ax = plt.subplots(figsize=(1.0 + 0.45 * C.shape[0], 0.6 + 0.45 * C.shape[0]))
+        im = ax.imshow(np.nan_to_num(C), vmin=-1, vmax=1, cmap="RdBu_r")
+        ax.set_xticks(range(len(res.names)), res.names, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(res.names)), res.names, fontsize=7)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        ax.set_title("correlation of the estimates")
+        fig.tight_layout()
+        fig.savefig(out / "correlation.png", dpi=110)
+        plt.close(fig)
+        files.append("correlation.png")
+    return files
+
+
+def _fmt(x):
+    if x is None:
+        return "—"
+    if isinstance(x, list):
+        return "[" + ", ".join(_fmt(v) for v in x) + "]"
+    return f"{x:.6g}"
+
+
+def _report(ir: IdentifyResult, out: pathlib.Path) -> None:
+    R = ir.results
+    lines = [f"# Identification of {R['model']}", "",
+             f"Data: {', '.join(R['data'])}. Simulation: RK4, dt = {R['dt']:g} s. "
+             f"{R['iterations']} Levenberg–Marquardt iterations, cost {R['cost']:.6g}, "
+             f"residual variance s² = {_fmt(R['s2'])} (weighted; 1 when the noise levels are "
+             "right).", "",
+             f"**{'Success' if R['success'] else 'Not a successful fit'}**: {R['message']}", "",
+             "## Estimates", "",
+             "Standard errors from the Laplace approximation (s²(JᵀJ)⁻¹ at the optimum); the "
+             "95 % interval is ±1.96 σ.", "",
+             "| parameter | estimate | std | 95 % interval |", "|---|---|---|---|"]
+    for n in R["parameters"]:
+        e, s = R["identified"][n]["estimate"], R["identified"][n]["std"]
+        lines.append(f"| `{n}` | {_fmt(e)} | {_fmt(s)} | {_fmt(R['ci95'][n])} |")
+    if R["noise"]:
+        lines += ["", "## Noise levels (maximum likelihood)", "", "| channel | σ | std |",
+                  "|---|---|---|"]
+        lines += [f"| `{c}` | {v['estimate']:.4g} | {v['std']:.2g} |" for c, v in R["noise"].items()]
+    lines += ["", "## Identifiability", ""]
+    if R["base_parameters"]:
+        lines += [f"- {g['message']}" + (f": {g['estimate']:.6g} ± {g['std']:.2g}"
+                                         if g.get("estimate") is not None and g.get("std")
+                                         is not None else "") for g in R["base_parameters"]]
+    else:
+        lines.append("Every parameter is identifiable from these data (full-rank sensitivity).")
+    lines += ["", "## Figures", ""]
+    for f in R.get("figures", []):
+        lines += [f"![{f}]({f})", ""]
+    rms = ", ".join(f"{k}: {v:.3g}" for k, v in R["rms"].items())
+    lines += [f"Unweighted rms residuals per channel group: {rms}.", ""]
+    (out / "report.md").write_text("\n".join(lines))
+
+
+def sensor_names(model: Model) -> tuple[str, ...]:
+    """The channels a sensor model may name (for help texts)."""
+    names, ok = sensor_channels(model)
+    return tuple(n for n, o in zip(names, ok, strict=True) if o)
