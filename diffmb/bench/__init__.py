@@ -26,6 +26,7 @@ BENCHMARKS = {
     "sim": "simulate on the four-box chain vs MuJoCo C and MJX; gradient cost and memory",
     "variational": "symplectic variational step vs RK4 at equal energy error; its gradient",
     "contacts": "quadruped on a plane, batch 1024: diffmb vs MJX, MuJoCo C, jaxsim; gradient/forward",
+    "sysid": "identification of a UR5's damping, armature and masses: diffmb.optim.fit vs mujoco.sysid",
 }
 
 
