@@ -288,3 +288,20 @@ def test_replay_in_headless_chromium(tmp_path):
             assert errors == [], errors
         finally:
             browser.close()
+
+
+def test_uav_and_beam_replay_protocol(tmp_path):
+    from diffmb.models import uav
+
+    system = uav.UAVSystem(uav.rhs_kane)
+    q = np.array([1.0, 2.0, -60.0, np.cos(0.2), 0.0, 0.0, np.sin(0.2)])  # yaw 0.4 rad, 60 m up
+    (P,) = system.body_poses(q)
+    np.testing.assert_allclose(P[:3], [1.0, -2.0, 60.0])
+    R = matrix_from_quat(P[3:])  # z-up world: the nose (body x) keeps its heading mirrored
+    np.testing.assert_allclose(R[:, 0], [np.cos(0.4), -np.sin(0.4), 0.0], atol=1e-12)
+    np.testing.assert_allclose(R[:, 2], [0.0, 0.0, -1.0], atol=1e-12)  # body z (down) points down
+    bodies, frames = viz.beam_frames(np.linspace(0, 1, 5), np.zeros(5), np.full(5, 0.1), 1.0)
+    tip = bodies.body_poses(frames.q[-1])[-1, :3]
+    assert tip[0] == pytest.approx(0.95) and 0.09 < tip[1] < 0.1
+    line = viz.study_replay(tmp_path, system, viz.Frames(np.linspace(0, 1, 3), np.tile(q, (3, 1))))
+    assert line.startswith("Replay: [replay.html]") and (tmp_path / "replay.html").is_file()
