@@ -160,7 +160,9 @@ def _identify_model(args):
                            shooting="multiple" if args.segments > 1 else "single",
                            segments=max(args.segments, 1),
                            ignore=tuple(x.strip() for x in (args.ignore or "").split(",")
-                                        if x.strip()))
+                                        if x.strip()),
+                           profile=tuple(x.strip() for x in (args.profile or "").split(",")
+                                         if x.strip()))
         except (KeyError, NotImplementedError, FileNotFoundError) as e:  # a bad name or file
             raise CLIError(str(e).strip("'\"")) from None
         return res.results
@@ -174,7 +176,7 @@ def _identify(args) -> int:
     if (args.study is None) == (args.model is None):
         raise CLIError("identify: give exactly one of STUDY and --model FILE")
     if args.study is not None:
-        for flag in ("params", "sensors", "ignore", "dt"):
+        for flag in ("params", "sensors", "ignore", "dt", "profile"):
             if getattr(args, flag) is not None:
                 raise CLIError(f"identify: --{flag} applies to --model FILE, not to a study")
         mod = _study_module(args.study)
@@ -209,7 +211,7 @@ def _identify(args) -> int:
         print(f"[diffmb] identify {what}: no checkpoint in {out}; starting from the "
               "beginning", file=sys.stderr, flush=True)
     cmd = ["diffmb", "identify"] + ([args.study] if args.study else ["--model", str(args.model)])
-    for flag in ("params", "sensors", "ignore", "dt"):
+    for flag in ("params", "sensors", "ignore", "dt", "profile"):
         if getattr(args, flag, None) is not None:
             cmd += [f"--{flag}", str(getattr(args, flag))]
     if getattr(args, "segments", 1) > 1:
@@ -360,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--dt", type=float, default=None,
                    help="with --model: simulation step [s] (default: the MJCF timestep; 1 ms "
                         "for a URDF)")
+    i.add_argument("--profile", default=None,
+                   help="with --model: comma-separated scalar parameters whose profile "
+                        "likelihood (refits on a grid) is reported beside the Laplace interval")
     i.add_argument("--segments", type=int, default=1,
                    help="with --model: multiple shooting with this many segments per record "
                         "(default 1: single shooting)")

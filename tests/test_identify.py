@@ -111,18 +111,42 @@ def test_cli_identify_model(tmp_path):
     assert main(["identify", "--data", str(log), "--out", str(tmp_path / "o3")]) == 2
 
 
-def test_base_parameters_name_the_combination(tmp_path):
-    """A link turning about a fixed vertical axis: the data determine I_zz + armature, not each
-    (closed form: coefficient 1 in their units), and I_xx, I_yy not at all."""
-    xml = tmp_path / "spin.xml"
+@pytest.fixture(scope="module")
+def spin(tmp_path_factory):
+    """A link turning about a fixed vertical axis, simulated by MuJoCo."""
+    d = tmp_path_factory.mktemp("spin")
+    xml = d / "spin.xml"
     xml.write_text("""<mujoco><option timestep="0.002" integrator="RK4"/>
       <default><geom contype="0" conaffinity="0"/></default>
       <worldbody><body name="link"><joint name="j" axis="0 0 1" armature="0.05" damping="0.1"/>
       <geom type="box" size="0.2 0.05 0.05" pos="0.1 0 0" mass="2"/></body></worldbody>
       <actuator><motor name="m" joint="j"/></actuator></mujoco>""")
-    log = tmp_path / "spin.csv"
+    log = d / "spin.csv"
     mujoco_record(log, xml=xml, t1=1.5, ts=0.01, ctrl_fn=lambda t: np.array([np.sin(3 * t)]),
                   joints=("j",), actuators=["m"])
+    return xml, log
+
+
+def test_profile_likelihood_brackets_the_truth(spin, tmp_path):
+    """The damping's profile-likelihood interval (refits over a grid) contains the value MuJoCo
+    simulated and, the model being close to linear in it there, agrees with the Laplace
+    interval (asymptotic theory: both are the same χ² region)."""
+    xml, log = spin
+    res = identify(xml, log, params="joint.j.damping,joint.j.armature", progress=False,
+                   profile=["joint.j.damping"], profile_points=7, out=tmp_path)
+    pr = res.results["profiles"]["joint.j.damping"]
+    lo, hi = pr["ci95"]
+    assert lo is not None and hi is not None and lo < 0.1 < hi
+    llo, lhi = pr["laplace_ci95"]
+    assert abs((hi - lo) / (lhi - llo) - 1.0) < 0.2
+    assert min(pr["statistic"]) < 0.5 and max(pr["statistic"]) > 6.0
+    assert "Profile likelihoods" in (tmp_path / "report.md").read_text()
+
+
+def test_base_parameters_name_the_combination(spin):
+    """A link turning about a fixed vertical axis: the data determine I_zz + armature, not each
+    (closed form: coefficient 1 in their units), and I_xx, I_yy not at all."""
+    xml, log = spin
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = identify(xml, log, params="body.link.inertia_diag,joint.j.armature",

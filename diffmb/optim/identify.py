@@ -59,8 +59,8 @@ from .params import ParamSet, expand
 from .sensors import Sensors, expand_sensors, sensor_channels
 from .sysid import FitResult, Record, fit, joint_channels, load_data
 
-__all__ = ["identify", "IdentifyResult", "base_parameters", "noise_from_data", "check_record",
-           "DEFAULT_PARAMS", "load_robot"]
+__all__ = ["identify", "IdentifyResult", "base_parameters", "profile_likelihood",
+           "noise_from_data", "check_record", "DEFAULT_PARAMS", "load_robot"]
 
 DEFAULT_PARAMS = "body.*.mass,joint.*.damping"
 GAP_FACTOR = 5.0  # an interval over 5 x the median is a gap
@@ -298,7 +298,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
              out=None, checkpoint=None, shooting: str = "single", segments: int = 4,
              max_steps: int = 50, progress: bool = True, report: bool = True,
              init: Mapping | None = None, bounds: Mapping | None = None,
-             ignore=()) -> IdentifyResult:
+             ignore=(), profile: Sequence[str] = (), profile_points: int = 9) -> IdentifyResult:
     """Identify ``params`` of any robot from measured data (see the module docstring).
 
     Args:
@@ -315,6 +315,10 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         shooting, segments, max_steps, init, bounds: passed to :func:`diffmb.optim.fit`.
         ignore: features of an MJCF file to simulate without (see
             :func:`~diffmb.io.mjcf.mjcf_forces`), e.g. ``("unsupported_contacts",)``.
+        profile: scalar parameters whose profile likelihood is computed (:func:`profile`):
+            ``profile_points`` refits with the parameter held on a grid of ±3 standard errors
+            around the estimate; the 95 % interval where the profiled cost stays within
+            χ²₁(0.95)/2 · s² of the optimum, beside the Laplace interval.
     """
     source = None
     if isinstance(model, (str, pathlib.Path)):
@@ -377,7 +381,10 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
                 sigma[c] = sigma2[c]
             weights = {k: _dof_weights(model, sigma, k) for k in weights}
             init2 = {k: (v if np.ndim(v) == 0 else np.asarray(v)) for k, v in res.estimates.items()}
-            res = fit(model, recs, names, weights=weights, **{**kw, "init": init2})
+            ck2 = None if checkpoint is None else pathlib.Path(checkpoint).with_suffix(
+                ".reweighted.npz")  # the second fit resumes too
+            res = fit(model, recs, names, weights=weights, checkpoint=ck2,
+                      **{**kw, "init": init2})
             sigma2 = _residual_sigma(res, model, recs, dt)
             for c in noise_chans:
                 n_c = sum(r.t.shape[0] for r in recs)
@@ -387,6 +394,14 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         if not issubclass(w.category, UnidentifiableWarning):
             warnings.warn(w.message, w.category, stacklevel=2)
 
+    profiles = {}
+    for pn in profile:
+        if pn not in names or np.ndim(res.estimates[pn]) != 0:
+            raise KeyError(f"profile: {pn!r} is not a scalar parameter of this fit; parameters: "
+                           f"{names}")
+        profiles[pn] = profile_likelihood(res, model, recs, fdict, names, pn, weights=weights,
+                                          n=profile_points,
+                                          **{k: v for k, v in kw.items() if k != "forces"})
     p_hat = np.concatenate([np.reshape(np.asarray(res.estimates[n], float), -1) for n in names])
     combos = base_parameters(res.jacobian, res.names, p_hat, res.cov)
     identified = {n: {"estimate": _jsonable(res.estimates[n]), "std": _jsonable(res.std[n])}
@@ -414,6 +429,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         "rms": res.rms,
         "dt": dt,
         "correlation": {"names": list(res.names), "matrix": _jsonable(res.correlation)},
+        "profiles": profiles,
     }
     out_res = IdentifyResult(identified, res, results, res.model, res.forces, recs)
     if out is not None:
@@ -424,6 +440,55 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
             _report(out_res, out)
         (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return out_res
+
+
+CHI2_1_95 = 3.841458820694124  # 95 % quantile of χ² with one degree of freedom
+
+
+def profile_likelihood(res: FitResult, model: Model, recs, forces: Mapping, names, name: str, *,
+                       weights, n: int = 9, span: float = 3.0, **kw) -> dict:
+    """Profile of the cost over one scalar parameter: on ``n`` values in ±``span`` standard
+    errors of the estimate, the other parameters (and initial states) are refitted with it held.
+    With the residuals scaled by their variance s², 2Δcost/s² is the likelihood-ratio statistic;
+    the 95 % interval is where it stays below χ²₁(0.95) = 3.84 (linear interpolation between
+    grid values; an open end is reported as None). For a parameter the model is linear in, the
+    profile is a parabola and the interval equals the Laplace one (±1.96 σ).
+
+    Returns ``{"values", "cost", "statistic", "ci95", "laplace_ci95"}``."""
+    from .params import ParamSet
+
+    est, std = float(res.estimates[name]), float(res.std[name])
+    if not (np.isfinite(std) and std > 0):
+        raise ValueError(f"profile: {name!r} has no finite standard error to scale the grid")
+    others = [x for x in names if x != name]
+    init = {k: (v if np.ndim(v) == 0 else np.asarray(v)) for k, v in res.estimates.items()
+            if k != name}
+    kw = {**kw, "init": init, "progress": False, "max_steps": 30,
+          "bounds": {k: v for k, v in (kw.get("bounds") or {}).items() if k != name}}
+    grid = est + std * np.linspace(-span, span, n)
+    one = ParamSet(model, [name], dict(forces))
+    cost = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for v in grid:
+            m2, f2 = one.set(model, dict(forces), {name: jnp.asarray(v)}, check=False)
+            if others:
+                cost.append(fit(m2, recs, others, forces=f2, weights=weights, **kw).cost)
+            else:
+                cost.append(float("nan"))
+    cost = np.asarray(cost)
+    stat = 2.0 * (cost - res.cost) / res.s2
+    ci: list = [None, None]
+    k0 = int(np.argmin(stat))
+    for side, rng in ((0, range(k0, 0, -1)), (1, range(k0, n - 1))):
+        for k in rng:
+            a, b = (k - 1, k) if side == 0 else (k, k + 1)
+            lo_s, hi_s = stat[a], stat[b]
+            if (lo_s - CHI2_1_95) * (hi_s - CHI2_1_95) <= 0 and lo_s != hi_s:
+                ci[side] = float(grid[a] + (CHI2_1_95 - lo_s) / (hi_s - lo_s) * (grid[b] - grid[a]))
+                break
+    return {"values": grid.tolist(), "cost": cost.tolist(), "statistic": stat.tolist(),
+            "ci95": ci, "laplace_ci95": [est - 1.96 * std, est + 1.96 * std]}
 
 
 def _residual_sigma(res: FitResult, model: Model, recs, dt: float) -> dict:
@@ -521,6 +586,22 @@ def _figures(ir: IdentifyResult, out: pathlib.Path) -> list[str]:
         fig.savefig(out / f, dpi=110)
         plt.close(fig)
         files.append(f)
+    for pn, pr in ir.results.get("profiles", {}).items():
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.plot(pr["values"], pr["statistic"], "o-", label="profile (refitted)")
+        e = float(res.estimates[pn])
+        s = float(res.std[pn])
+        x = np.linspace(min(pr["values"]), max(pr["values"]), 100)
+        ax.plot(x, ((x - e) / s) ** 2, "--", label="Laplace (quadratic)")
+        ax.axhline(CHI2_1_95, color="k", lw=0.7)
+        ax.set_xlabel(pn)
+        ax.set_ylabel("2 Δcost / s²")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        f = "profile_" + pn.replace(".", "_").replace("[", "_").replace("]", "") + ".png"
+        fig.savefig(out / f, dpi=110)
+        plt.close(fig)
+        files.append(f)
     C = np.asarray(res.correlation)
     if C.shape[0] > 1:
         fig, ax = plt.subplots(figsize=(1.0 + 0.45 * C.shape[0], 0.6 + 0.45 * C.shape[0]))
@@ -563,6 +644,11 @@ def _report(ir: IdentifyResult, out: pathlib.Path) -> None:
         lines += ["", "## Noise levels (maximum likelihood)", "", "| channel | σ | std |",
                   "|---|---|---|"]
         lines += [f"| `{c}` | {v['estimate']:.4g} | {v['std']:.2g} |" for c, v in R["noise"].items()]
+    if R.get("profiles"):
+        lines += ["", "## Profile likelihoods", "",
+                  "| parameter | profile 95 % interval | Laplace 95 % interval |", "|---|---|---|"]
+        lines += [f"| `{k}` | {_fmt(v['ci95'])} | {_fmt(v['laplace_ci95'])} |"
+                  for k, v in R["profiles"].items()]
     lines += ["", "## Identifiability", ""]
     if R["base_parameters"]:
         lines += [f"- {g['message']}" + (f": {g['estimate']:.6g} ± {g['std']:.2g}"
