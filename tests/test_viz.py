@@ -305,3 +305,18 @@ def test_uav_and_beam_replay_protocol(tmp_path):
     assert tip[0] == pytest.approx(0.95) and 0.09 < tip[1] < 0.1
     line = viz.study_replay(tmp_path, system, viz.Frames(np.linspace(0, 1, 3), np.tile(q, (3, 1))))
     assert line.startswith("Replay: [replay.html]") and (tmp_path / "replay.html").is_file()
+
+
+def test_cli_replay(tmp_path):
+    from diffmb.cli import main
+
+    model = _box_model(tmp_path)
+    tr = _traj(np.linspace(0, 1, 4), np.tile(np.asarray(model.qpos0), (4, 1)), model.nv)
+    npz = tr.save(tmp_path / "run.npz", model=model)
+    assert main(["replay", str(npz), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "replay.html").stat().st_size > 500_000
+    csv = tmp_path / "log.csv"
+    csv.write_text("t,q_slide\n0,0\n0.5,0.1\n1,0.2\n")
+    assert main(["replay", "--model", str(tmp_path / "boxdrop.xml"), "--traj", str(csv),
+                 "--out", str(tmp_path / "p")]) == 2  # the free joint's q_box_* columns missing
+    assert main(["replay", "--out", str(tmp_path / "q")]) == 2
