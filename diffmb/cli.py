@@ -2,6 +2,7 @@
 
     diffmb reproduce <study>|all --out DIR [--quick]
     diffmb identify <study> --data FILE.csv --out DIR [--resume]
+    diffmb identify --model ROBOT.xml|.urdf --data FILE.csv --out DIR [--params P] [--sensors S]
     diffmb bench [--quick] --out DIR
     diffmb list
     diffmb replay RESULT.npz | --model FILE --traj FILE.csv --out DIR [--format html|gif|mp4|png]
@@ -144,18 +145,54 @@ def _reproduce_interrupted(args, out: Path, names, failed, how: str) -> str:
 CHECKPOINT = "checkpoint.npz"  # identify's resumable state, in --out
 
 
+def _identify_model(args):
+    """``identify --model FILE``: :func:`diffmb.optim.identify.identify` on any robot file, as
+    ``identify(data, out, checkpoint=...)`` like a study's."""
+    from .optim.identify import identify
+
+    model = Path(args.model)
+    if not model.is_file():
+        raise CLIError(f"--model {model}: no such file")
+
+    def run(data, out, checkpoint=None):
+        try:
+            res = identify(model, data, params=args.params, sensors=args.sensors, dt=args.dt,
+                           out=out, checkpoint=checkpoint,
+                           shooting="multiple" if args.segments > 1 else "single",
+                           segments=max(args.segments, 1),
+                           ignore=tuple(x.strip() for x in (args.ignore or "").split(",")
+                                        if x.strip()),
+                           profile=tuple(x.strip() for x in (args.profile or "").split(",")
+                                         if x.strip()))
+        except (KeyError, NotImplementedError, FileNotFoundError) as e:  # a bad name or file
+            raise CLIError(str(e).strip("'\"")) from None
+        return res.results
+
+    return run
+
+
 def _identify(args) -> int:
     from .optim.lsq import read_checkpoint
 
-    mod = _study_module(args.study)
-    if not hasattr(mod, "identify"):
-        raise CLIError(f"study {args.study!r} has no identification")
+    if (args.study is None) == (args.model is None):
+        raise CLIError("identify: give exactly one of STUDY and --model FILE")
+    if args.study is not None:
+        for flag in ("params", "sensors", "ignore", "dt", "profile"):
+            if getattr(args, flag) is not None:
+                raise CLIError(f"identify: --{flag} applies to --model FILE, not to a study")
+        mod = _study_module(args.study)
+        if not hasattr(mod, "identify"):
+            raise CLIError(f"study {args.study!r} has no identification")
+        ident = mod.identify
+    else:
+        ident = _identify_model(args)
+    what = args.study if args.study is not None else str(args.model)
     data = Path(args.data)
     if not data.is_file():
         raise CLIError(f"{data}: no such data file")
-    resumable = "checkpoint" in inspect.signature(mod.identify).parameters
+    resumable = "checkpoint" in inspect.signature(ident).parameters
     if args.resume and not resumable:
-        raise CLIError(f"study {args.study!r}: its identification cannot be resumed")
+        raise CLIError(f"{what}: its identification cannot be resumed")
     out = _out_dir(args.out)
     ck = out / CHECKPOINT
     if resumable and ck.exists():
@@ -169,17 +206,22 @@ def _identify(args) -> int:
                 f"--out {out} holds the checkpoint of an earlier identification ({ck.name}, "
                 f"{'finished' if done else 'unfinished'}, {k} iterations): pass --resume to "
                 "continue from it, or choose a fresh --out")
-        print(f"[diffmb] identify {args.study}: resuming from iteration {k} of {ck}",
+        print(f"[diffmb] identify {what}: resuming from iteration {k} of {ck}",
               file=sys.stderr, flush=True)
     elif args.resume:
-        print(f"[diffmb] identify {args.study}: no checkpoint in {out}; starting from the "
+        print(f"[diffmb] identify {what}: no checkpoint in {out}; starting from the "
               "beginning", file=sys.stderr, flush=True)
-    resume_cmd = shlex.join(["diffmb", "identify", args.study, "--data", str(data), "--out",
-                             str(out), "--resume"])
+    cmd = ["diffmb", "identify"] + ([args.study] if args.study else ["--model", str(args.model)])
+    for flag in ("params", "sensors", "ignore", "dt", "profile"):
+        if getattr(args, flag, None) is not None:
+            cmd += [f"--{flag}", str(getattr(args, flag))]
+    if getattr(args, "segments", 1) > 1:
+        cmd += ["--segments", str(args.segments)]
+    resume_cmd = shlex.join(cmd + ["--data", str(data), "--out", str(out), "--resume"])
     if resumable:
         args.on_interrupt = lambda how: _identify_interrupted(out, ck, resume_cmd, how)
     try:
-        res = mod.identify(data, out, checkpoint=ck) if resumable else mod.identify(data, out)
+        res = ident(data, out, checkpoint=ck) if resumable else ident(data, out)
     except ValueError as e:  # bad data or checkpoint: the message names the file and reason
         raise CLIError(str(e)) from None
     args.on_interrupt = None
@@ -302,8 +344,31 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("study", help=f"one of {', '.join(STUDIES)}, or all")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--quick", action="store_true", help="shorter horizons, same contract keys")
-    i = sub.add_parser("identify", help="fit a study's parameters to measured data (CSV)")
-    i.add_argument("study")
+    i = sub.add_parser("identify", help="fit parameters of a study or of any robot file to "
+                       "measured data (CSV)")
+    i.add_argument("study", nargs="?", default=None,
+                   help=f"one of {', '.join(STUDIES)} (or give --model)")
+    i.add_argument("--model", default=None,
+                   help="a robot file (MJCF .xml or .urdf) instead of a study")
+    i.add_argument("--params", default=None,
+                   help="with --model: comma-separated parameter names, wildcards in body/joint "
+                        "names (default: 'body.*.mass,joint.*.damping'), e.g. "
+                        "'body.*.inertial,joint.*.armature'")
+    i.add_argument("--sensors", default=None,
+                   help="with --model: comma-separated <channel>.<field>, field gain, bias, "
+                        "delay or noise, e.g. 'q_*.bias,q_elbow.delay,q_*.noise'")
+    i.add_argument("--ignore", default=None,
+                   help="with --model: MJCF features to simulate without, e.g. "
+                        "'unsupported_contacts'")
+    i.add_argument("--dt", type=float, default=None,
+                   help="with --model: simulation step [s] (default: the MJCF timestep; 1 ms "
+                        "for a URDF)")
+    i.add_argument("--profile", default=None,
+                   help="with --model: comma-separated scalar parameters whose profile "
+                        "likelihood (refits on a grid) is reported beside the Laplace interval")
+    i.add_argument("--segments", type=int, default=1,
+                   help="with --model: multiple shooting with this many segments per record "
+                        "(default 1: single shooting)")
     i.add_argument("--data", required=True, help="CSV: first column t [s], then named channels")
     i.add_argument("--out", required=True,
                    help=f"output directory; the fit is checkpointed in DIR/{CHECKPOINT}")
@@ -314,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", required=True)
     b.add_argument("--quick", action="store_true")
     b.add_argument("--only", default=None,
-                   help="comma-separated subset of: core, sim, variational (default: all)")
+                   help="comma-separated subset of: core, sim, variational, contacts, sysid "
+                        "(default: all)")
     sub.add_parser("list", help="list the studies")
     v = sub.add_parser("replay", help="write a replay (HTML page, GIF, MP4 or PNG) of a saved "
                        "trajectory or a CSV record")
