@@ -163,7 +163,7 @@ def _identify_model(args):
                            ignore=tuple(x.strip() for x in (args.ignore or "").split(",")
                                         if x.strip()),
                            profile=tuple(x.strip() for x in (args.profile or "").split(",")
-                                         if x.strip()))
+                                         if x.strip()), max_steps=args.max_steps)
         except (KeyError, NotImplementedError, FileNotFoundError) as e:  # a bad name or file
             raise CLIError(str(e).strip("'\"")) from None
         return res.results
@@ -366,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--profile", default=None,
                    help="with --model: comma-separated scalar parameters whose profile "
                         "likelihood (refits on a grid) is reported beside the Laplace interval")
+    i.add_argument("--max-steps", type=int, default=50,
+                   help="with --model: Levenberg–Marquardt iterations at most (default 50)")
     i.add_argument("--segments", type=int, default=1,
                    help="with --model: multiple shooting with this many segments per record "
                         "(default 1: single shooting)")

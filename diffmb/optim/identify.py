@@ -20,8 +20,8 @@ What it does, in order:
    (an interval over 5 times the median: split the record into files), a saturated measured
    channel (``SATURATION_RUN`` or more consecutive samples at the column's extreme value).
 3. **Parameters**: names of :mod:`diffmb.optim.params` with shell wildcards in the body or joint
-   name; default :data:`DEFAULT_PARAMS` (the mass of every moving body and the damping of every
-   joint). Inertial parameters stay physically realisable (log-Cholesky of the pseudo-inertia for
+   name; default :data:`DEFAULT_PARAMS` (the mass of every moving body that has one, massless
+   frames left out, and the damping of every joint). Inertial parameters stay physically realisable (log-Cholesky of the pseudo-inertia for
    ``body.<b>.inertial``, of the com second moment for ``body.<b>.inertia``, log(m) for masses).
 4. **Sensors** (``sensors=``, the ``--sensors`` syntax): comma-separated
    ``<channel-pattern>.<field>``, field ``gain``, ``bias``, ``delay`` (identified with the
@@ -55,7 +55,7 @@ import numpy as np
 
 from ..model import Model
 from .lsq import UnidentifiableWarning
-from .params import ParamSet, expand
+from .params import ParamSet, default_transform, expand
 from .sensors import Sensors, expand_sensors, sensor_channels
 from .sysid import FitResult, Record, fit, joint_channels, load_data
 
@@ -65,6 +65,7 @@ __all__ = ["identify", "IdentifyResult", "base_parameters", "profile_likelihood"
 DEFAULT_PARAMS = "body.*.mass,joint.*.damping"
 GAP_FACTOR = 5.0  # an interval over 5 x the median is a gap
 SATURATION_RUN = 8  # consecutive samples at a column's extreme value
+ZERO_START = 1e-3  # starting value of a positive parameter that the file sets to 0 (SI units)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -334,14 +335,29 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
     default = params is None
     patterns = DEFAULT_PARAMS if default else params
     names = expand(model, patterns, fdict)
-    if default:  # bodies that no joint moves carry no information
-        names = [n for n in names if not (n.startswith("body.") and
-                 model.body_node[model.body_names.index(n.split(".")[1])] < 0)]
+    if default:  # bodies that no joint moves, and massless frames, carry no information
+        def moving_mass(n):
+            i = model.body_names.index(n.split(".")[1])
+            return model.body_node[i] >= 0 and float(model.body_mass[i]) > 0.0
+
+        names = [n for n in names if not n.startswith("body.") or moving_mass(n)]
     sens_names, noise_chans = expand_sensors(model, sensors) if sensors else ([], [])
     if sens_names:
         fdict["sensors"] = Sensors(model)
     names = names + sens_names
     ParamSet(model, names, fdict)  # unknown names fail here, before anything compiles
+
+    # a positive parameter (mass, damping, armature) that the file sets to 0 cannot start there
+    # (its log): start from ZERO_START instead, and say so in the results
+    init = dict(init or {})
+    zero_started = []
+    for n in names:
+        if n in init or default_transform(n).kind != "positive":
+            continue
+        v = np.asarray(ParamSet(model, [n], fdict).get(model, fdict)[n])
+        if np.any(v <= 0.0):
+            init[n] = np.where(v > 0.0, v, ZERO_START) if v.ndim else ZERO_START
+            zero_started.append(n)
 
     act = next((e for e in fdict.values() if getattr(e, "uses_ctrl", False)), None)
     act_names = tuple(getattr(act, "names", None) or ()) if act is not None else ()
@@ -430,6 +446,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         "dt": dt,
         "correlation": {"names": list(res.names), "matrix": _jsonable(res.correlation)},
         "profiles": profiles,
+        "started_from_zero_start": zero_started,
     }
     out_res = IdentifyResult(identified, res, results, res.model, res.forces, recs)
     if out is not None:
