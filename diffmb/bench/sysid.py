@@ -294,11 +294,11 @@ def run_mujoco(xml, data, names, guess, truth, max_iters=100) -> dict:
     from absl import logging as alog
     from mujoco import sysid
 
-    params, residual_fn, count = mujoco_problem(xml, data, names, guess)
     level = alog.get_verbosity()
-    alog.set_verbosity(alog.ERROR)
+    alog.set_verbosity(alog.ERROR)  # its per-run notices (no sensors in the model; the table)
     logging.getLogger("absl").setLevel(logging.ERROR)
     try:
+        params, residual_fn, count = mujoco_problem(xml, data, names, guess)
         t0 = time.perf_counter()
         opt, out = sysid.optimize(params, residual_fn, optimizer="mujoco", max_iters=max_iters,
                                   output=io.StringIO())  # its per-iteration log, not printed
