@@ -112,7 +112,8 @@ def _sine_shape(t):
 def sine_excitation(model, t1):
     """(table, scale (3,)): the hand-made sine as a 10 ms piecewise-linear table; joint j's
     amplitude is its torque limit times ``scale[j]`` ≤ 1, tuned joint by joint (two sweeps of a
-    10-halving bisection each, the others held) to the largest value for which the simulated
+    10-halving bisection each, the others held; lift, elbow, then wrist: the wrist,
+    swung by the other two through the coupling, may be left with little or no torque of its own) to the largest value for which the simulated
     angles stay within 90 % of the joint range."""
     ts = np.round(np.arange(0.0, t1 + 1e-9, 0.01), 12)
     shape = _sine_shape(ts) * TORQUE_LIMITS
@@ -124,7 +125,7 @@ def sine_excitation(model, t1):
 
     scale = np.zeros(3)
     for _ in range(2):
-        for j in range(3):
+        for j in range(3):  # lift, elbow, wrist
             trial = scale.copy()
             trial[j] = 1.0
             if fits(trial):
