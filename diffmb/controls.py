@@ -24,12 +24,18 @@ __all__ = ["KnotTable", "piecewise_linear", "cubic", "zero_order_hold", "CPG", "
 
 
 class KnotTable(eqx.Module):
-    """u(t) from knots ``ts`` (k,) strictly increasing and ``values`` (k, nu) or (k,)."""
+    """u(t) from knots ``ts`` (k,) strictly increasing and ``values`` (k, nu) or (k,).
+
+    ``uniform=True`` promises (nearly) evenly spaced knots: the interval is then found in O(1)
+    from (t − ts[0])/h and corrected by one knot either way, instead of a binary search at every
+    evaluation; the values are the same.
+    """
 
     ts: jnp.ndarray
     values: jnp.ndarray | None
     kind: str = eqx.field(static=True, default="linear")
     params_are_values: bool = eqx.field(static=True, default=False)
+    uniform: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         if self.kind not in ("linear", "cubic", "zoh"):
@@ -46,7 +52,13 @@ class KnotTable(eqx.Module):
         vals = jnp.asarray(vals, dtype=jnp.float64)
         ts = jnp.asarray(self.ts, dtype=jnp.float64)
         k = ts.shape[0]
-        i = jnp.clip(jnp.searchsorted(ts, t, side="right") - 1, 0, k - 2)
+        if self.uniform:
+            h0 = (ts[-1] - ts[0]) / (k - 1)
+            i = jnp.clip(jnp.floor((t - ts[0]) / h0).astype(jnp.int32), 0, k - 2)
+            i = jnp.clip(i - (t < ts[i]).astype(jnp.int32) + (t >= ts[i + 1]).astype(jnp.int32),
+                         0, k - 2)
+        else:
+            i = jnp.clip(jnp.searchsorted(ts, t, side="right") - 1, 0, k - 2)
         t0, t1 = ts[i], ts[i + 1]
         h = t1 - t0
         s = jnp.clip((t - t0) / h, 0.0, 1.0)

@@ -2,12 +2,11 @@
 parameters; both tools must recover the truth within their own 95 % intervals, and the result
 records must carry the benchmark contract. No timing is asserted."""
 
+import mujoco.sysid._src.parameter  # noqa: F401  (mujoco[sysid]'s extras, in the test deps)
 import numpy as np
 import pytest
 
 from diffmb.bench import sysid as B
-
-pytest.importorskip("mujoco.sysid._src.parameter")  # mujoco[sysid]'s extra dependencies
 
 NAMES = ["joint.shoulder_lift_joint.damping", "joint.elbow_joint.damping",
          "joint.elbow_joint.armature", "body.forearm_link.mass"]

@@ -403,7 +403,7 @@ def solve(
 
 
 def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
-               report=None, stacklevel: int = 2) -> dict:
+               report=None, stacklevel: int = 2, scale=None) -> dict:
     """Covariance, standard errors and identifiability from the Jacobian at an optimum.
 
     names (n,), p (n,) estimates, J (m, n) = ∂r/∂p in original coordinates, r (m,) residuals.
@@ -411,7 +411,9 @@ def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
     ({name: float}, inf for unidentifiable), ``sv`` (singular values of ``J diag(|p|)``) and
     ``bad`` (names flagged, see the module docstring). ``report``: optional subset of names to
     name in the warning (others, e.g. nuisance states, are still treated as unidentifiable but
-    not named); a warning is issued only if ``warn`` and a reported name is flagged.
+    not named); a warning is issued only if ``warn`` and a reported name is flagged. ``scale``
+    (n,): the column scales of the rank test (default |p|, 1 where p = 0); pass 1 for unknowns
+    whose value is no natural scale (an initial state near 0).
     """
     names = tuple(names)
     p_np = np.asarray(p, dtype=float)
@@ -421,7 +423,9 @@ def covariance(names, p, J, r, rank_rtol: float = 1e-8, *, warn: bool = True,
     rss = float(r @ r)
     dof = m - n_p
     s2 = rss / dof if dof > 0 else float("nan")
-    scale = np.where(p_np != 0.0, np.abs(p_np), 1.0)
+    if scale is None:
+        scale = np.where(p_np != 0.0, np.abs(p_np), 1.0)
+    scale = np.asarray(scale, dtype=float)
     Js = J * scale[None, :]
     _, sv, vt = np.linalg.svd(Js, full_matrices=False)
     smax = sv[0] if sv.size else 0.0

@@ -305,6 +305,7 @@ class _Spec:
     input_interp: str
     sim: tuple
     force_keys: tuple
+    uniform: bool = False  # every record evenly sampled: O(1) input lookup
 
 
 def _setup(args, spec):
@@ -355,9 +356,9 @@ def _seg_fn(m, f, g, s, a, args, spec):
     forces = tuple(e for k, e in f.items() if k != "sensors")
     q0, v0 = ms.start_state(m, a["q_ref"], s)
     if has_tau:
-        base = KnotTable(a["tau_t"], a["tau"], spec.input_interp)
+        base = KnotTable(a["tau_t"], a["tau"], spec.input_interp, uniform=spec.uniform)
     elif has_ctrl:
-        base = KnotTable(a["ctrl_t"], a["ctrl"], spec.input_interp)
+        base = KnotTable(a["ctrl_t"], a["ctrl"], spec.input_interp, uniform=spec.uniform)
     else:
         base = user_control
     ctrl = None if base is None else ms.Shifted(base, a["offset"])
@@ -752,6 +753,8 @@ def fit(
         input_interp=input_interp,
         sim=tuple(sorted(sk.items())),
         force_keys=tuple(fdict),
+        uniform=all(np.allclose(np.diff(r.t), (r.t[-1] - r.t[0]) / (len(r.t) - 1), rtol=1e-6,
+                                atol=0.0) for r in recs),
     )
     args = (model, tuple(fdict.values()), tuple(g["arr"] for g in gdata), jnp.asarray(wq),
             jnp.asarray(wv), user_control, sim_params)
@@ -813,8 +816,12 @@ def fit(
     all_names = tuple(ps.scalar_names) + tuple(state_names)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
+        # the rank test scales parameters by their size; initial states (whose value, often
+        # near 0, is no scale) by 1
+        scale = np.concatenate([np.where(p_hat != 0.0, np.abs(p_hat), 1.0),
+                                np.ones(z.size - n_p)])
         stats = covariance(all_names, np.concatenate([p_hat, z[n_p:]]), J[keep], r[keep],
-                           rank_rtol, report=ps.scalar_names, stacklevel=3)
+                           rank_rtol, report=ps.scalar_names, stacklevel=3, scale=scale)
     cov = stats["cov"][:n_p, :n_p]
     std_flat = np.array([stats["std"][n] for n in ps.scalar_names])
     unident = tuple(n for n in stats["bad"] if n in set(ps.scalar_names))
