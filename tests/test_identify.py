@@ -277,3 +277,30 @@ def test_inertial_parameters_fit_in_pseudo_inertia_coordinates(tmp_path):
     dead = {g["parameters"][0] for g in r.results["base_parameters"] if g["combination"] is None}
     assert {"body.link3.inertial[2]", "body.link3.inertial[7]",
             "body.link3.inertial[9]"} <= dead
+
+
+def test_fit_from_a_known_initial_state(tmp_path):
+    """fit(initial_state="known"): single shooting from the record's given rest state (MuJoCo's
+    arm starts at q = 0, v = 0); the parameters are the only unknowns (Jacobian columns)."""
+    import diffmb
+    from diffmb.optim import fit
+    from diffmb.optim.sysid import read_joint_csv
+
+    log = tmp_path / "log.csv"
+    # inputs sampled every 4 ms: MuJoCo holds each step's mid-step value, diffmb interpolates the
+    # samples; at 10 ms that difference (O(h²)) biases the damping by a few of its small σ
+    mujoco_record(log, t1=1.5, ts=0.004)
+    model = diffmb.load_mjcf(ARM)
+    forces = {f"e{i}": e for i, e in enumerate(diffmb.mjcf_forces(ARM))}
+    rec = read_joint_csv(log, model, ["m_shoulder", "m_elbow", "m_wrist"])
+    rec.q0, rec.v0 = np.zeros(3), np.zeros(3)
+    names = [f"joint.{j}.damping" for j in JOINTS]
+    res = fit(model, rec, names, forces=forces, simulate_kwargs={"dt": 0.002},
+              weights={"q": 1e3}, initial_state="known", progress=False,
+              init={n: 0.5 for n in names})
+    assert res.jacobian.shape[1] == len(names) and res.success
+    for n in names:
+        assert abs(res.estimates[n] - TRUE[n]) < 4 * res.std[n]
+    with pytest.raises(ValueError, match="needs the record's q0 and v0"):
+        fit(model, read_joint_csv(log, model, ["m_shoulder", "m_elbow", "m_wrist"]), names,
+            forces=forces, simulate_kwargs={"dt": 0.002}, initial_state="known", progress=False)

@@ -24,9 +24,13 @@ The data
     ``SIGMA_Q``. Both tools get the same arrays: sample times, noisy angles, the torque samples
     (diffmb as ``tau``; mujoco.sysid as the activation rates ``diff(tau)/dt`` and the initial
     activation ``tau[0]``; the angles as ``MjStateQPos`` signals: its ``MjSensor`` channels
-    lag one step, see :func:`mujoco_problem`) and simulate at ``dt`` with RK4. mujoco.sysid takes the initial state
-    as known (the arm starts at rest at the home pose); diffmb's ``fit`` always estimates it
-    (2 nv nuisance unknowns). Both start from :data:`GUESS` (every parameter 15–40 % off).
+    lag one step, see :func:`mujoco_problem`) and simulate at ``dt`` with RK4. Both take the
+    initial state as known (the arm starts at the home pose of the exciting trajectory);
+    diffmb, run as its users fit a record, estimates every segment's initial state by
+    multiple shooting (2 nv nuisance unknowns per segment); diffmb given the initial state as
+    mujoco.sysid is (``fit(initial_state="known")``, single shooting, the parameters the only
+    unknowns) is reported beside it (``info.diffmb_known_state``). Both start from
+    :data:`GUESS` (every parameter 15–40 % off).
 
 What is measured (best wall time of ``reps`` interleaved repetitions, ABAB...)
     * mujoco.sysid: ``sysid.optimize(..., optimizer="mujoco")`` with its defaults (float64, its
@@ -37,8 +41,9 @@ What is measured (best wall time of ``reps`` interleaved repetitions, ABAB...)
     * diffmb: ``diffmb.optim.fit`` (Levenberg–Marquardt, exact forward-mode Jacobians, single
       shooting, RK4 at ``dt``, weights 1/SIGMA_Q), after a warm-up call that compiles (its
       time minus one steady iteration is reported as ``compile_s``). Rollout-equivalents: a
-      Jacobian is one forward pass with n tangents (n = parameters + 2 nv initial-state
-      unknowns) and counts as n + 1; every trial residual counts 1.
+      Jacobian is one forward pass with n tangents (n = the parameters, + 2 nv per segment
+      when the initial states are estimated) and counts as n + 1; every trial residual
+      counts 1.
     * accuracy: each estimate's error against the truth and whether the truth lies inside the
       tool's own 95 % interval (diffmb: ±1.96 ``FitResult.std``; mujoco.sysid: its half-widths).
 
@@ -213,8 +218,13 @@ def segments_for(T: float) -> int:
     return max(1, int(round(T / SEGMENT)))
 
 
-def diffmb_problem(xml_path, data, names, guess):
-    """(model, record, fit kwargs) for :func:`diffmb.optim.fit` on ``data``."""
+def diffmb_problem(xml_path, data, names, guess, known_state=False):
+    """(model, record, fit kwargs) for :func:`diffmb.optim.fit` on ``data``.
+
+    ``known_state=False`` (the way diffmb's users fit a record: :func:`~diffmb.optim.fit`'s
+    multiple shooting over segments of :data:`SEGMENT` s, every segment's initial state
+    estimated); ``True``: single shooting from the experiment's initial state, given as it is
+    to mujoco.sysid, the parameters the only unknowns."""
     import diffmb
     from diffmb.forces.elements import JointDamping
 
@@ -223,20 +233,25 @@ def diffmb_problem(xml_path, data, names, guess):
               simulate_kwargs={"dt": data["dt"], "solver": "rk4"},
               weights={"q": 1.0 / data["sigma_q"]}, init={k: guess[k] for k in names},
               input_interp="linear", progress=False)
+    rec = {"t": data["t"], "q": data["q"], "tau": data["tau"]}
+    if known_state:
+        kw.update(shooting="single", initial_state="known")
+        rec.update(q0=data["qpos0"], v0=data["qvel0"])
+        return model, rec, kw
     S = segments_for(float(data["t"][-1]))
     kw.update(shooting="multiple", segments=S) if S > 1 else kw.update(shooting="single")
-    rec = {"t": data["t"], "q": data["q"], "tau": data["tau"]}
     return model, rec, kw
 
 
-def run_diffmb(xml_path, data, names, guess, truth, max_steps=100) -> dict:
+def run_diffmb(xml_path, data, names, guess, truth, max_steps=100, known_state=False) -> dict:
     from diffmb.optim import fit
 
-    model, rec, kw = diffmb_problem(xml_path, data, names, guess)
+    model, rec, kw = diffmb_problem(xml_path, data, names, guess, known_state)
     t0 = time.perf_counter()
     res = fit(model, rec, names, max_steps=max_steps, **kw)
     wall = time.perf_counter() - t0
-    n_unknowns = len(names) + 2 * model.nv  # tangents per segment: parameters + own state
+    # tangents per segment: the parameters (+ the segment's own state when estimated)
+    n_unknowns = len(names) + (0 if known_state else 2 * model.nv)
     accepted = sum(1 for h in res.history[1:] if h.get("accepted"))
     trials = res.n_iter - (1 if res.message.startswith("converged (step below xtol)") else 0)
     rollouts = (1 + accepted) * (n_unknowns + 1) + trials
@@ -245,7 +260,8 @@ def run_diffmb(xml_path, data, names, guess, truth, max_steps=100) -> dict:
     return _summary("diffmb", wall, rollouts, res.n_iter, est, half, truth, success=res.success,
                     message=res.message, tangents=n_unknowns, jacobians=1 + accepted,
                     trial_residuals=trials, shooting=kw["shooting"],
-                    segments=kw.get("segments", 1))
+                    segments=kw.get("segments", 1),
+                    initial_state="known" if known_state else "estimated")
 
 
 def _modifier(name):
@@ -392,6 +408,10 @@ def compare(out, T: float, names=PARAMS, reps: int = 3) -> dict:
             runs["mujoco.sysid"].append(run_mujoco(xml, data, names, guess, truth))
         except Exception as e:  # noqa: BLE001 - a failing or missing peer reports null
             info["mujoco_error"] = repr(e)
+    # for reference (second of two runs, the first compiles): diffmb given the initial state,
+    # as mujoco.sysid is (single shooting, the parameters the only unknowns)
+    info["diffmb_known_state"] = [run_diffmb(path, data, names, guess, truth,
+                                             known_state=True) for _ in range(2)][-1]
     info["load_avg_1min_after"] = _load()
     a = min(runs["diffmb"], key=lambda r: r["wall_s"])
     b = min(runs["mujoco.sysid"], key=lambda r: r["wall_s"]) if runs["mujoco.sysid"] else None

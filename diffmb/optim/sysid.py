@@ -306,10 +306,11 @@ class _Spec:
     sim: tuple
     force_keys: tuple
     uniform: bool = False  # every record evenly sampled: O(1) input lookup
+    known_state: bool = False  # initial states given (args[7]), not unknowns
 
 
 def _setup(args, spec):
-    model, fvals, garrs, wq, wv, user_control, sim_params = args
+    model, fvals = args[:2]
     fdict = dict(zip(spec.force_keys, fvals, strict=True))
     return model, fdict, ParamSet(model, spec.names, fdict)
 
@@ -348,7 +349,7 @@ def _seg_fn(m, f, g, s, a, args, spec):
     """One segment: (weighted sample residuals (R,), q_end, v_end, q0)."""
     from ..simulation import simulate
 
-    _, _, _, wq, wv, user_control, sim_params = args
+    _, _, _, wq, wv, user_control, sim_params = args[:7]
     sk = dict(spec.sim)
     dt = sk.pop("dt", None)
     _, rel, T, has_q, has_v, has_tau, has_ctrl, n_dense = g
@@ -412,11 +413,16 @@ def _assemble_r(outs, S, m, spec):
     return jnp.concatenate(rs), qend, vend, q0s
 
 
+def _states(z, args, spec, nv):
+    """(ns, 2 nv) segment unknowns [dq, v]: from z, or the given ones (``known_state``)."""
+    return args[7] if spec.known_state else z[spec.n_p :].reshape(spec.ns, 2 * nv)
+
+
 def _residual(z, args, spec: _Spec):
     model, fdict, ps = _setup(args, spec)
-    n_p, ns, nv = spec.n_p, spec.ns, model.nv
+    n_p, nv = spec.n_p, model.nv
     p = spec.transforms.forward(z[:n_p])
-    S = z[n_p:].reshape(ns, 2 * nv)
+    S = _states(z, args, spec, nv)
     outs = _groups_out(p, S, args, spec)
     return _assemble_r(outs, S, model, spec)[0]
 
@@ -435,7 +441,7 @@ def _res_jac(z, args, spec):
     model, fdict, ps = _setup(args, spec)
     n_p, ns, nv = spec.n_p, spec.ns, model.nv
     zp = z[:n_p]
-    S = z[n_p:].reshape(ns, 2 * nv)
+    S = _states(z, args, spec, nv)
     p = spec.transforms.forward(zp)
     dpdz = spec.transforms.jacobian(zp)
 
@@ -444,6 +450,9 @@ def _res_jac(z, args, spec):
         return o, o
 
     douts_dp, outs = jax.jacfwd(with_aux, has_aux=True)(p)
+    if spec.known_state:  # single shooting from given states: parameter columns only
+        r = _assemble_r(outs, S, model, spec)[0]
+        return r, jnp.concatenate([dp_[0].reshape(-1, n_p) for dp_ in douts_dp]) @ dpdz
     m, f = ps.set(model, fdict, ps.unflatten(p))
     douts_ds = []
     for g, arr in zip(spec.groups, args[2], strict=True):
@@ -564,6 +573,7 @@ def fit(
     progress: bool = True,
     checkpoint=None,
     callback=None,
+    initial_state: str = "estimate",
 ) -> FitResult:
     """Identify ``params`` (names, see :mod:`diffmb.optim.params`) from measured ``data``.
 
@@ -589,6 +599,10 @@ def fit(
         rank_rtol: identifiability threshold (relative singular value).
         progress: show a tqdm bar. checkpoint: path of the resumable state file.
         callback: ``callback(info)`` after each iteration (info: iteration, cost, z).
+        initial_state: ``"estimate"`` (default: every segment's initial state is an unknown)
+            or ``"known"``: single shooting from each record's given ``q0``, ``v0`` (an
+            experiment started from a measured rest state), with the parameters the only
+            unknowns — fewer tangents per Jacobian.
 
     Returns:
         :class:`FitResult` (``success`` False when a parameter is not identifiable).
@@ -599,6 +613,12 @@ def fit(
     """
     if shooting not in ("single", "multiple"):
         raise ValueError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
+    if initial_state not in ("estimate", "known"):
+        raise ValueError(f"initial_state must be 'estimate' or 'known', got {initial_state!r}")
+    known = initial_state == "known"
+    if known and shooting != "single":
+        raise ValueError("initial_state='known' needs shooting='single' (the interior segments' "
+                         "states are unknowns of multiple shooting)")
     if input_interp not in ("linear", "zoh"):
         raise ValueError(f"input_interp must be 'linear' or 'zoh', got {input_interp!r}")
     sk = dict(simulate_kwargs or {})
@@ -682,8 +702,16 @@ def fit(
         wq.max() if any(r.q is not None for r in recs) else 0.0,
         wv.max() if any(r.v is not None for r in recs) else 0.0,
     )
+    if known:
+        for r in recs:
+            if r.q0 is None or r.v0 is None:
+                raise ValueError(f"{r.source}: initial_state='known' needs the record's q0 and "
+                                 "v0 (the state the experiment started from)")
     s0 = [ms.state_from_samples(model, recs[s.rec].t, recs[s.rec].q, recs[s.rec].v, s.a,
                                       recs[s.rec].q0, recs[s.rec].v0) for s in segs]
+    if known:
+        s0 = [(np.asarray(recs[s.rec].q0, float), np.asarray(recs[s.rec].v0, float))
+              for s in segs]
 
     groups: dict = {}
     for si, s in enumerate(segs):
@@ -755,10 +783,12 @@ def fit(
         force_keys=tuple(fdict),
         uniform=all(np.allclose(np.diff(r.t), (r.t[-1] - r.t[0]) / (len(r.t) - 1), rtol=1e-6,
                                 atol=0.0) for r in recs),
+        known_state=known,
     )
+    S_given = jnp.asarray(np.stack([np.concatenate([np.zeros(nv), v0]) for _, v0 in s0]))
     args = (model, tuple(fdict.values()), tuple(g["arr"] for g in gdata), jnp.asarray(wq),
-            jnp.asarray(wv), user_control, sim_params)
-    z0 = np.concatenate([z0_p] + [np.concatenate([np.zeros(nv), v0]) for _, v0 in s0])
+            jnp.asarray(wv), user_control, sim_params, S_given)
+    z0 = np.concatenate([z0_p] + ([] if known else [np.asarray(x) for x in S_given]))
     # rows kept for statistics (masked duplicate samples are zero rows)
     keep = []
     for g in gdata:
@@ -811,8 +841,8 @@ def fit(
     zp = jnp.asarray(z[:n_p])
     p_hat = np.asarray(tr.forward(zp))
     J = original_jacobian(out.J, tr.jacobian(zp))  # nuisance states are not transformed
-    state_names = [f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(segs)
-                   for w in ("dq", "v") for k in range(nv)]
+    state_names = [] if known else [f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(segs)
+                                    for w in ("dq", "v") for k in range(nv)]
     all_names = tuple(ps.scalar_names) + tuple(state_names)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
@@ -855,7 +885,7 @@ def fit(
             rms[nm] = float(np.sqrt(np.nanmean(a**2)))
     init_states = []
     for i, (q_ref, _) in enumerate(s0):
-        s = z[n_p + 2 * nv * i : n_p + 2 * nv * (i + 1)]
+        s = np.asarray(S_given[i]) if known else z[n_p + 2 * nv * i : n_p + 2 * nv * (i + 1)]
         q0, v0 = ms.start_state(m_hat, jnp.asarray(q_ref), s)
         init_states.append((np.asarray(q0), np.array(v0)))
     return FitResult(
