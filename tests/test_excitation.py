@@ -149,3 +149,30 @@ def test_criteria_values():
     assert float(d_criterion(F)) == pytest.approx(np.log(36.0), rel=1e-9)
     e = float(e_criterion(F, tau=0.05))
     assert -0.05 * np.log(3) - 1e-9 <= e <= 1e-9  # log λ_min = 0, ridge 1e-12
+
+
+def test_reference_design_narrows_every_interval():
+    """``reference=``: every predicted std at most 0.9 × a hand-made input's, log det F up.
+    The reference is a slow sine that the plain D design from the default start beats on log
+    det F but not on the damping (its std ratio there is about 1.07): the bound must bite."""
+    model = _msd()
+    kw = dict(q0=[0.0], forces=FORCES, t1=T1, dt=0.01, sample_dt=0.02, noise_std=1e-3)
+    kts = np.linspace(0.0, T1, 9)
+    U = (1.6 * np.sin(2 * np.pi * 0.25 * kts + 0.7))[:, None]
+    ref = piecewise_linear(kts, U)
+    F_ref = np.asarray(fisher_information(model, NAMES, ref, **kw))
+    s_ref = np.array([M, C, K]) * np.sqrt(np.diag(np.linalg.inv(F_ref)))
+    res = design_excitation(model, NAMES, n_knots=9, torque_limits=(-4.0, 6.0),
+                            joint_limits=([-0.12], [0.12]), init=U, reference=ref,
+                            max_std_ratio=0.9, steps=8, learning_rate=0.1, progress=False,
+                            **kw)
+    assert res.meets_reference and res.feasible
+    # the reference's std as computed here (from the control) equals the independent one
+    np.testing.assert_allclose([res.std_reference[n] for n in NAMES], s_ref, rtol=1e-9)
+    # the returned design's own information, recomputed, meets the bound on every parameter
+    F = np.asarray(fisher_information(model, NAMES, res.control, **kw))
+    s = np.array([M, C, K]) * np.sqrt(np.diag(np.linalg.inv(F)))
+    assert np.all(s <= 0.9 * s_ref), s / s_ref
+    np.testing.assert_allclose([res.std_ratio[n] for n in NAMES], s / s_ref, rtol=1e-9)
+    assert np.linalg.slogdet(F)[1] > np.linalg.slogdet(F_ref)[1] + 0.5
+    assert res.history[0]["max_std_ratio"] == pytest.approx(1.0, rel=1e-9)  # starts at the ref

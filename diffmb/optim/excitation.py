@@ -286,7 +286,10 @@ class ExcitationResult:
     ``traj``: the returned design simulated (every step); ``joint_violation``: its largest
     excess over the joint limits (0 when within) [rad or m]; ``feasible``: within them;
     ``history``: per Adam step {step, criterion (exact), objective (smoothed criterion minus
-    penalty), penalty, violation}; ``best_step``: the step returned.
+    penalty), penalty, violation[, max_std_ratio]}; ``best_step``: the step returned. With a
+    ``reference``: ``std_reference`` (its predicted standard errors), ``std_ratio``
+    (σ_i / σ_ref,i of the returned design) and ``meets_reference`` (every ratio ≤
+    ``max_std_ratio`` and within the joint limits); None without one.
     """
 
     control: object
@@ -310,6 +313,9 @@ class ExcitationResult:
     best_step: int
     torque_limits: tuple
     joint_limits: tuple | None
+    std_reference: dict | None = None
+    std_ratio: dict | None = None
+    meets_reference: bool | None = None
 
 
 class _Scatter:
@@ -357,6 +363,16 @@ def _joint_limits(model, forces, joint_limits):
     return (qadr, lo, hi) if qadr.size else None
 
 
+def _is_matrix(x, n):
+    """Whether ``reference`` is a Fisher matrix rather than a control."""
+    if callable(x):
+        return False
+    try:
+        return np.shape(x) == (n, n)
+    except Exception:  # pragma: no cover
+        return False
+
+
 def _default_init(knot_ts, lo, hi, t1, seed):
     """Two sines per channel at 35 % of the half range around the middle (distinct periods)."""
     rng = np.random.default_rng(seed)
@@ -395,6 +411,10 @@ def design_excitation(
     limit_margin: float = 0.05,
     limit_weight: float = 1e3,
     softmin_tau: float = 0.1,
+    reference=None,
+    max_std_ratio: float = 0.9,
+    ratio_margin: float = 0.02,
+    ratio_weight: float = 1e3,
     seed: int = 0,
     simulate_kwargs: Mapping | None = None,
     progress: bool = True,
@@ -421,6 +441,13 @@ def design_excitation(
             decays by a cosine to a tenth over the steps).
         limit_margin, limit_weight: the joint-limit penalty (module docstring).
         softmin_tau: temperature of the E-criterion's soft-min.
+        reference: an experiment not to be worse than, on every parameter: a control (its
+            Fisher information is computed here, same record, noise and initial state) or its
+            F (n, n) in this problem's scaled coordinates. With it, every predicted standard
+            error must be at most ``max_std_ratio`` (0.9) times the reference's: a smooth
+            penalty ``ratio_weight`` Σ_i max(0, log(σ_i/σ_ref,i) − log ρ + ``ratio_margin``)²
+            joins the criterion, and the design returned is the best iterate meeting the ratio
+            (module docstring). Start from the reference input (``init``) when it is a table.
         progress: tqdm bar; callback: ``callback(info)`` after each step.
     """
     import optax
@@ -455,6 +482,27 @@ def design_excitation(
         mlo, mhi = jnp.asarray(jlo + limit_margin * rng_), jnp.asarray(jhi - limit_margin * rng_)
         rng_j = jnp.asarray(rng_)
     all_dofs = dofs == tuple(range(nv))
+    n_p = prob.ps.size
+    if reference is not None:
+        if not 0.0 < float(max_std_ratio):
+            raise ValueError("max_std_ratio must be > 0")
+        if _is_matrix(reference, n_p):
+            ref = np.asarray(reference, float)
+        else:
+            ref = np.asarray(jax.jit(lambda: prob.fim(reference)[0])())
+        if ref.shape != (n_p, n_p) or not np.all(np.isfinite(ref)):
+            raise ValueError(f"reference: need a control or a finite ({n_p}, {n_p}) F")
+        var_ref = np.diag(np.linalg.inv(ref))
+        if np.any(~(var_ref > 0)):
+            raise ValueError("reference: its Fisher information is singular (some parameter "
+                             "has no finite variance); it cannot be a bound")
+        log_sref = jnp.asarray(0.5 * np.log(var_ref))
+        log_rho = float(np.log(max_std_ratio))
+
+    def std_log_ratio(F):
+        """log(σ_i / σ_ref,i) (n,), traceable."""
+        var = jnp.diag(jnp.linalg.inv(F))
+        return 0.5 * jnp.log(jnp.clip(var, 1e-300, None)) - log_sref
 
     def make_control(U):
         table = KnotTable(jnp.asarray(knot_ts), U, "linear")
@@ -472,7 +520,14 @@ def design_excitation(
         else:
             pen, viol = jnp.asarray(0.0), jnp.asarray(0.0)
         viol = jnp.where(jnp.all(traj.status == 0), viol, jnp.inf)
-        return -(crit - pen), (F, crit, pen, viol)
+        if reference is not None:
+            lr = std_log_ratio(F)
+            pen = pen + ratio_weight * jnp.sum(
+                jnp.maximum(lr - log_rho + ratio_margin, 0.0) ** 2)
+            ratio = jnp.exp(jnp.max(lr))
+        else:
+            ratio = jnp.asarray(0.0)
+        return -(crit - pen), (F, crit, pen, viol, ratio)
 
     vg = jax.jit(jax.value_and_grad(objective, has_aux=True))
     opt = optax.adam(optax.cosine_decay_schedule(learning_rate, max(int(steps), 1), alpha=0.1))
@@ -491,17 +546,29 @@ def design_excitation(
         pass
     try:
         for k in range(int(steps) + 1):
-            (val, (F, crit, pen, viol)), g = vg(z)
+            (val, (F, crit, pen, viol, ratio)), g = vg(z)
             Fn = np.asarray(F)
             exact = _exact(criterion, Fn) if np.all(np.isfinite(Fn)) else -np.inf
             viol = float(viol)
+            ratio = float(ratio) if np.isfinite(float(ratio)) else np.inf
             info = {"step": k, "criterion": exact, "objective": float(-val),
                     "smoothed": float(crit), "penalty": float(pen), "violation": viol}
+            if reference is not None:
+                info["max_std_ratio"] = ratio
             history.append(info)
             if first is None:
                 first = (exact, Fn, viol)
-            # best: the feasible iterate of largest criterion, else the least infeasible one
-            key = (1, exact, 0.0) if viol <= 0.0 and np.isfinite(exact) else (0, 0.0, -viol)
+            # best: the feasible iterate of largest criterion (feasible: within the joint
+            # limits and, with a reference, every std ratio ≤ max_std_ratio); else, within the
+            # joint limits, the smallest largest std ratio; else the least joint violation
+            ok_j = viol <= 0.0 and np.isfinite(exact)
+            ok_r = reference is None or ratio <= max_std_ratio
+            if ok_j and ok_r:
+                key = (2, exact)
+            elif ok_j:
+                key = (1, -ratio)
+            else:
+                key = (0, -viol)
             if best is None or key > best[0]:
                 best = (key, k, np.asarray(z), Fn, viol, exact)
             if callback is not None:
@@ -521,11 +588,18 @@ def design_excitation(
             bar.close()
 
     crit_b, F_b, _ = first
-    _, k_best, z_best, F_a, viol_a, crit_a = best
+    key_best, k_best, z_best, F_a, viol_a, crit_a = best
     U = np.asarray(tr.forward(jnp.asarray(z_best).reshape(-1))).reshape(z0.shape)
     control, table = make_control(jnp.asarray(U))
     traj = prob.simulate(prob.p0, prob.q0, prob.v0, control)
     names = prob.ps.scalar_names
+    if reference is not None:
+        s_ref = np.sqrt(var_ref) * np.abs(np.asarray(prob.p0))
+        std_ref = dict(zip(names, s_ref.tolist(), strict=True))
+        ratios = prob.std(F_a) / s_ref
+        std_ratio = dict(zip(names, ratios.tolist(), strict=True))
+    else:
+        std_ref = std_ratio = None
     return ExcitationResult(
         control=control, table=table, knot_ts=knot_ts, knots=U, dofs=dofs,
         criterion=criterion, criterion_before=float(crit_b), criterion_after=float(crit_a),
@@ -535,4 +609,6 @@ def design_excitation(
         names=names, scaled=True, traj=traj, joint_violation=max(float(viol_a), 0.0),
         feasible=bool(viol_a <= 0.0), history=history, best_step=int(k_best),
         torque_limits=(lo, hi), joint_limits=None if lim is None else lim,
+        std_reference=std_ref, std_ratio=std_ratio,
+        meets_reference=None if reference is None else bool(key_best[0] == 2),
     )
