@@ -527,6 +527,7 @@ def _simulate_fit(res: FitResult, model: Model, recs, dt: float) -> list:
     initial state of the record's first segment, with the fitted sensor models applied."""
     from ..controls import KnotTable
     from ..simulation import simulate
+    from .shooting import Shifted
     from .sysid import _hermite_columns, _interp
 
     forces = dict(res.forces) if isinstance(res.forces, Mapping) else {}
@@ -547,7 +548,7 @@ def _simulate_fit(res: FitResult, model: Model, recs, dt: float) -> list:
         n = max(1, int(round(T / dt)))
         tr = simulate(m, jnp.asarray(q0), jnp.asarray(v0), t1=T, dt=T / n,
                       forces=tuple(forces.values()), control=None if ctrl is None else
-                      _Offset(ctrl, float(r.t[0])), throw=False)
+                      Shifted(ctrl, jnp.asarray(float(r.t[0]))), throw=False)
         rel = jnp.asarray(r.t - r.t[0])
         d = jnp.zeros(m.nq + m.nv) if sens is None else sens.delay
         mask, vidx = _hermite_columns(m)
@@ -559,14 +560,6 @@ def _simulate_fit(res: FitResult, model: Model, recs, dt: float) -> list:
             vs = sens.gain[m.nq :] * vs + sens.bias[m.nq :]
         out.append((np.asarray(qs), np.asarray(vs)))
     return out
-
-
-class _Offset:
-    def __init__(self, base, t0):
-        self.base, self.t0 = base, t0
-
-    def __call__(self, t, q=None, v=None, params=None):
-        return self.base(t + self.t0, q, v, params)
 
 
 def _figures(ir: IdentifyResult, out: pathlib.Path) -> list[str]:
