@@ -8,6 +8,11 @@
     res.std           # predicted standard errors of the parameters [their units]
     res.criterion_before, res.criterion_after, res.fim, res.history
 
+    # no parameter worse than a hand-made input (every std <= 0.9 x its), start from it:
+    res = diffmb.optim.design_excitation(..., init=sine_knots, reference=sine_table,
+                                         max_std_ratio=0.9)
+    res.std_ratio, res.meets_reference
+
 Fisher information
 ------------------
 The experiment simulates ``model`` from (q0, v0) with a known input u(t) and measures the
@@ -46,6 +51,22 @@ actuated dof ``dofs``) to maximise
   not differentiable where eigenvalues cross, so the objective is a soft-min of the log
   eigenvalues, −τ log Σ_i exp(−log λ_i / τ) (τ = ``softmin_tau``, default 0.1: a smooth lower
   bound of log λ_min within τ log n of it). The exact λ_min is reported.
+
+No worse than a reference, on every parameter (``reference=``): D-optimality maximises the
+volume of information and may pay for it with a wider interval on some parameter (E, the
+worst direction, can too). Given a reference experiment — a control, whose F_ref is computed
+here with the same record, noise and initial state, or F_ref itself — the design maximises
+the criterion subject to
+
+    σ_i ≤ ρ σ_ref,i  for every parameter i,   σ² = diag F_s⁻¹,  ρ = ``max_std_ratio`` (0.9)
+
+through a smooth penalty ``ratio_weight`` Σ_i max(0, log(σ_i/σ_ref,i) − log ρ + m)² (m =
+``ratio_margin``, 0.02: aim a little inside the bound), added to the joint-limit penalty below.
+Start from the reference input (``init`` = its knots) so that the first iterate is the
+reference itself (ratios 1) and the penalty pulls every ratio down from there. The design
+returned is the best iterate (by the criterion) meeting the bound and the joint limits;
+if none does, the iterate within the joint limits of smallest largest ratio, and
+``meets_reference`` is False. ``std_ratio`` reports σ_i/σ_ref,i of the returned design.
 
 Limits:
 
