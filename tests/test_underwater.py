@@ -116,3 +116,20 @@ def test_gait_parameters_round_trip_and_are_differentiable():
         assert abs(float(p[k]) - v) < 1e-12
     g = jax.grad(lambda t: study.gait_from_theta(t, 6.0)["frequency"])(jnp.asarray(th))
     assert np.all(np.isfinite(np.asarray(g))) and float(g[0]) > 0
+
+
+def test_reference_stage_scores_the_reports_window():
+    """The forward-only stage that picks gaits in the stiction model measures what the report
+    does: its v̄ and P̄·Δt over [WINDOW_START, horizon] equal gait_metrics of a walk (the
+    nominal gait, 3 s), and J = −v̄ + λ P̄/(m g)."""
+    model, forces = uw.load()
+    T, horizon = 6.0, 3.0
+    th = jnp.asarray(study.theta_from_gait(uw.NOMINAL_GAIT, T))
+    J, (v, P) = jax.jit(study._reference_objective(model, forces, T, horizon))(th)
+    met = study.gait_metrics(study.walk(model, forces, uw.NOMINAL_GAIT, horizon),
+                             uw.total_mass(model))
+    span = horizon - study.WINDOW_START
+    assert abs(float(v) - met["speed_mps"]) < 1e-9 and met["speed_mps"] > 0
+    assert abs(float(P) * span - met["energy_J"]) < 1e-6 * met["energy_J"]
+    mg = uw.total_mass(model) * 9.81
+    assert abs(float(J) - (-float(v) + study.LAMBDA * float(P) / mg)) < 1e-12
