@@ -272,10 +272,10 @@ def shear_displacement(theta, theta1, s, r):
 
 
 def _saturation(j, K):
-    """sign(j)(1 − exp(−|j|/K)), C¹ with slope 1/K at j = 0 (no sign function)."""
+    """sign(j)(1 − exp(−|j|/K)), C¹ with slope 1/K at j = 0 (no sign function; one expm1)."""
     pos = j >= 0
-    return jnp.where(pos, -jnp.expm1(-jnp.where(pos, j, 0.0) / K),
-                     jnp.expm1(jnp.where(pos, 0.0, j) / K))
+    e = -jnp.expm1(-jnp.where(pos, j, -j) / K)
+    return jnp.where(pos, e, -e)
 
 
 def shear_stress(sigma, j, soil: Soil, K=None):
@@ -302,28 +302,35 @@ class WheelForces(eqx.Module):
     lateral: jax.Array
 
 
-def _segments(theta1, theta_m, theta2, n_nodes):
-    """Nodes θ (2N,) and weights dθ (2N,) on [θ₂, θ_m] (t = u² from θ₂) and [θ_m, θ₁] (from θ₁)."""
+def _nodes(soil, r, b, theta1, slip, theta2, n_nodes):
+    """Nodes θ (2N,), weights dθ (2N,) and the normal stress σ (2N,) on [θ₂, θ_m] (t = u²
+    from θ₂) and [θ_m, θ₁] (from θ₁), rear segment first.
+
+    The rear region's mapped angle θ* = θ₁ − (θ − θ₂)/(θ_m − θ₂)(θ₁ − θ_m) of the rear node
+    with parameter u is θ₁ − u²(θ₁ − θ_m), the front node with the same u: σ is evaluated on
+    the N front nodes and used for both segments, with θ₁ − θ* = u²(θ₁ − θ_m) computed
+    without cancellation (cos θ* − cos θ₁ = 2 sin(θ₁ − d/2) sin(d/2), d = θ₁ − θ*)."""
+    theta_m = max_stress_angle(theta1, slip, soil)
     u, w = _unit_nodes(n_nodes)
-    u, w = jnp.asarray(u), jnp.asarray(w)
-    rear = theta2 + (theta_m - theta2) * u * u
-    wr = (theta_m - theta2) * 2.0 * u * w
-    front = theta1 - (theta1 - theta_m) * u * u
-    wf = (theta1 - theta_m) * 2.0 * u * w
-    return jnp.concatenate([rear, front]), jnp.concatenate([wr, wf])
+    u2, w2 = jnp.asarray(u * u), jnp.asarray(2.0 * u * w)
+    d = (theta1 - theta_m) * u2
+    gap = jnp.maximum(2.0 * jnp.sin(theta1 - 0.5 * d) * jnp.sin(0.5 * d), 0.0)
+    sig = soil.k_eq(b) * r**soil.n * _pow(gap, soil.n)
+    theta = jnp.concatenate([theta2 + (theta_m - theta2) * u2, theta1 - d])
+    wts = jnp.concatenate([(theta_m - theta2) * w2, (theta1 - theta_m) * w2])
+    return theta, wts, jnp.concatenate([sig, sig])
 
 
-def _stresses(soil, r, b, theta1, s, theta2, tan_beta, theta):
-    """σ, τ, τ_y at the angles θ."""
-    theta_m = max_stress_angle(theta1, s, soil)
-    sigma = normal_stress(theta, theta1, theta_m, soil, r, b, theta2)
-    tau = shear_stress(sigma, shear_displacement(theta, theta1, s, r), soil)
-    jy = r * _g(jnp.clip(s, -1.0, 1.0)) * (theta1 - theta) * tan_beta
+def wheel_forces(soil: Soil, r, b, theta1, slip, *, theta2=0.0, tan_beta=0.0,
+                 n_nodes: int = 32) -> WheelForces:
+    """Wong–Reece forces of one wheel (scalars): entry angle θ₁ [rad], slip s, exit angle θ₂
+    [rad] (≤ θ_m), tan β of the slip angle; ``n_nodes`` Gauss–Legendre nodes per segment
+    (static). Differentiable in every argument; finite gradients at θ₁ = 0 and s = 0."""
+    theta1, slip, theta2 = _f64(theta1), _f64(slip), _f64(theta2)
+    theta, wts, sigma = _nodes(soil, r, b, theta1, slip, theta2, n_nodes)
+    tau = shear_stress(sigma, shear_displacement(theta, theta1, slip, r), soil)
+    jy = r * _g(jnp.clip(slip, -1.0, 1.0)) * (theta1 - theta) * _f64(tan_beta)
     tau_y = shear_stress(sigma, jy, soil, soil.K_y)
-    return sigma, tau, tau_y
-
-
-def _integrate(r, b, theta, wts, sigma, tau, tau_y):
     c, sn = jnp.cos(theta), jnp.sin(theta)
     W = r * b * jnp.sum(wts * (sigma * c + tau * sn))
     DP = r * b * jnp.sum(wts * (tau * c - sigma * sn))
@@ -332,21 +339,13 @@ def _integrate(r, b, theta, wts, sigma, tau, tau_y):
     return WheelForces(W, DP, T, Fy)
 
 
-def wheel_forces(soil: Soil, r, b, theta1, slip, *, theta2=0.0, tan_beta=0.0,
-                 n_nodes: int = 32) -> WheelForces:
-    """Wong–Reece forces of one wheel (scalars): entry angle θ₁ [rad], slip s, exit angle θ₂
-    [rad] (≤ θ_m), tan β of the slip angle; ``n_nodes`` Gauss–Legendre nodes per segment
-    (static). Differentiable in every argument; finite gradients at θ₁ = 0 and s = 0."""
-    theta1, slip = _f64(theta1), _f64(slip)
-    theta_m = max_stress_angle(theta1, slip, soil)
-    theta, wts = _segments(theta1, theta_m, _f64(theta2), n_nodes)
-    sigma, tau, tau_y = _stresses(soil, r, b, theta1, slip, theta2, _f64(tan_beta), theta)
-    return _integrate(r, b, theta, wts, sigma, tau, tau_y)
-
-
 def normal_load(soil: Soil, r, b, theta1, slip, *, theta2=0.0, n_nodes: int = 32):
-    """W(θ₁) [N] of :func:`wheel_forces`."""
-    return wheel_forces(soil, r, b, theta1, slip, theta2=theta2, n_nodes=n_nodes).load
+    """W(θ₁) [N] of :func:`wheel_forces` (the same quadrature, without the lateral shear, the
+    drawbar pull and the torque)."""
+    theta1, slip, theta2 = _f64(theta1), _f64(slip), _f64(theta2)
+    theta, wts, sigma = _nodes(soil, r, b, theta1, slip, theta2, n_nodes)
+    tau = shear_stress(sigma, shear_displacement(theta, theta1, slip, r), soil)
+    return r * b * jnp.sum(wts * (sigma * jnp.cos(theta) + tau * jnp.sin(theta)))
 
 
 # ---- the linearised model (Xu et al. 2021 eqs. 26–31, after Yoshida / Iagnemma) ----------------
@@ -723,24 +722,20 @@ class WheelSoil(AbstractStatefulForce):
         """Per wheel: centre (rel. origin), world axis, ω_spin, centre velocity, body index."""
         Rb, pb = body_frames(model, kin)
         topo = kin.topo
-        cs, axes, spins, vels, bodies = [], [], [], [], []
-        for w in self.wheels:
-            bi = body_index(model, w.body)
-            c = pb[bi] + Rb[bi] @ w.pos
-            a = Rb[bi] @ w.axis
-            om, vc = point_velocities(kin, c[None], [bi])
-            om, vc = om[0], vc[0]
-            if self.spin == "relative":
-                node = model.body_node[bi]
+        bodies = [body_index(model, w.body) for w in self.wheels]
+        bi = np.asarray(bodies)
+        R = Rb[bi]  # (nw, 3, 3): all wheels at once
+        c = pb[bi] + jnp.einsum("wij,wj->wi", R, jnp.stack([w.pos for w in self.wheels]))
+        a = jnp.einsum("wij,wj->wi", R, jnp.stack([w.axis for w in self.wheels]))
+        om, vc = point_velocities(kin, c, bodies)
+        if self.spin == "relative":
+            rows = []
+            for k in bodies:
+                node = model.body_node[k]
                 parent = model.node_parent[node] if node >= 0 else -1
-                if parent >= 0:
-                    om = om - kin.vel[topo.pos[parent], :3]
-            cs.append(c)
-            axes.append(a)
-            spins.append(jnp.dot(om, a))
-            vels.append(vc)
-            bodies.append(bi)
-        return (jnp.stack(cs), jnp.stack(axes), jnp.stack(spins), jnp.stack(vels), bodies)
+                rows.append(kin.vel[topo.pos[parent], :3] if parent >= 0 else jnp.zeros(3))
+            om = om - jnp.stack(rows)
+        return c, a, jnp.sum(om * a, axis=-1), vc, bodies
 
     def evaluate(self, model: Model, q, v, state=None) -> WheelSoilResult:
         """Every per-wheel quantity at (q, v) and memory ``state`` (default zeros)."""
@@ -769,20 +764,28 @@ class WheelSoil(AbstractStatefulForce):
         th1m = entry_angle(m, r)
         tt = jnp.clip(0.5 * (vx / eps + 1.0), 0.0, 1.0)
         wf = tt**3 * (10.0 - 15.0 * tt + 6.0 * tt**2)  # C² step: exactly 1 for v_x ≥ v_ε
-        N_NODES = self.n_nodes
+        nn = self.n_nodes
 
-        def blended(soil, r, b, t2, theta1, s, tb, wf):
-            F = wheel_forces(soil, r, b, theta1, s, theta2=t2, tan_beta=tb, n_nodes=N_NODES)
-            G = wheel_forces(soil, r, b, theta1, -s, theta2=t2, tan_beta=tb, n_nodes=N_NODES)
+        def at(sl):  # forces at the sinkage and the load at the memory, for slip sl
+            F = jax.vmap(lambda so, r_, b_, t2_, t1_, s_, tb_: wheel_forces(
+                so, r_, b_, t1_, s_, theta2=t2_, tan_beta=tb_, n_nodes=nn))(
+                self.soil, r, b, t2, th1, sl, tb)
+            Wm = jax.vmap(lambda so, r_, b_, t2_, t1_, s_: normal_load(
+                so, r_, b_, t1_, s_, theta2=t2_, n_nodes=nn))(self.soil, r, b, t2, th1m, sl)
+            return F, Wm
+
+        def blended(FW):  # with the mirrored wheel, w F(s) + (1 − w) F̃(−s)
+            (F, WmF), (G, WmG) = FW, at(-s)
             wb = 1.0 - wf
-            return WheelForces(wf * F.load + wb * G.load,
-                               wf * F.drawbar_pull - wb * G.drawbar_pull,
-                               wf * F.torque - wb * G.torque,
-                               wf * F.lateral + wb * G.lateral)
+            return (WheelForces(wf * F.load + wb * G.load,
+                                wf * F.drawbar_pull - wb * G.drawbar_pull,
+                                wf * F.torque - wb * G.torque,
+                                wf * F.lateral + wb * G.lateral), wf * WmF + wb * WmG)
 
-        Fz = jax.vmap(blended)(self.soil, r, b, t2, th1, s, tb, wf)
-        Fm = jax.vmap(blended)(self.soil, r, b, t2, th1m, s, tb, wf)
-        Wb, Wm = Fz.load, Fm.load
+        # the mirrored wheel only where some wheel moves slower than v_ε forwards (w < 1;
+        # w = 1 gives F exactly): skipped in steady driving (batch 1; under vmap both run)
+        Fz, Wm = jax.lax.cond(jnp.any(wf < 1.0), blended, lambda FW: FW, at(s))
+        Wb = Fz.load
         kap = self.soil.unloading
         line = Wm * jnp.maximum(1.0 - kap * safe_div(m - z, m), 0.0)
         lam = jnp.where(z >= m, 1.0, jnp.minimum(safe_div(line, Wb, 1.0), 1.0))

@@ -42,11 +42,16 @@ __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single
            "wheel_csv_path", "record_wheel_csv", "SOIL", "DT"]
 
 SOIL = "regolith_simulant"
-DT = 2.5e-3  # s, RK4 step of the behaviours (checked against DT/2 in the report)
+DT = 5e-3  # s, RK4 step of the behaviours (checked against DT/2 in the report); the fastest
+#           modes (wheel servo against a bogie, the slip at v_eps, the soil memory) sit at
+#           |lambda| <= 430 1/s, inside RK4's real-axis bound 2.78/DT = 556 1/s
 OUT_DT = 0.01  # s, output step (the paper's figures)
 HORIZON = 5.0  # s
-N_NODES = 8  # quadrature nodes per segment in the rover's wheels (32 in the single wheel;
-#              8 and 32 give the same 5 s traverse to 4e-5 m)
+N_NODES = 6  # quadrature nodes per segment in the rover's wheels (32 in the single wheel;
+#              forces within 4e-6 of their maxima, see tests/test_terramechanics.py)
+V_EPS = 0.03  # m/s, the wheels' slip regularisation (exact above 0.03 m/s; the rover drives
+#               at 0.1 m/s): 0.01 m/s puts a -670 1/s mode in the start from rest
+MEMORY_RATE = 200.0  # 1/s, the soil memory's loading rate (500 would be a -500 1/s mode)
 ROUGH = dict(seed=7, size=(12.0, 12.0), resolution=0.05, amplitude=0.02, wavelength=0.6)
 # single-wheel identification: two wheel widths separate k_c from k_phi (k_eq = k_c/b + k_phi)
 ID_WIDTHS = (0.11, 0.16)
@@ -66,12 +71,14 @@ def wheel_csv_path() -> pathlib.Path:
     return pathlib.Path(str(resources.files("diffmb") / "assets" / "rover_wheel.csv"))
 
 
-def rover_wheel_soil(model, terrain, soil=None, n_nodes=N_NODES):
+def rover_wheel_soil(model, terrain, soil=None, n_nodes=N_NODES, v_eps=V_EPS,
+                     memory_rate=MEMORY_RATE):
     """The WheelSoil element of the rover's six wheels on ``terrain``."""
     soil = tm.SOILS[SOIL] if soil is None else soil
     wheels = [tm.Wheel(f"wheel_{w}", rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, axis=(0, 1, 0),
                        name=w) for w in rover.WHEELS]
-    return tm.WheelSoil(wheels, terrain, soil, model=model, n_nodes=n_nodes)
+    return tm.WheelSoil(wheels, terrain, soil, model=model, n_nodes=n_nodes, v_eps=v_eps,
+                        memory_rate=memory_rate)
 
 
 def _settled_q0(model):
