@@ -68,7 +68,7 @@ def mujoco_record(path, xml=ARM, *, t1=2.0, ts=0.0093, delay=0.0, bias=0.0, nois
 @pytest.fixture(scope="module")
 def delayed_log(tmp_path_factory):
     p = tmp_path_factory.mktemp("ident") / "log.csv"
-    mujoco_record(p, delay=0.006, bias=0.02)
+    mujoco_record(p, t1=1.5, delay=0.006, bias=0.02)
     return p
 
 
@@ -97,7 +97,7 @@ def test_cli_identify_model(tmp_path):
     """``diffmb identify --model FILE --data CSV --out DIR --params ...`` writes results.json
     with {name: {"estimate", "std"}}; exactly one of STUDY and --model."""
     log = tmp_path / "log.csv"
-    mujoco_record(log, t1=1.5, ts=0.01)
+    mujoco_record(log, t1=1.0, ts=0.01)
     out = tmp_path / "out"
     code = main(["identify", "--model", str(ARM), "--data", str(log), "--out", str(out),
                  "--params", "joint.*.damping"])
@@ -122,7 +122,7 @@ def spin(tmp_path_factory):
       <geom type="box" size="0.2 0.05 0.05" pos="0.1 0 0" mass="2"/></body></worldbody>
       <actuator><motor name="m" joint="j"/></actuator></mujoco>""")
     log = d / "spin.csv"
-    mujoco_record(log, xml=xml, t1=1.5, ts=0.01, ctrl_fn=lambda t: np.array([np.sin(3 * t)]),
+    mujoco_record(log, xml=xml, t1=1.0, ts=0.01, ctrl_fn=lambda t: np.array([np.sin(3 * t)]),
                   joints=("j",), actuators=["m"])
     return xml, log
 
@@ -133,7 +133,7 @@ def test_profile_likelihood_brackets_the_truth(spin, tmp_path):
     interval (asymptotic theory: both are the same χ² region)."""
     xml, log = spin
     res = identify(xml, log, params="joint.j.damping,joint.j.armature", progress=False,
-                   profile=["joint.j.damping"], profile_points=7, out=tmp_path)
+                   profile=["joint.j.damping"], profile_points=5, out=tmp_path)
     pr = res.results["profiles"]["joint.j.damping"]
     lo, hi = pr["ci95"]
     assert lo is not None and hi is not None and lo < 0.1 < hi
@@ -260,7 +260,7 @@ def test_inertial_parameters_fit_in_pseudo_inertia_coordinates(tmp_path):
     a planar motion cannot see are named as having no effect, and every iterate stays
     physically realisable (the fit runs in log-Cholesky coordinates)."""
     log = tmp_path / "plain.csv"
-    mujoco_record(log, t1=2.0, ts=0.01)
+    mujoco_record(log, t1=1.2, ts=0.01)
     mj = mujoco.MjModel.from_xml_path(str(ARM))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
