@@ -91,6 +91,23 @@ def test_quadrature_against_scipy_and_a_2000_node_reference(soil, th1, s, th2, t
     assert np.max(np.abs(F8 - F2000)) >= np.max(np.abs(F32 - F2000))
 
 
+@pytest.mark.parametrize("th1,s,tanb", [(0.35, 0.2, 0.05), (0.25, 0.6, -0.2), (0.5, 0.05, 0.0)])
+def test_the_rovers_node_count_against_scipy(th1, s, tanb):
+    """The rover's wheels (r = b = 0.15 m) with the study's N_NODES per segment: within 1e-5
+    of the largest force (driving, the traverse's range of entry angles); the memory's
+    load-only quadrature equals the full one's load."""
+    from diffmb.studies import rover as study
+
+    rw = 0.15
+    args = (jnp.asarray(th1), jnp.asarray(s))
+    F = _vec(_wheel_forces(REG, rw, rw, *args, tan_beta=jnp.asarray(tanb),
+                           n_nodes=study.N_NODES))
+    ref = _np_forces(REG, rw, rw, th1, s, 0.0, tanb)
+    assert np.max(np.abs(F - ref)) / np.max(np.abs(ref)) < 1e-5
+    W = float(tm.normal_load(REG, rw, rw, *args, n_nodes=study.N_NODES))
+    assert abs(W - F[0]) <= 1e-12 * abs(F[0])
+
+
 @jax.jit
 def _load_grid(soil, th, s):
     W = jax.vmap(jax.vmap(lambda t, si: tm.normal_load(soil, R, B, t, si), (0, None)),

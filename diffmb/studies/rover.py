@@ -8,7 +8,8 @@ The rover is ``diffmb/assets/rover.xml`` (:mod:`diffmb.models.rover`): its diffe
 exactly, active rockers and bogies, six steered and driven wheels, Mars gravity. Wheel–soil
 forces are :class:`diffmb.contacts.terramechanics.WheelSoil` (Wong–Reece stresses with
 Bekker's moduli, Janosi shear, soil memory and damping) on the regolith simulant of the
-single-wheel test bed. Behaviours use ABA with RK4 at ``DT``; the recursive Lagrange
+single-wheel test bed. Behaviours use ABA with explicit Euler (``SOLVER``) at ``DT``; the
+recursive Lagrange
 formulation cross-checks ABA on random states.
 
 ``reproduce(out_dir, quick)`` writes ``results.json``, figures and ``report.md``;
@@ -39,12 +40,17 @@ from ..simulation import simulate
 from ..spatial.rotation import rpy_from_quat
 
 __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
-           "wheel_csv_path", "record_wheel_csv", "SOIL", "DT"]
+           "wheel_csv_path", "record_wheel_csv", "SOIL", "DT", "SOLVER"]
 
 SOIL = "regolith_simulant"
-DT = 5e-3  # s, RK4 step of the behaviours (checked against DT/2 in the report); the fastest
-#           modes (wheel servo against a bogie, the slip at v_eps, the soil memory) sit at
-#           |lambda| <= 430 1/s, inside RK4's real-axis bound 2.78/DT = 556 1/s
+SOLVER = "euler"  # the behaviours' method: explicit Euler (first order; every Runge-Kutta
+#                   step keeps the differential's linear invariants C q, C v exactly)
+DT = 2.5e-3  # s, its step (checked against DT/2 in the report). The fastest modes of the
+#             traverse (the rocker against a wheel at the start from rest, a wheel servo
+#             against its bogie, the soil memory) are real, at -330 ... -700 1/s: Euler's
+#             bound 2/DT = 800 1/s, RK4's 2.78/DT. Euler at 2.5 ms and RK4 at 5 ms give the 5 s
+#             traverse to 2e-4 and 1e-4 m of RK4 at 1.25 ms, Euler with half the evaluations
+#             (docs/performance.md)
 OUT_DT = 0.01  # s, output step (the paper's figures)
 HORIZON = 5.0  # s
 N_NODES = 6  # quadrature nodes per segment in the rover's wheels (32 in the single wheel;
@@ -91,13 +97,22 @@ def _settled_q0(model):
     return jnp.asarray(q0)
 
 
-def run_behaviour(model, forces, ws, name, horizon, dt=DT, q0=None):
+def _solver(solver=None):
+    """``solver`` (default ``SOLVER``) as ``simulate`` takes it: "euler" is diffrax's Euler."""
+    import diffrax
+
+    solver = SOLVER if solver is None else solver
+    return diffrax.Euler() if solver == "euler" else solver
+
+
+def run_behaviour(model, forces, ws, name, horizon, dt=DT, q0=None, solver=None):
     """Simulate one behaviour; returns a dict of output series (OUT_DT) and the trajectory."""
     q0 = _settled_q0(model) if q0 is None else q0
     ts = np.round(np.arange(int(round(horizon / OUT_DT)) + 1) * OUT_DT, 10)
     fs = forces + (ws,)
     p = rover.behaviour_params(name)
-    tr = simulate(model, q0, None, t1=horizon, dt=dt, forces=fs, control=rover.drive_control,
+    tr = simulate(model, q0, None, t1=horizon, dt=dt, solver=_solver(solver), forces=fs,
+                  control=rover.drive_control,
                   params=p, saveat=ts)
     act = next(f for f in forces if type(f).__name__ == "Actuators")
     ctrl = jax.vmap(lambda t: rover.drive_controls(t, p))(jnp.asarray(ts))
@@ -279,7 +294,7 @@ def traverse_fit(model, forces, horizon, dt=DT, seed=1):
     def observe(p):
         w = eqx.tree_at(lambda e: (e.soil.k_phi, e.soil.phi), ws,
                         (jnp.broadcast_to(p["k_phi"], (6,)), jnp.broadcast_to(p["phi"], (6,))))
-        tr = simulate(model, q0, None, t1=horizon, dt=dt, forces=forces + (w,),
+        tr = simulate(model, q0, None, t1=horizon, dt=dt, solver=_solver(), forces=forces + (w,),
                       control=rover.behaviour_control("straight"), saveat=ts,
                       adjoint="direct")
         ctrl = jax.vmap(lambda t: rover.behaviour_command("straight", t))(jnp.asarray(ts))
@@ -304,10 +319,41 @@ def traverse_fit(model, forces, horizon, dt=DT, seed=1):
 # ---- speed -------------------------------------------------------------------------------------
 
 
-def speed(model, forces, horizon, batch=256, batch_horizon=1.0):
-    """Realtime factor of the ``horizon`` s rough traverse at batch 1 after compilation (its
-    wall time, compile time), and batch_rovers_per_s: ``batch`` rovers on ``batch`` soils
-    (k_phi drawn in [5e5, 1.2e6]) over ``batch_horizon`` s in one vmapped call."""
+class _OneCore:
+    """Pins every thread of this process to one of its allowed cores for the ``with`` block
+    (Linux; elsewhere, or if refused, nothing happens: ``pinned`` says which)."""
+
+    def __enter__(self):
+        import os
+
+        self.saved, self.pinned = {}, False
+        try:
+            core = {min(os.sched_getaffinity(0))}
+            for tid in os.listdir("/proc/self/task"):
+                self.saved[int(tid)] = os.sched_getaffinity(int(tid))
+                os.sched_setaffinity(int(tid), core)
+            self.pinned = True
+        except (AttributeError, OSError, ValueError):
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        import os
+
+        for tid, cpus in self.saved.items():
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:  # the thread has ended
+                pass
+        return False
+
+
+def speed(model, forces, horizon, batch=256, batch_horizon=1.0, dt=DT, solver=None, reps=5):
+    """Realtime factor of the ``horizon`` s rough traverse at batch 1 after compilation, with
+    the behaviours' method and step, every thread of the process on one core (best of
+    ``reps`` runs; its wall time, compile time), and batch_rovers_per_s: ``batch`` rovers on
+    ``batch`` soils (k_phi drawn in [5e5, 1.2e6]) over ``batch_horizon`` s in one vmapped
+    call (all cores)."""
     rough = rough_terrain(**ROUGH)
     ws = rover_wheel_soil(model, rough)
     q0 = _settled_q0(model)
@@ -315,7 +361,8 @@ def speed(model, forces, horizon, batch=256, batch_horizon=1.0):
 
     def run(kphi, t1):
         w = eqx.tree_at(lambda e: e.soil.k_phi, ws, jnp.broadcast_to(kphi, (6,)))
-        tr = simulate(model, q0, None, t1=t1, dt=DT, forces=forces + (w,), control=ctl,
+        tr = simulate(model, q0, None, t1=t1, dt=dt, solver=_solver(solver), forces=forces + (w,),
+                      control=ctl,
                       saveat=[t1], throw=False)
         return tr.q[-1], tr.status
 
@@ -324,10 +371,11 @@ def speed(model, forces, horizon, batch=256, batch_horizon=1.0):
     jax.block_until_ready(one(jnp.asarray(8.14e5)))
     compile_s = time.perf_counter() - t0
     walls = []
-    for k in range(3):
-        t0 = time.perf_counter()
-        jax.block_until_ready(one(jnp.asarray(8.0e5 + k)))
-        walls.append(time.perf_counter() - t0)
+    with _OneCore() as pin:
+        for k in range(reps):
+            t0 = time.perf_counter()
+            jax.block_until_ready(one(jnp.asarray(8.0e5 + k)))
+            walls.append(time.perf_counter() - t0)
     wall = min(walls)
     many = jax.jit(jax.vmap(lambda k: run(k, batch_horizon)))
     kphis = jnp.asarray(np.random.default_rng(0).uniform(5e5, 1.2e6, batch))
@@ -337,6 +385,7 @@ def speed(model, forces, horizon, batch=256, batch_horizon=1.0):
     jax.block_until_ready(qs)
     bwall = time.perf_counter() - t0
     return {"realtime_factor": horizon / wall, "wall_s": wall, "compile_s": compile_s,
+            "realtime_one_core": pin.pinned, "realtime_walls_s": walls,
             "batch_rovers_per_s": batch / bwall, "batch_wall_s": bwall,
             "batch_all_ok": bool(np.all(np.asarray(st) == 0)), "horizon_s": horizon,
             "batch_horizon_s": batch_horizon}
@@ -355,7 +404,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     horizon = 2.0 if quick else HORIZON
     res: dict = {"quick": bool(quick), "soil": SOIL, "soil_source": tm.SOIL_SOURCES[SOIL],
-                 "method": "ABA", "solver": "rk4", "dt_s": DT, "output_dt_s": OUT_DT}
+                 "method": "ABA", "solver": SOLVER, "dt_s": DT, "output_dt_s": OUT_DT}
     figs = []
 
     # 1. single wheel: full and linearised models against slip
@@ -460,7 +509,8 @@ def reproduce(out_dir, quick: bool = False) -> dict:
 
     # 4. speed
     res.update(speed(model, forces, HORIZON, batch=256, batch_horizon=0.25 if quick else 1.0))
-    res["realtime_method"] = f"ABA, RK4 at dt = {DT} s, WheelSoil with {N_NODES} nodes"
+    res["realtime_method"] = (f"ABA with the exact differential, {SOLVER} at dt = {DT} s, "
+                              f"WheelSoil with {N_NODES} nodes per segment, one core")
 
     (out_dir / "results.json").write_text(json.dumps(res, indent=2))
     _report(out_dir, res, figs, quick)
@@ -476,7 +526,7 @@ def _report(out_dir, res, figs, quick):
     sw = res["single_wheel"]
     lines = [
         "# The six-wheeled Mars rover (Xu, Ju, Yu & Gu 2021)", "",
-        f"Soil: {res['soil_source']}. Behaviours by ABA with RK4 at dt = {res['dt_s']} s "
+        f"Soil: {res['soil_source']}. Behaviours by ABA with {res['solver']} at dt = {res['dt_s']} s "
         f"(output every {res['output_dt_s']} s){'; --quick: 2 s behaviours, a 1 s traverse fit, 0.25 s batch runs' if quick else ''}.",
         "", "## Single wheel (r = 0.09 m, b = 0.11 m, W = 64.68 N)", "",
         "| slip | sinkage [mm] | DP [N] | T [N m] | lin. sinkage [mm] | lin. DP [N] | lin. T [N m] | eq. 31 T/r [N] |",
