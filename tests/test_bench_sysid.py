@@ -21,7 +21,7 @@ def test_arm_and_data_agree_between_the_tools(tmp_path):
     assert B.sim_agreement(path, data) < 0.01 * B.SIGMA_Q
 
 
-@pytest.mark.slow  # ~45 s (both tools compile); `diffmb bench --only sysid` runs the same check
+@pytest.mark.slow  # ~45 s (both tools compile); `diffmb bench --only sysid` reports the same counts
 def test_both_recover_the_truth_within_their_intervals(tmp_path):
     res = B.compare(tmp_path, T=0.6, names=NAMES, reps=1)
     for k in ("fit_speed", "rollouts", "iterations", "max_rel_param_error",
