@@ -320,3 +320,17 @@ def test_cli_replay(tmp_path):
     assert main(["replay", "--model", str(tmp_path / "boxdrop.xml"), "--traj", str(csv),
                  "--out", str(tmp_path / "p")]) == 2  # the free joint's q_box_* columns missing
     assert main(["replay", "--out", str(tmp_path / "q")]) == 2
+
+
+def test_study_replay_saves_the_trajectory_for_the_cli(tmp_path):
+    """A study's replay line links replay.html and replay.npz; the npz replays again."""
+    from diffmb.cli import main
+
+    model = _box_model(tmp_path)
+    tr = _traj(np.linspace(0, 1, 4), np.tile(np.asarray(model.qpos0), (4, 1)), model.nv)
+    line = viz.study_replay(tmp_path / "study", model, tr)
+    assert "replay.html" in line and "replay.npz" in line
+    again, info = Trajectory.load(tmp_path / "study" / "replay.npz")
+    np.testing.assert_allclose(np.asarray(again.q), np.asarray(tr.q))
+    assert main(["replay", str(tmp_path / "study" / "replay.npz"), "--out",
+                 str(tmp_path / "o")]) == 0

@@ -167,10 +167,24 @@ def beam_frames(ts, theta, tip, length, n=10, width=0.02, hub=0.05):
 def study_replay(out_dir, model, traj, *, name="replay.html", fps=25.0, **kw) -> str:
     """Write ``out_dir/replay.html`` for a study (frames resampled at ``fps``) and return the
     line its ``report.md`` links it with; a failure is reported in that line, never raised (a
-    replay is a view of the results, not one of them)."""
+    replay is a view of the results, not one of them). For a :class:`~diffmb.Model` loaded from
+    a file the trajectory is saved too (``replay.npz``, :meth:`~diffmb.Trajectory.save`), which
+    ``diffmb replay DIR/replay.npz --out DIR2`` replays again."""
     try:
         p = replay(model, traj, pathlib.Path(out_dir) / name, fps=fps, **kw)
     except Exception as e:  # noqa: BLE001 - the study's results stand without the replay
         return f"Replay: not written ({type(e).__name__}: {e})."
+    saved = ""
+    try:
+        from ..io.sources import source_of
+        from ..model import Model
+        from ..simulation import Trajectory
+
+        if isinstance(model, Model) and isinstance(traj, Trajectory) and source_of(model):
+            npz = pathlib.Path(out_dir) / (pathlib.Path(name).stem + ".npz")
+            traj.save(npz, model=model)
+            saved = f"; trajectory in [{npz.name}]({npz.name}) for `diffmb replay`"
+    except Exception:  # noqa: BLE001,S110 - the saved trajectory is a convenience
+        saved = ""
     return (f"Replay: [{name}]({name}) (open in a browser; three.js page, no network needed, "
-            f"{p.stat().st_size / 1e6:.1f} MB).")
+            f"{p.stat().st_size / 1e6:.1f} MB{saved}).")
