@@ -528,7 +528,7 @@ def _simulate_fit(res: FitResult, model: Model, recs, dt: float) -> list:
     from ..controls import KnotTable
     from ..simulation import simulate
     from .shooting import Shifted
-    from .sysid import _hermite_columns, _interp
+    from .sysid import measured_outputs
 
     forces = dict(res.forces) if isinstance(res.forces, Mapping) else {}
     sens = forces.pop("sensors", None)
@@ -549,15 +549,7 @@ def _simulate_fit(res: FitResult, model: Model, recs, dt: float) -> list:
         tr = simulate(m, jnp.asarray(q0), jnp.asarray(v0), t1=T, dt=T / n,
                       forces=tuple(forces.values()), control=None if ctrl is None else
                       Shifted(ctrl, jnp.asarray(float(r.t[0]))), throw=False)
-        rel = jnp.asarray(r.t - r.t[0])
-        d = jnp.zeros(m.nq + m.nv) if sens is None else sens.delay
-        mask, vidx = _hermite_columns(m)
-        tq = rel[:, None] - d[None, :]
-        qs = _interp(tr.q, T / n, n, tq[:, : m.nq], tr.v, vidx, mask)
-        vs = _interp(tr.v, T / n, n, tq[:, m.nq :])
-        if sens is not None:
-            qs = sens.gain[: m.nq] * qs + sens.bias[: m.nq]
-            vs = sens.gain[m.nq :] * vs + sens.bias[m.nq :]
+        qs, vs = measured_outputs(m, sens, tr, r.t - r.t[0], T, n)
         out.append((np.asarray(qs), np.asarray(vs)))
     return out
 

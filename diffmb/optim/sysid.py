@@ -345,6 +345,27 @@ def _interp(Y, h, n, tq, slope=None, vidx=None, mask=None):
     return jnp.where(mask[None, :], herm, lin)
 
 
+def measured_outputs(m: Model, sens, traj, rel, T: float, n_dense: int):
+    """(q, v) the sensors report at the sample times ``rel`` (relative to the simulation's
+    start): the saved states themselves (``n_dense`` = 0: saved at the sample times), or, for a
+    trajectory saved at each of ``n_dense`` steps over [0, T], interpolated to the sample times
+    minus each channel's delay; then each channel's gain and bias (``sens``: a
+    :class:`~diffmb.optim.sensors.Sensors` or None)."""
+    nq = m.nq
+    if n_dense:
+        d = jnp.zeros(nq + m.nv) if sens is None else sens.delay
+        tq = jnp.asarray(rel)[:, None] - d[None, :]
+        mask, vidx = _hermite_columns(m)
+        q_s = _interp(traj.q, T / n_dense, n_dense, tq[:, :nq], traj.v, vidx, mask)
+        v_s = _interp(traj.v, T / n_dense, n_dense, tq[:, nq:])
+    else:
+        q_s, v_s = traj.q, traj.v
+    if sens is not None:
+        q_s = sens.gain[:nq] * q_s + sens.bias[:nq]
+        v_s = sens.gain[nq:] * v_s + sens.bias[nq:]
+    return q_s, v_s
+
+
 def _seg_fn(m, f, g, s, a, args, spec):
     """One segment: (weighted sample residuals (R,), q_end, v_end, q0)."""
     from ..simulation import simulate
@@ -366,19 +387,7 @@ def _seg_fn(m, f, g, s, a, args, spec):
     rel = np.asarray(rel)
     traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=None if n_dense else list(rel),
                     forces=forces, control=ctrl, params=sim_params, **sk)
-    nq = m.nq
-    if n_dense:  # saved at every step: interpolate to the (delayed) sample times
-        h = T / n_dense
-        d = jnp.zeros(nq + m.nv) if sens is None else sens.delay
-        tq = jnp.asarray(rel)[:, None] - d[None, :]
-        mask, vidx = _hermite_columns(m)
-        q_s = _interp(traj.q, h, n_dense, tq[:, :nq], traj.v, vidx, mask)
-        v_s = _interp(traj.v, h, n_dense, tq[:, nq:])
-    else:
-        q_s, v_s = traj.q, traj.v
-    if sens is not None:
-        q_s = sens.gain[:nq] * q_s + sens.bias[:nq]
-        v_s = sens.gain[nq:] * v_s + sens.bias[nq:]
+    q_s, v_s = measured_outputs(m, sens, traj, rel, T, n_dense)
     parts = []
     if has_q:
         dqs = jax.vmap(lambda qm, qs: difference(m, qm, qs))(a["q"], q_s)
