@@ -32,6 +32,9 @@ import sys
 
 import numpy as np
 
+from ..io.urdf import rpy_to_matrix
+from ..spatial.quaternion import to_rotmat
+
 __all__ = ["Primitive", "PosedBodies", "Scene", "build_scene", "shapes_of", "poses_of",
            "quat_from_matrix", "matrix_from_quat"]
 
@@ -160,22 +163,7 @@ def quat_from_matrix(R) -> np.ndarray:
 def matrix_from_quat(q) -> np.ndarray:
     """Rotation matrices (..., 3, 3) of quaternions wxyz (..., 4) (normalised first)."""
     q = np.asarray(q, float)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
-
-
-def _rpy(rpy):
-    r, p, y = rpy
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    Rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
-    Ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
-    Rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
-    return Rz @ Ry @ Rx
+    return np.asarray(to_rotmat(q / np.linalg.norm(q, axis=-1, keepdims=True)))
 
 
 def _radius(s: Primitive) -> float:
@@ -394,7 +382,7 @@ def _urdf_geometry(el, b, name, path, colors):
     o = el.find("origin")
     xyz = np.zeros(3) if o is None else np.array([float(x) for x in o.get("xyz", "0 0 0").split()])
     rpy = (0, 0, 0) if o is None else [float(x) for x in o.get("rpy", "0 0 0").split()]
-    quat = quat_from_matrix(_rpy(rpy))
+    quat = quat_from_matrix(rpy_to_matrix(rpy))
     rgba = (0.7, 0.7, 0.75, 1.0)
     mat = el.find("material")
     if mat is not None:
