@@ -56,7 +56,7 @@ import numpy as np
 from ..model import Model
 from .lsq import UnidentifiableWarning
 from .params import ParamSet, default_transform, expand
-from .sensors import Sensors, expand_sensors, sensor_channels
+from .sensors import Sensors, expand_sensors
 from .sysid import FitResult, Record, fit, joint_channels, load_data
 
 __all__ = ["identify", "IdentifyResult", "base_parameters", "profile_likelihood",
@@ -390,9 +390,9 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnidentifiableWarning)
         res = fit(model, recs, names, weights=weights, checkpoint=checkpoint, **kw)
-        noise = {}
+        noise, sim = {}, None
         if noise_chans:
-            sigma2 = _residual_sigma(res, model, recs, dt)
+            sigma2 = _residual_sigma(_simulate_fit(res, model, recs, dt), model, recs)
             for c in noise_chans:
                 sigma[c] = sigma2[c]
             weights = {k: _dof_weights(model, sigma, k) for k in weights}
@@ -401,7 +401,8 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
                 ".reweighted.npz")  # the second fit resumes too
             res = fit(model, recs, names, weights=weights, checkpoint=ck2,
                       **{**kw, "init": init2})
-            sigma2 = _residual_sigma(res, model, recs, dt)
+            sim = _simulate_fit(res, model, recs, dt)  # the final fit's outputs, also plotted
+            sigma2 = _residual_sigma(sim, model, recs)
             for c in noise_chans:
                 n_c = sum(r.t.shape[0] for r in recs)
                 noise[c] = {"estimate": sigma2[c], "std": sigma2[c] / np.sqrt(2.0 * n_c)}
@@ -453,7 +454,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         out = pathlib.Path(out)
         out.mkdir(parents=True, exist_ok=True)
         if report:
-            results["figures"] = _figures(out_res, out)
+            results["figures"] = _figures(out_res, out, sim)
             _report(out_res, out)
         (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return out_res
@@ -508,9 +509,9 @@ def profile_likelihood(res: FitResult, model: Model, recs, forces: Mapping, name
             "ci95": ci, "laplace_ci95": [est - 1.96 * std, est + 1.96 * std]}
 
 
-def _residual_sigma(res: FitResult, model: Model, recs, dt: float) -> dict:
-    """rms of the unweighted residuals per channel (maximum-likelihood σ) at the estimate."""
-    sim = _simulate_fit(res, model, recs, dt)
+def _residual_sigma(sim, model: Model, recs) -> dict:
+    """rms of the unweighted residuals per channel (maximum-likelihood σ) of the simulated
+    outputs ``sim`` (:func:`_simulate_fit`) at the estimate."""
     out = {}
     for r, (tq, tv) in zip(recs, sim, strict=True):
         for prefix, meas, s in (("q", r.q, tq), ("v", r.v, tv)):
@@ -554,14 +555,15 @@ def _simulate_fit(res: FitResult, model: Model, recs, dt: float) -> list:
     return out
 
 
-def _figures(ir: IdentifyResult, out: pathlib.Path) -> list[str]:
+def _figures(ir: IdentifyResult, out: pathlib.Path, sim=None) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     res, model = ir.fit, ir.model
-    sim = _simulate_fit(res, model, ir.records, ir.results["dt"])
+    if sim is None:
+        sim = _simulate_fit(res, model, ir.records, ir.results["dt"])
     files = []
     r, (qs, vs) = ir.records[0], sim[0]
     for prefix, meas, s in (("q", r.q, qs), ("v", r.v, vs)):
@@ -664,9 +666,3 @@ def _report(ir: IdentifyResult, out: pathlib.Path) -> None:
     rms = ", ".join(f"{k}: {v:.3g}" for k, v in R["rms"].items())
     lines += [f"Unweighted rms residuals per channel group: {rms}.", ""]
     (out / "report.md").write_text("\n".join(lines))
-
-
-def sensor_names(model: Model) -> tuple[str, ...]:
-    """The channels a sensor model may name (for help texts)."""
-    names, ok = sensor_channels(model)
-    return tuple(n for n, o in zip(names, ok, strict=True) if o)
