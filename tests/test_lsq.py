@@ -231,3 +231,47 @@ def test_checkpoint_holds_cost_and_named_parameters(tmp_path):
     assert meta["params"]["k"] == pytest.approx(r.params["k"], rel=1e-12)
     assert meta["cost"] == pytest.approx(r.cost, rel=1e-9, abs=1e-20)
     assert seen[-1]["params"]["k"] == pytest.approx(r.params["k"], rel=1e-12)
+
+
+def test_relative_offset_is_bates_watts_on_a_linear_model():
+    # linear model: the least-squares solution is known in closed form (numpy lstsq), so the
+    # relative offset of any point is ‖X(β̂ − β)‖/√p over ‖y − Xβ̂‖/√(n − p)
+    from diffmb.optim.lsq import _relative_offset
+
+    x, X, y = _linreg_data()
+    beta_hat = np.linalg.lstsq(X, y, rcond=None)[0]
+    n, p = X.shape
+    s = np.linalg.norm(y - X @ beta_hat) / np.sqrt(n - p)
+    for beta in (np.zeros(3), beta_hat + 0.01, beta_hat):
+        r = X @ beta - y
+        expected = np.linalg.norm(X @ (beta_hat - beta)) / np.sqrt(p) / s
+        assert _relative_offset(X, r, X.T @ r) == pytest.approx(expected, rel=1e-7, abs=1e-12)
+    # zero rows (masked residuals) are not data: appending them changes nothing
+    Xz = np.vstack([X, np.zeros((5, 3))])
+    r0 = -y
+    rz0 = np.concatenate([r0, np.zeros(5)])
+    assert _relative_offset(Xz, rz0, Xz.T @ rz0) == pytest.approx(
+        _relative_offset(X, r0, X.T @ r0), rel=1e-12)
+
+
+def test_offset_tolerance_stops_within_its_fraction_of_the_confidence_radius():
+    # exponential decay: solved to the end (ftol 1e-15, the reference) and with offset_tol.
+    # An offset ρ puts the optimum ρ√p away in the metric JᵀJ/s², so every estimate lies
+    # within ρ√p of its standard errors of it (Cauchy–Schwarz), to first order: 1.5x allowed
+    rng = np.random.default_rng(3)
+    t = np.linspace(0.0, 3.0, 80)
+    y = 2.5 * np.exp(-1.3 * t) + 0.02 * rng.standard_normal(t.size)
+    res = lambda z: z[0] * jnp.exp(-z[1] * t) - y  # noqa: E731
+    jac = lambda z: jnp.stack([jnp.exp(-z[1] * t), -z[0] * t * jnp.exp(-z[1] * t)], 1)  # noqa: E731
+
+    def rj(z):
+        return np.asarray(res(jnp.asarray(z))), np.asarray(jac(jnp.asarray(z)))
+
+    ref = solve(rj, [1.0, 0.3], ftol=1e-15, xtol=1e-15, progress=False)
+    early = solve(rj, [1.0, 0.3], ftol=0.0, xtol=0.0, offset_tol=1e-3, progress=False)
+    assert early.message.startswith("converged (relative offset")
+    assert early.n_iter < ref.n_iter
+    J = ref.J
+    s2 = float(ref.r @ ref.r) / (t.size - 2)
+    std = np.sqrt(np.diag(s2 * np.linalg.inv(J.T @ J)))
+    assert np.all(np.abs(early.z - ref.z) / std < 1e-3 * np.sqrt(2) * 1.5)

@@ -235,3 +235,34 @@ def test_parameter_with_no_effect_is_named_and_fit_not_successful():
 def test_fit_of_only_parameters_with_no_effect_is_refused():
     with pytest.raises(ValueError, match=r"joint\.j1\.damping.*no element or body uses"):
         _fit_names(_data(0), ["joint.j1.damping"], forces=())
+
+
+def test_threaded_structured_jacobian_equals_plain_forward_mode(monkeypatch):
+    # oracle: jax.jacfwd of the whole residual vector, which knows nothing of the shooting
+    # structure, of the direction batches or of the threads
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jax
+
+    from diffmb.optim import sysid
+
+    seen = {}
+    orig = sysid._res_jac
+
+    def spy(z, args, spec, *a, **k):
+        seen.setdefault("problem", (np.asarray(z), args, spec))
+        return orig(z, args, spec, *a, **k)
+
+    monkeypatch.setattr(sysid, "_res_jac", spy)
+    _fit(_data(0), shooting="multiple", segments=4, max_steps=1, threads=1)
+    z, args, spec = seen["problem"]
+    z = z + 0.01 * np.arange(z.size)  # away from the data's own states
+    J_plain = np.asarray(jax.jacfwd(lambda zz: sysid._residual(zz, args, spec))(z))
+    # 2 parameter + 2 state directions in 3 batches of 2 (the last one padded) on 3 threads
+    monkeypatch.setattr(sysid, "MAX_LANES", 2)
+    with ThreadPoolExecutor(3) as pool:
+        r, J = orig(z, args, spec, pool, 3)
+    assert J.shape == J_plain.shape == (r.size, 2 + 4 * 2)
+    np.testing.assert_allclose(np.asarray(r), np.asarray(sysid._res(z, args, spec)), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(J), J_plain, rtol=1e-10,
+                               atol=1e-10 * np.abs(J_plain).max())

@@ -54,6 +54,7 @@ from importlib import resources
 import numpy as np
 
 from diffmb.bench import best_time, case, main_for, run_module, write_json
+from diffmb.optim.batch import available_cpus
 
 MODULE = "diffmb.bench.contacts"
 QUADRUPED = pathlib.Path(str(resources.files("diffmb") / "assets" / "quadruped.xml"))
@@ -145,8 +146,7 @@ def mujoco_c_engine(q, v):
     from mujoco import rollout
 
     mj = mujoco.MjModel.from_xml_path(str(QUADRUPED))
-    nthread = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                  else (os.cpu_count() or 1))
+    nthread = available_cpus()
     datas = [mujoco.MjData(mj) for _ in range(nthread)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     d = datas[0]

@@ -32,6 +32,7 @@ process runs the same program on the same global inputs (each keeps only its sha
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import equinox as eqx
@@ -49,6 +50,14 @@ __all__ = ["batch_map", "batch_simulate", "batch_mesh", "BatchFailureWarning"]
 
 class BatchFailureWarning(RuntimeWarning):
     """Some members of a :func:`batch_simulate` batch failed (their ``status`` is non-zero)."""
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
 
 
 def batch_mesh(devices=None) -> Mesh:

@@ -23,7 +23,6 @@ meaning; the realtime factor is always the 5 s traverse).
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import time
 
@@ -36,6 +35,7 @@ from ..contacts import Plane, rough_terrain
 from ..contacts import terramechanics as tm
 from ..io.csvdata import read_csv, write_csv
 from ..models import rover
+from ..optim.batch import available_cpus
 from ..optim.lsq import least_squares
 from ..simulation import simulate
 from ..spatial.rotation import rpy_from_quat
@@ -342,10 +342,7 @@ def _realtime(horizon, reps, dt=DT, solver=None):
         t0 = time.perf_counter()
         jax.block_until_ready(one(jnp.asarray(8.0e5 + k)))
         walls.append(time.perf_counter() - t0)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
+    cores = available_cpus()
     return {"realtime_factor": horizon / min(walls), "wall_s": min(walls),
             "compile_s": compile_s, "realtime_walls_s": walls, "realtime_cores": cores}
 
