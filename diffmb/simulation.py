@@ -40,6 +40,10 @@ a name below or a diffrax adjoint instance.
 * ``"tsit5"``, ``"dopri5"``, ``"dopri8"``: adaptive explicit RK with a PID controller (``rtol``,
   ``atol``; ``dt`` is only an initial guess, chosen automatically when None).
 * ``"kvaerno5"``: adaptive implicit ESDIRK for stiff systems (same tolerances).
+* ``"implicit_euler_v"`` or :class:`ImplicitVelocityEuler` ``(jacobian_every=k)``: Euler made
+  linearly implicit in the velocities, fixed steps, first order, for a Model whose stiff modes
+  are dissipative (damping, servo gains, wheel slip): v₁ = v + h (I − h ∂a/∂v)⁻¹ a, then
+  q₁ = q + h q̇(q, v₁); ∂a/∂v by forward mode every k steps.
 * ``saveat=None`` with an adaptive solver saves (t0, t1).
 * ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
   rk4 (``dt`` then required; used to measure convergence orders).
@@ -73,6 +77,7 @@ as well. Saves after the failure hold ``inf``. Outside a trace, ``throw=True`` r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import diffrax
@@ -81,6 +86,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .dynamics.configuration import qdot
 from .model import Model
 from .systems import (
     DT_MIN,
@@ -106,6 +112,7 @@ __all__ = [
     "NONFINITE",
     "SOLVER_FAILURE",
     "RK4",
+    "ImplicitVelocityEuler",
     "ProjectedSolver",
 ]
 
@@ -274,6 +281,71 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.func(terms, t0, y0, args)
 
 
+class ImplicitVelocityEuler(eqx.Module):
+    """Euler's method made linearly implicit in the velocities (a one-stage Rosenbrock–W
+    method, first order), for the stiff dissipative modes of mechanical systems — joint and
+    servo damping, wheel slip, contact damping — whose real eigenvalues bound explicit Euler's
+    step by h < 2/|λ| (and by 1/|λ| for a monotone decay). For a :class:`~diffmb.Model`
+    (a :class:`~diffmb.systems.TreeSystem`) with state (q, v[, s]), a step of size h is
+
+        v₁ = v + h (I − h J)⁻¹ a(t, q, v, s),   q₁ = q + h q̇(q, v₁),   s₁ = s + h ṡ(t, q, v, s)
+
+    with J = ∂a/∂v (nv × nv, forward mode) at the start of the step. A linear damping
+    a = −c v is then integrated by implicit Euler (v₁ = v/(1 + h c): stable and monotone for
+    every h > 0), the positions follow the new velocities (symplectic Euler: oscillatory modes
+    stay bounded for h ω < 2), the element states s are explicit. ``jacobian_every = k``
+    takes J afresh every k steps of the grid and holds it in between: the order does not
+    depend on J (a W-method), a mode λ with a held λ̃ is damped by 1 + hλ/(1 − hλ̃), inside
+    (−1, 1) whenever λ̃ ≤ λ/2 < 0. Linear velocity constraints C v = 0 held by the dynamics
+    (C a = 0, so C J = 0) stay held: C (I − hJ)⁻¹ = C.
+
+    Runs in :func:`simulate`'s fixed-step loop (``dt``, every save time on a step); not with
+    ``progress=True``, ``loop="diffrax"`` or ``adjoint="backsolve"``.
+    """
+
+    jacobian_every: int = eqx.field(static=True, default=1)
+    project: Callable | None = eqx.field(static=True, default=None)  # set by simulate
+
+    def __check_init__(self):
+        if int(self.jacobian_every) < 1:
+            raise ValueError(f"ImplicitVelocityEuler: jacobian_every must be >= 1, got "
+                             f"{self.jacobian_every!r}")
+
+
+def _implicit_velocity_step(solver: ImplicitVelocityEuler):
+    """(init, step) of :class:`ImplicitVelocityEuler` for the fixed-step loop; the solver
+    state is (I − h J)⁻¹."""
+    every = int(solver.jacobian_every)
+
+    def inverse(y, t, h, args):
+        system, params = args
+        acc = lambda v: system.vector_field(t, (y[0], v, *y[2:]), params)[1]  # noqa: E731
+        J = jax.jacfwd(acc)(y[1])
+        return jnp.linalg.inv(jnp.eye(J.shape[0]) - h * J)
+
+    def init(t0, h, y0, args):
+        return inverse(y0, t0, h, args)
+
+    def step(y, Winv, ta, tb, args):
+        system, params = args
+        h = tb - ta
+        if every == 1:
+            Winv = inverse(y, ta, h, args)
+        else:  # the grid index from the (unbatched) time: a cond, not a select, under vmap
+            fresh = jnp.round(ta / h).astype(jnp.int64) % every == 0
+            Winv = jax.lax.cond(fresh, lambda: inverse(y, ta, h, args), lambda: Winv)
+        d = system.vector_field(ta, y, params)
+        v1 = y[1] + h * (Winv @ d[1])
+        q1 = y[0] + h * qdot(system.model, y[0], v1)
+        rest = jax.tree.map(lambda a, b: a + h * b, tuple(y[2:]), tuple(d[2:]))
+        y1 = (q1, v1, *rest)
+        if solver.project is not None:
+            y1 = solver.project(y1)
+        return y1, Winv, jnp.asarray(SUCCESS, jnp.int32)
+
+    return init, step
+
+
 def _vector_field(t, y, args):
     system, params = args
     return system.vector_field(t, y, params)
@@ -337,6 +409,12 @@ def _as_system(system, forces, control, quaternion, method, solver) -> AbstractS
 
 def _solver(solver, adaptive):
     """(diffrax solver, adaptive?) from a name or a diffrax solver instance."""
+    if isinstance(solver, ImplicitVelocityEuler):
+        if adaptive:
+            raise ValueError("ImplicitVelocityEuler runs with fixed steps only")
+        return solver, False
+    if solver == "implicit_euler_v":
+        return _solver(ImplicitVelocityEuler(), adaptive)
     if isinstance(solver, diffrax.AbstractSolver):
         if adaptive is None:
             adaptive = not isinstance(solver, RK4) and getattr(solver, "tableau", None) is not None \
@@ -344,8 +422,8 @@ def _solver(solver, adaptive):
         return solver, bool(adaptive)
     if solver not in ("rk4", *_ADAPTIVE):
         raise ValueError(
-            f"unknown solver {solver!r}; choose 'rk4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5'"
-            " or pass a diffrax solver"
+            f"unknown solver {solver!r}; choose 'rk4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5',"
+            " 'implicit_euler_v' or pass a diffrax solver or an ImplicitVelocityEuler"
         )
     if adaptive is None:
         adaptive = solver != "rk4"
@@ -486,7 +564,17 @@ def simulate(
     if fixed_loop and direct:  # forward mode: the stages in a bounded loop (default: reverse-only)
         base = _forward_mode_stages(base)
     project = system.projection()
-    sol_ = base if project is None else ProjectedSolver(base, project)
+    if isinstance(base, ImplicitVelocityEuler):
+        if not fixed_loop:
+            raise ValueError("ImplicitVelocityEuler runs in simulate's fixed-step loop only: "
+                             "not with progress=True, loop='diffrax' or adjoint='backsolve'")
+        if not isinstance(system, TreeSystem):
+            raise ValueError(f"{system.name}: ImplicitVelocityEuler integrates a Model (a "
+                             "TreeSystem with state (q, v)), not a "
+                             f"{type(system).__name__}")
+        sol_ = dataclasses.replace(base, project=project)
+    else:
+        sol_ = base if project is None else ProjectedSolver(base, project)
     if fixed_loop:
         traj = _run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints)
     else:
@@ -604,6 +692,8 @@ def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
 
 def _ode_step(solver):
     """One step of a diffrax solver as (y, solver state, ta, tb, args) -> (y1, state1, code)."""
+    if isinstance(solver, ImplicitVelocityEuler):
+        return _implicit_velocity_step(solver)
     term = diffrax.ODETerm(_vector_field)
 
     def init(t0, h, y0, args):

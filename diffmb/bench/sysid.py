@@ -38,8 +38,10 @@ What is measured (best wall time of ``reps`` interleaved repetitions, ABAB...)
       then ``calculate_intervals`` (Student-t, 95 %) at its final Jacobian. Rollouts: every
       column its residual function is evaluated at (one per parameter per Jacobian, plus trial
       points). Iterations: its trace length minus the final entry.
-    * diffmb: ``diffmb.optim.fit`` (Levenberg–Marquardt, exact forward-mode Jacobians, single
-      shooting, RK4 at ``dt``, weights 1/SIGMA_Q), after a warm-up call that compiles (its
+    * diffmb: ``diffmb.optim.fit`` with its defaults (Levenberg–Marquardt, exact forward-mode
+      Jacobians whose directions are spread over ``threads`` = the CPUs the process may use,
+      Bates–Watts relative-offset stop at 1e-3), RK4 at ``dt``, weights 1/SIGMA_Q, after a
+      warm-up call that compiles (its
       time minus one steady iteration is reported as ``compile_s``). Rollout-equivalents: a
       Jacobian is one forward pass with n tangents (n = the parameters, + 2 nv per segment
       when the initial states are estimated) and counts as n + 1; every trial residual
@@ -245,6 +247,7 @@ def diffmb_problem(xml_path, data, names, guess, known_state=False):
 
 def run_diffmb(xml_path, data, names, guess, truth, max_steps=100, known_state=False) -> dict:
     from diffmb.optim import fit
+    from diffmb.optim.batch import available_cpus
 
     model, rec, kw = diffmb_problem(xml_path, data, names, guess, known_state)
     t0 = time.perf_counter()
@@ -258,7 +261,8 @@ def run_diffmb(xml_path, data, names, guess, truth, max_steps=100, known_state=F
     est = {k: float(res.estimates[k]) for k in names}
     half = {k: 1.959964 * float(res.std[k]) for k in names}
     return _summary("diffmb", wall, rollouts, res.n_iter, est, half, truth, success=res.success,
-                    message=res.message, tangents=n_unknowns, jacobians=1 + accepted,
+                    message=res.message, n_threads=available_cpus(), tangents=n_unknowns,
+                    jacobians=1 + accepted,
                     trial_residuals=trials, shooting=kw["shooting"],
                     segments=kw.get("segments", 1),
                     initial_state="known" if known_state else "estimated")
@@ -327,7 +331,7 @@ def run_mujoco(xml, data, names, guess, truth, max_iters=100) -> dict:
     iters = len(out.extras.get("objective", [])) - 1
     return _summary("mujoco.sysid", wall, count["rollouts"], iters, est,
                     dict(zip(names, map(float, half), strict=True)), truth,
-                    n_threads=os.cpu_count() or 1)
+                    n_threads=os.cpu_count() or 1)  # its rollout threads (its default)
 
 
 def _summary(tool, wall, rollouts, iters, est, half, truth, **extra) -> dict:
@@ -423,7 +427,7 @@ def compare(out, T: float, names=PARAMS, reps: int = 3) -> dict:
         "fit_speed": case(1.0 / a["wall_s"], "fits/s", peer,
                           None if b is None else 1.0 / b["wall_s"],
                           wall_s=a["wall_s"], peer_wall_s=pv("wall_s"), n_params=len(names),
-                          peer_threads=pv("n_threads")),
+                          threads=a["n_threads"], peer_threads=pv("n_threads")),
         "rollouts": case(a["rollouts"], "rollouts", peer, pv("rollouts")),
         "iterations": case(a["iterations"], "iterations", peer, pv("iterations")),
         "max_rel_param_error": case(a["max_rel_error"], "1", peer, pv("max_rel_error")),

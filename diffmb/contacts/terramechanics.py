@@ -766,13 +766,15 @@ class WheelSoil(AbstractStatefulForce):
         wf = tt**3 * (10.0 - 15.0 * tt + 6.0 * tt**2)  # C² step: exactly 1 for v_x ≥ v_ε
         nn = self.n_nodes
 
-        def at(sl):  # forces at the sinkage and the load at the memory, for slip sl
+        two = lambda x: jnp.tile(jnp.broadcast_to(x, (nw,)), 2)  # noqa: E731
+        th = jnp.concatenate([th1, th1m])
+
+        def at(sl):  # forces at the sinkage and the load at the memory angle, for slip sl, in
+            # one batch of 2 nw quadratures (fewer kernels than two calls)
             F = jax.vmap(lambda so, r_, b_, t2_, t1_, s_, tb_: wheel_forces(
                 so, r_, b_, t1_, s_, theta2=t2_, tan_beta=tb_, n_nodes=nn))(
-                self.soil, r, b, t2, th1, sl, tb)
-            Wm = jax.vmap(lambda so, r_, b_, t2_, t1_, s_: normal_load(
-                so, r_, b_, t1_, s_, theta2=t2_, n_nodes=nn))(self.soil, r, b, t2, th1m, sl)
-            return F, Wm
+                jax.tree.map(two, self.soil), two(r), two(b), two(t2), th, two(sl), two(tb))
+            return jax.tree.map(lambda x: x[:nw], F), F.load[nw:]
 
         def blended(FW):  # with the mirrored wheel, w F(s) + (1 − w) F̃(−s)
             (F, WmF), (G, WmG) = FW, at(-s)

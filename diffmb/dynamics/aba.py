@@ -15,7 +15,8 @@ Carpentier & Mansard (RSS 2018): with a = FD(x) and ID(q, v, a; params) = τ,
 
 where M⁻¹ reuses the pivots of the forward call (two more sweeps, linear in the tangent) and the
 ID tangent is the forward-mode derivative of RNEA. Forward mode, reverse mode, vmap and higher
-derivatives all go through this rule. Only the symmetric part of a derivative with respect to an
+derivatives all go through this rule (nothing in it is stop-gradiented, so its own derivative
+is exact: second derivatives agree with plain differentiation of the sweeps). Only the symmetric part of a derivative with respect to an
 inertia matrix is meaningful (the sweeps assume symmetric inertias); it agrees with plain
 differentiation of the sweeps to round-off (tests/test_aba_derivatives.py).
 """
@@ -39,7 +40,6 @@ from ._world import (
     scatter_dofs,
     sum_to_parents,
     take,
-    topology,
 )
 from .kinematics import KinematicsData, body_coms, gravity_wrenches, kinematics
 from .rnea import rnea_kin
@@ -47,14 +47,6 @@ from .rnea import rnea_kin
 
 class _Pivots:
     """The q-dependent part of ABA: per level U = Iᴬ S, D⁻¹ and the articulated inertias."""
-
-    @classmethod
-    def from_arrays(cls, U, Dinv, Ia, S, topo):
-        """Rebuild from the arrays of an earlier factorisation."""
-        self = cls.__new__(cls)
-        self._static(S, topo)
-        self.U, self.Dinv, self.Ia = list(U), list(Dinv), list(Ia)
-        return self
 
     def _static(self, S, topo):
         self.S, self.topo = S, topo
@@ -167,17 +159,11 @@ def aba(model: Model, q, v, tau, f_ext=None):
 def _aba_jvp(primals, tangents):
     model, q, v, tau, f_ext = primals
     dmodel, dq, dv, dtau, df_ext = tangents
-    nograd = lambda t: jax.tree.map(jax.lax.stop_gradient, t)
-
-    def id_at_fixed_a(m, q_, v_, f):
-        # one kinematic result for both: ABA runs on its stopped copy (primal values only,
-        # a is held fixed), RNEA on the live one carries the tangent of ID
-        k = kinematics(m, q_, v_)
-        a, piv = _aba_kin(nograd(m), nograd(k), tau, nograd(f))
-        return rnea_kin(m, k, a, f), (a, piv.U, piv.Dinv, piv.Ia, k.S)
-
-    _, did, (a, U, Dinv, Ia, S) = jax.jvp(
-        id_at_fixed_a, (model, q, v, f_ext), (dmodel, dq, dv, df_ext), has_aux=True)
-    piv = _Pivots.from_arrays(U, Dinv, Ia, S, topology(model))
+    # a and the pivots from the primal values; the ID tangent at a held fixed (a enters the
+    # inner jvp as a constant). Nothing is stopped, so differentiating this rule (second and
+    # higher derivatives) follows every path of a and of the pivots.
+    a, piv = _aba(model, q, v, tau, f_ext)
+    _, did = jax.jvp(lambda m, q_, v_, f: rnea_kin(m, kinematics(m, q_, v_), a, f),
+                     (model, q, v, f_ext), (dmodel, dq, dv, df_ext))
     da = piv.solve(node_dofs(piv.topo, dtau - did), linear=True)
     return a, da

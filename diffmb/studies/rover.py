@@ -8,9 +8,8 @@ The rover is ``diffmb/assets/rover.xml`` (:mod:`diffmb.models.rover`): its diffe
 exactly, active rockers and bogies, six steered and driven wheels, Mars gravity. Wheel–soil
 forces are :class:`diffmb.contacts.terramechanics.WheelSoil` (Wong–Reece stresses with
 Bekker's moduli, Janosi shear, soil memory and damping) on the regolith simulant of the
-single-wheel test bed. Behaviours use ABA with explicit Euler (``SOLVER``) at ``DT``; the
-recursive Lagrange
-formulation cross-checks ABA on random states.
+single-wheel test bed. Behaviours use ABA with the velocity-implicit Euler (``SOLVER``) at
+``DT``; the recursive Lagrange formulation cross-checks ABA on random states.
 
 ``reproduce(out_dir, quick)`` writes ``results.json``, figures and ``report.md``;
 ``identify(data_csv, out_dir)`` fits soil parameters to a single-wheel CSV with columns
@@ -37,21 +36,23 @@ from ..io.csvdata import read_csv, write_csv
 from ..models import rover
 from ..optim.batch import available_cpus
 from ..optim.lsq import least_squares
-from ..simulation import simulate
+from ..simulation import ImplicitVelocityEuler, simulate
 from ..spatial.rotation import rpy_from_quat
 
 __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
            "wheel_csv_path", "record_wheel_csv", "SOIL", "DT", "SOLVER"]
 
 SOIL = "regolith_simulant"
-SOLVER = "euler"  # the behaviours' method: explicit Euler (first order; every Runge-Kutta
-#                   step keeps the differential's linear invariants C q, C v exactly)
-DT = 2.5e-3  # s, its step (checked against DT/2 in the report). The fastest modes of the
-#             traverse (the rocker against a wheel at the start from rest, a wheel servo
-#             against its bogie, the soil memory) are real, at -330 ... -700 1/s: Euler's
-#             bound 2/DT = 800 1/s, RK4's 2.78/DT. Euler at 2.5 ms and RK4 at 5 ms give the 5 s
-#             traverse to 2e-4 and 1e-4 m of RK4 at 1.25 ms, Euler with half the evaluations
-#             (docs/performance.md)
+SOLVER = "implicit_euler_v"  # the behaviours' method: Euler linearly implicit in the velocities
+#                              (diffmb.simulation.ImplicitVelocityEuler, first order)
+JACOBIAN_EVERY = 50  # its ∂a/∂v is taken afresh every 50 steps (0.25 s) and held in between
+DT = 5e-3  # s, its step (checked against DT/2 in the report). The fastest modes of the traverse
+#           (a wheel's slip against its servo and its bogie, from rest; the soil memory) are
+#           real, at -330 ... -720 1/s: explicit Euler needs h < 2/720 s (2.5 ms: alternating at
+#           the start), the velocity-implicit step damps them at any h (h λ = 1.6 ... 3.6
+#           here). The memory (200 1/s, explicit) bounds h below 10 ms. 5 s traverse against RK4
+#           at 1.25 ms: 4.7e-4 m (explicit Euler at 2.5 ms, twice the steps: 2.1e-4 m;
+#           docs/performance.md)
 OUT_DT = 0.01  # s, output step (the paper's figures)
 HORIZON = 5.0  # s
 N_NODES = 6  # quadrature nodes per segment in the rover's wheels (32 in the single wheel;
@@ -99,11 +100,17 @@ def _settled_q0(model):
 
 
 def _solver(solver=None):
-    """``solver`` (default ``SOLVER``) as ``simulate`` takes it: "euler" is diffrax's Euler."""
+    """``solver`` (default ``SOLVER``) as ``simulate`` takes it: "euler" is diffrax's Euler,
+    "implicit_euler_v" the velocity-implicit Euler with its Jacobian every JACOBIAN_EVERY
+    steps."""
     import diffrax
 
     solver = SOLVER if solver is None else solver
-    return diffrax.Euler() if solver == "euler" else solver
+    if solver == "euler":
+        return diffrax.Euler()
+    if solver == "implicit_euler_v":
+        return ImplicitVelocityEuler(jacobian_every=JACOBIAN_EVERY)
+    return solver
 
 
 def run_behaviour(model, forces, ws, name, horizon, dt=DT, q0=None, solver=None):
@@ -409,7 +416,8 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     horizon = 2.0 if quick else HORIZON
     res: dict = {"quick": bool(quick), "soil": SOIL, "soil_source": tm.SOIL_SOURCES[SOIL],
-                 "method": "ABA", "solver": SOLVER, "dt_s": DT, "output_dt_s": OUT_DT}
+                 "method": "ABA", "solver": SOLVER, "jacobian_every": JACOBIAN_EVERY,
+                 "dt_s": DT, "output_dt_s": OUT_DT}
     figs = []
 
     # 1. single wheel: full and linearised models against slip
@@ -514,7 +522,8 @@ def reproduce(out_dir, quick: bool = False) -> dict:
 
     # 4. speed
     res.update(speed(model, forces, HORIZON, batch=256, batch_horizon=0.25 if quick else 1.0))
-    res["realtime_method"] = (f"ABA with the exact differential, {SOLVER} at dt = {DT} s, "
+    res["realtime_method"] = (f"ABA with the exact differential, {SOLVER} (Jacobian every "
+                              f"{JACOBIAN_EVERY} steps) at dt = {DT} s, "
                               f"WheelSoil with {N_NODES} nodes per segment, one core")
 
     (out_dir / "results.json").write_text(json.dumps(res, indent=2))
