@@ -218,16 +218,17 @@ def _cost(r) -> float:
     return 0.5 * float(r @ r) if np.all(np.isfinite(r)) else math.inf
 
 
-def _relative_offset(J, r, g) -> float:
-    """Bates and Watts' relative offset of the iterate (see the module docstring); inf when
-    there are no more informative residuals than unknowns."""
+def _relative_offset(J, r, g, A=None) -> float:
+    """Bates and Watts' relative offset of the iterate (see the module docstring), g = Jᵀr and
+    A = JᵀJ (computed if not given); inf when there are no more informative residuals than
+    unknowns."""
     m = int(np.count_nonzero(np.any(J != 0, axis=1) | (r != 0)))
     n = J.shape[1]
     if m <= n:
         return math.inf
     d = np.linalg.norm(J, axis=0)
     d = np.where(d > 0, d, 1.0)  # columns scaled to unit norm: units do not matter
-    A, gs = (J.T @ J) / np.outer(d, d), g / d
+    A, gs = (J.T @ J if A is None else A) / np.outer(d, d), g / d
     p2 = max(float(gs @ np.linalg.lstsq(A, gs, rcond=None)[0]), 0.0)  # ‖P r‖² = gᵀ(JᵀJ)⁺g
     rest = max(float(r @ r) - p2, 0.0)
     return math.inf if rest == 0.0 else math.sqrt((p2 / n) / (rest / (m - n)))
@@ -351,13 +352,13 @@ def solve(
             st["history"].append({"iteration": 0, "cost": F})
         while not st["done"] and st["k"] < max_steps:
             g = J.T @ r
+            A = J.T @ J if solver == "lm" or offset_tol > 0 else None
             accepted = False
-            if offset_tol > 0 and solver != "adam" and _relative_offset(J, r, g) < offset_tol:
+            if offset_tol > 0 and solver != "adam" and _relative_offset(J, r, g, A) < offset_tol:
                 st["done"] = True
                 st["message"] = f"converged (relative offset below {offset_tol:g})"
                 break
             if solver == "lm":
-                A = J.T @ J
                 dA = np.diag(A).copy()
                 D = dA if D is None else np.maximum(D, dA)
                 Ds = np.where(D > 0, D, 1.0)
