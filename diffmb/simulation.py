@@ -77,7 +77,6 @@ as well. Saves after the failure hold ``inf``. Outside a trace, ``throw=True`` r
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 import diffrax
@@ -304,7 +303,6 @@ class ImplicitVelocityEuler(eqx.Module):
     """
 
     jacobian_every: int = eqx.field(static=True, default=1)
-    project: Callable | None = eqx.field(static=True, default=None)  # set by simulate
 
     def __check_init__(self):
         if int(self.jacobian_every) < 1:
@@ -312,9 +310,9 @@ class ImplicitVelocityEuler(eqx.Module):
                              f"{self.jacobian_every!r}")
 
 
-def _implicit_velocity_step(solver: ImplicitVelocityEuler):
-    """(init, step) of :class:`ImplicitVelocityEuler` for the fixed-step loop; the solver
-    state is (I − h J)⁻¹."""
+def _implicit_velocity_step(solver: ImplicitVelocityEuler, project: Callable | None):
+    """(init, step) of :class:`ImplicitVelocityEuler` for the fixed-step loop, ``project``
+    applied after every step; the solver state is (I − h J)⁻¹."""
     every = int(solver.jacobian_every)
 
     def inverse(y, t, h, args):
@@ -339,8 +337,8 @@ def _implicit_velocity_step(solver: ImplicitVelocityEuler):
         q1 = y[0] + h * qdot(system.model, y[0], v1)
         rest = jax.tree.map(lambda a, b: a + h * b, tuple(y[2:]), tuple(d[2:]))
         y1 = (q1, v1, *rest)
-        if solver.project is not None:
-            y1 = solver.project(y1)
+        if project is not None:
+            y1 = project(y1)
         return y1, Winv, jnp.asarray(SUCCESS, jnp.int32)
 
     return init, step
@@ -572,9 +570,7 @@ def simulate(
             raise ValueError(f"{system.name}: ImplicitVelocityEuler integrates a Model (a "
                              "TreeSystem with state (q, v)), not a "
                              f"{type(system).__name__}")
-        sol_ = dataclasses.replace(base, project=project)
-    else:
-        sol_ = base if project is None else ProjectedSolver(base, project)
+    sol_ = base if project is None else ProjectedSolver(base, project)
     if fixed_loop:
         traj = _run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints)
     else:
@@ -692,8 +688,9 @@ def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
 
 def _ode_step(solver):
     """One step of a diffrax solver as (y, solver state, ta, tb, args) -> (y1, state1, code)."""
-    if isinstance(solver, ImplicitVelocityEuler):
-        return _implicit_velocity_step(solver)
+    inner = solver.solver if isinstance(solver, ProjectedSolver) else solver
+    if isinstance(inner, ImplicitVelocityEuler):
+        return _implicit_velocity_step(inner, solver.project if inner is not solver else None)
     term = diffrax.ODETerm(_vector_field)
 
     def init(t0, h, y0, args):

@@ -16,9 +16,10 @@ Carpentier & Mansard (RSS 2018): with a = FD(x) and ID(q, v, a; params) = τ,
 where M⁻¹ reuses the pivots of the forward call (two more sweeps, linear in the tangent) and the
 ID tangent is the forward-mode derivative of RNEA. Forward mode, reverse mode, vmap and higher
 derivatives all go through this rule (nothing in it is stop-gradiented, so its own derivative
-is exact: second derivatives agree with plain differentiation of the sweeps). Only the symmetric part of a derivative with respect to an
-inertia matrix is meaningful (the sweeps assume symmetric inertias); it agrees with plain
-differentiation of the sweeps to round-off (tests/test_aba_derivatives.py).
+is exact: second derivatives agree with plain differentiation of the sweeps). Only the
+symmetric part of a derivative with respect to an inertia matrix is meaningful (the sweeps
+assume symmetric inertias); it agrees with plain differentiation of the sweeps to round-off
+(tests/test_aba_derivatives.py).
 """
 
 from __future__ import annotations

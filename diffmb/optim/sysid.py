@@ -96,7 +96,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ..controls import KnotTable
 from ..dynamics.configuration import difference
@@ -454,8 +454,7 @@ def _tangents(z, args, spec, Tp, Ts):
     initial state. One direction serves all segments at once: a segment's outputs depend on the
     parameters and on its own initial state only. The segments run one after the other (with
     all K directions): vmapping them too made batches too wide for the cache."""
-    model, _, _ = _setup(args, spec)
-    n_p, nv = spec.n_p, model.nv
+    n_p, nv = spec.n_p, args[0].nv
     S = _states(z, args, spec, nv)
 
     def outs_of(zp, S_):
@@ -503,6 +502,17 @@ def _assemble_rj(z, args, spec, outs, douts):
         J = J.at[row : row + k, cb : cb + 2 * nv].set(Cqb @ d_end[b_][2][:, n_p:] + Cvb @ dv0b)
         row += k
     return r, J
+
+
+_BLAS: list = []  # the process's ThreadpoolController, made once (it scans the loaded libraries)
+
+
+def _one_blas_thread():
+    """A context holding numpy's BLAS to one thread: its threads, spinning after each of the
+    fit's small products, would slow XLA's threads (each Jacobian 1.5x)."""
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 _COMPILED: set = set()  # (spec, args' structure, chunk size) of _tangents compiled so far
@@ -874,8 +884,7 @@ def fit(
     with contextlib.ExitStack() as stack:
         pool = None if n_threads == 1 else stack.enter_context(
             ThreadPoolExecutor(n_threads, thread_name_prefix="diffmb-fit"))
-        # numpy's BLAS threads, spinning after each small product, would slow XLA's threads
-        stack.enter_context(threadpool_limits(1, user_api="blas"))
+        stack.enter_context(_one_blas_thread())
         # the Jacobian at the initial guess (reused by solve): parameters with no effect at all
         r0, J0 = (np.asarray(a) for a in _res_jac(z0, args, spec, pool, n_threads))
         dead = _no_effect(J0, tr.jacobian(jnp.asarray(z0_p)), np.asarray(tr.forward(
@@ -912,7 +921,7 @@ def fit(
     state_names = [] if known else [f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(segs)
                                     for w in ("dq", "v") for k in range(nv)]
     all_names = tuple(ps.scalar_names) + tuple(state_names)
-    with warnings.catch_warnings(), threadpool_limits(1, user_api="blas"):
+    with warnings.catch_warnings(), _one_blas_thread():
         warnings.simplefilter("always")
         # the rank test scales parameters by their size; initial states (whose value, often
         # near 0, is no scale) by 1
