@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install lint bench clean
+.PHONY: demo test test-slow install lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,6 +19,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+
+# The long checks (every published URDF against Pinocchio, the studies' long runs); CI runs them
+# after `make test`.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m slow tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check diffmb tests

@@ -18,6 +18,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pinocchio as pin
 import pytest
 
 import diffmb
@@ -25,8 +26,6 @@ from diffmb.model import InertiaWarning
 from diffmb.spatial import quaternion as Q
 
 from .oracles import PinocchioPair, erd_path, rel_err
-
-pin = pytest.importorskip("pinocchio")
 
 TOL = 1e-9  # relative error max|Δ| / max(1, max|ref|), as everywhere in the suite
 # Measured (slow sweep, 66 files, one random state each): M <= 1.2e-15, RNEA <= 1.3e-15,
