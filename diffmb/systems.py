@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .contacts.element import AbstractGroundForce
 from .dynamics.api import forward_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
 from .forces.elements import Couplings, init_states, total_force
@@ -179,6 +180,9 @@ class TreeSystem(AbstractODESystem):
                 raise ValueError(f"{m.name}: q0 has a zero quaternion at q[{starts[0]}:"
                                  f"{starts[0] + 4}] (a ball or free joint's rotation)")
         q0, v0 = _project_initial(m, self.forces, q0, v0)
+        for f in self.forces:  # a shape started deep in the ground is refused, by name
+            if isinstance(f, AbstractGroundForce):
+                f.check_initial(m, q0)
         if not self.stateful:
             return (q0, v0)
         return (q0, v0, self.initial_state())

@@ -45,6 +45,8 @@ effective mass a point feels in the contact's modes.
 
 from __future__ import annotations
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -54,11 +56,14 @@ from ..dynamics.api import mass_matrix
 from ..dynamics.kinematics import body_coms, body_jacobian, kinematics
 from ..forces.elements import AbstractForce, AbstractStatefulForce, soft_constraint_gains
 from ..model import Model
+from ..validation import check_choice, check_value, is_concrete
 from . import law as L
 from .geometry import AbstractGeom, body_index, candidates
 from .terrain import AbstractTerrain
 
 __all__ = [
+    "AbstractGroundForce",
+    "MAX_INITIAL_PENETRATION",
     "Contacts",
     "CoulombContacts",
     "AbstractContacts",
@@ -130,6 +135,27 @@ def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipati
                 tangential_stiffness=kt, tangential_damping=bt, eps=_f64(eps).reshape(()))
 
 
+MAX_INITIAL_PENETRATION = 0.5
+"""Largest initial penetration accepted, as a fraction of a geom's own size
+(:meth:`~diffmb.contacts.geometry.AbstractGeom.thickness`: a sphere's radius, a box's smallest
+half-size, ...). A compliant contact started deeper stores the energy of a spring compressed
+far beyond its rest deflection (~0.3 mm with the defaults) and launches the body: a sphere
+started 0.5 m below the floor would leave it at tens of m/s."""
+
+
+class AbstractGroundForce(eqx.Module):
+    """A force element between bodies and a terrain (:class:`Contacts`,
+    :class:`CoulombContacts`, :class:`~diffmb.contacts.terramechanics.WheelSoil`).
+
+    ``check_initial(model, q0)`` is called by :func:`diffmb.simulate` with the initial
+    configuration (when it is concrete, not under a trace) and raises ``ValueError`` naming the
+    shape and its depth when a shape starts deeper in the ground than the element allows."""
+
+    @abc.abstractmethod
+    def check_initial(self, model: Model, q) -> None:
+        raise NotImplementedError
+
+
 class _Points(eqx.Module):
     """Everything at the candidate points (nc = Σ n_points), world frame."""
 
@@ -160,7 +186,7 @@ def _evaluate(el, model: Model, q, v, z) -> _Points:
     return _Points(cand.point, cand.normal, cand.penetration, cand.velocity, fn, ft, dz, f_ext)
 
 
-class AbstractContacts(eqx.Module):
+class AbstractContacts(AbstractGroundForce):
     """What both contact elements hold: ``geoms`` (a tuple of
     :mod:`~diffmb.contacts.geometry` shapes), a ``terrain``, the static law choices ``normal``
     and ``friction``, and the per-geom parameters (ng,), traced (``force.<name>.mu`` etc. in
@@ -205,21 +231,81 @@ class AbstractContacts(eqx.Module):
             e = e + 0.5 * jnp.sum(self.tangential_stiffness[gi] * jnp.sum(state**2, axis=-1))
         return e
 
+    def check_initial(self, model: Model, q) -> None:
+        """Refuse a geom that starts deeper in the terrain than :data:`MAX_INITIAL_PENETRATION`
+        times its own size (a ValueError naming the geom, its depth and the limit); nothing
+        under a trace. Points (no size) are not checked."""
+        if not (is_concrete(q) and is_concrete(self)):
+            return
+        pen = np.asarray(_penetrations(self, model, jnp.asarray(q, dtype=jnp.float64)))
+        gi = np.asarray(self.point_geom)
+        for i, (g, name) in enumerate(zip(self.geoms, _geom_names(self), strict=True)):
+            size = float(g.thickness())
+            depth = float(np.max(pen[gi == i]))
+            if size > 0 and depth > MAX_INITIAL_PENETRATION * size:
+                raise ValueError(
+                    f"{model.name}: geom {name!r} ({g.kind}) starts {depth:.4g} m deep in "
+                    f"terrain {self.terrain.name!r}, more than {MAX_INITIAL_PENETRATION:g} of "
+                    f"its size {size:.4g} m: start it on or above the ground (a compliant "
+                    "contact this deep would launch it)")
+
+
+@eqx.filter_jit
+def _penetrations(el, model, q):
+    return candidates(model, el.geoms, el.terrain, q).penetration
+
+
+def _geom_names(el) -> list:
+    return [g.name if g.name is not None else f"{g.kind}{i}" for i, g in enumerate(el.geoms)]
+
+
+# admissible ranges of the law parameters: (lo, lo_open)
+_RANGES = dict(stiffness=(0.0, True), damping=(0.0, False), mu=(0.0, False),
+               exponent=(1.0, False), dissipation=(0.0, False),
+               tangential_stiffness=(0.0, True), tangential_damping=(0.0, True),
+               eps=(0.0, True), timeconst=(0.0, True), dampratio=(0.0, True),
+               dmin=(0.0, True), dmax=(0.0, True))
+
+
+def _check_params(owner, ng, kw):
+    for field, (lo, lo_open) in _RANGES.items():
+        val = kw.get(field)
+        if val is None:
+            continue
+        if field == "tangential_stiffness" and owner == "CoulombContacts":
+            continue
+        shape = () if field in ("eps", "timeconst", "dampratio", "dmin", "dmax") else None
+        check_value(owner, field, val, lo=lo, lo_open=lo_open, shape=shape,
+                    hi=1.0 if field in ("dmin", "dmax") else None,
+                    hi_open=field in ("dmin", "dmax"))
+        if shape is None and is_concrete(val) and np.ndim(val) > 0 and \
+                np.shape(val) not in ((ng,), (1,)):
+            raise TypeError(f"{owner}.{field}: expected one number or one per geom ({ng},), "
+                            f"got shape {np.shape(val)}")
+    if is_concrete((kw["dmin"], kw["dmax"])) and float(kw["dmin"]) > float(kw["dmax"]):
+        raise ValueError(f"{owner}.dmin = {float(kw['dmin']):g}: must be <= dmax = "
+                         f"{float(kw['dmax']):g}")
+
 
 def _init(self, geoms, terrain, friction, model, q, normal, **kw):
+    owner = type(self).__name__
+    if isinstance(geoms, AbstractGeom):
+        geoms = (geoms,)
     geoms = tuple(geoms)
     if not geoms:
-        raise ValueError("Contacts: give at least one geom")
-    for g in geoms:
+        raise ValueError(f"{owner}.geoms: give at least one geom")
+    for i, g in enumerate(geoms):
         if not isinstance(g, AbstractGeom):
-            raise TypeError(f"Contacts: {g!r} is not a contact geom (Sphere, Box, ...)")
+            raise TypeError(f"{owner}.geoms[{i}] = {g!r}: not a contact geom (Sphere, Box, ...)")
     if not isinstance(terrain, AbstractTerrain):
-        raise TypeError(f"Contacts: {terrain!r} is not a terrain (Plane, HeightField)")
-    if normal not in L.NORMAL_LAWS:
-        raise ValueError(f"Contacts: normal law {normal!r}; choose one of {L.NORMAL_LAWS}")
+        raise TypeError(f"{owner}.terrain = {terrain!r}: not a terrain (Plane, HeightField)")
+    check_choice(owner, "normal", normal, L.NORMAL_LAWS)
+    if model is not None and not isinstance(model, Model):
+        raise TypeError(f"{owner}.model = {model!r}: not a diffmb Model")
+    _check_params(owner, len(geoms), kw)
     if model is not None:
-        for g in geoms:
-            body_index(model, g.body)  # a clear error now rather than inside a trace
+        for i, g in enumerate(geoms):
+            body_index(model, g.body, f"{owner}.geoms[{i}]")  # now rather than inside a trace
     self.geoms, self.terrain = geoms, terrain
     self.normal, self.friction = normal, friction
     for name, val in _params(geoms, model, q, normal, **kw).items():
@@ -309,10 +395,8 @@ class ContactResult(eqx.Module):
 
 def _pairs(el) -> list:
     out = []
-    for i, g in enumerate(el.geoms):
-        gname = g.name if g.name is not None else f"{g.kind}{i}"
-        tname = getattr(el.terrain, "name", type(el.terrain).__name__)
-        out += [(gname, tname)] * g.n_points
+    for g, gname in zip(el.geoms, _geom_names(el), strict=True):
+        out += [(gname, el.terrain.name)] * g.n_points
     return out
 
 

@@ -49,6 +49,7 @@ import numpy as np
 from ..dynamics.kinematics import KinematicsData, body_frames, kinematics, point_velocities
 from ..model import Model
 from ..spatial import quaternion as quatm
+from ..validation import check_index, check_value, is_concrete
 
 __all__ = ["AbstractGeom", "Point", "Sphere", "Capsule", "Box", "Cylinder", "Candidates",
            "candidates", "body_index"]
@@ -84,14 +85,46 @@ class AbstractGeom(eqx.Module):
     def points(self, R, c, terrain):
         raise NotImplementedError
 
+    @abc.abstractmethod
+    def thickness(self):
+        """The geom's own size [m] for the initial-penetration check: its half-thickness
+        along its thinnest direction (sphere, capsule: r; box: the smallest half-size;
+        cylinder: min(r, h)); 0 for a point (no size: not checked)."""
+        raise NotImplementedError
+
     def frame(self, Rb, pb):
         """World rotation (3, 3) and origin (3,) of the geom from its body's (Rb, pb)."""
         return Rb @ quatm.to_rotmat(self.quat), pb + Rb @ self.pos
 
 
-def _pose(pos, quat):
+def _body(owner, body):
+    if isinstance(body, (bool, np.bool_)) or not isinstance(body, (int, np.integer, str)):
+        raise TypeError(f"{owner}.body = {body!r}: a body name (str) or index (int)")
+    if not isinstance(body, str):
+        check_value(owner, "body", int(body), lo=0)
+    return body if isinstance(body, str) else int(body)
+
+
+def _pose(owner, pos, quat):
+    """pos (3,) and the normalised quat (4,), checked: finite, right shape, nonzero quat."""
+    check_value(owner, "pos", pos, shape=(3,))
+    check_value(owner, "quat", quat, shape=(4,))
     q = _f64(quat).reshape(4)
+    if is_concrete(q) and not float(jnp.sum(q * q)) > 0:
+        raise ValueError(f"{owner}.quat = {np.asarray(quat).tolist()}: must be a nonzero "
+                         "quaternion (w, x, y, z)")
     return _f64(pos).reshape(3), q / jnp.sqrt(jnp.sum(q * q))
+
+
+def _size(owner, field, value, *, lo_open=True, shape=()):
+    """A size field: finite, > 0 (``lo_open``) or >= 0, of ``shape``."""
+    check_value(owner, field, value, lo=0.0, lo_open=lo_open, shape=shape)
+    return _f64(value).reshape(shape)
+
+
+def _owner(cls, name):
+    """The owner in messages: the class, and the geom's name when it has one."""
+    return cls if name is None else f"{cls} {name!r}"
 
 
 def _sphere_point(c, r, terrain):
@@ -107,11 +140,15 @@ class Point(AbstractGeom):
     n_active: ClassVar[int] = 1
 
     def __init__(self, body, pos=(0.0, 0.0, 0.0), name=None):
-        self.body, self.name = body, name
-        self.pos, self.quat = _pose(pos, (1.0, 0.0, 0.0, 0.0))
+        own = _owner("Point", name)
+        self.body, self.name = _body(own, body), name
+        self.pos, self.quat = _pose(own, pos, (1.0, 0.0, 0.0, 0.0))
 
     def points(self, R, c, terrain):
         return c[None]
+
+    def thickness(self):
+        return jnp.zeros(())
 
 
 class Sphere(AbstractGeom):
@@ -123,12 +160,16 @@ class Sphere(AbstractGeom):
     n_active: ClassVar[int] = 1
 
     def __init__(self, body, radius, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), name=None):
-        self.body, self.name = body, name
-        self.radius = _f64(radius).reshape(())
-        self.pos, self.quat = _pose(pos, quat)
+        own = _owner("Sphere", name)
+        self.body, self.name = _body(own, body), name
+        self.radius = _size(own, "radius", radius)
+        self.pos, self.quat = _pose(own, pos, quat)
 
     def points(self, R, c, terrain):
         return _sphere_point(c, self.radius, terrain)[None]
+
+    def thickness(self):
+        return self.radius
 
 
 class Capsule(AbstractGeom):
@@ -143,15 +184,19 @@ class Capsule(AbstractGeom):
 
     def __init__(self, body, radius, half_length, pos=(0.0, 0.0, 0.0),
                  quat=(1.0, 0.0, 0.0, 0.0), name=None):
-        self.body, self.name = body, name
-        self.radius = _f64(radius).reshape(())
-        self.half_length = _f64(half_length).reshape(())
-        self.pos, self.quat = _pose(pos, quat)
+        own = _owner("Capsule", name)
+        self.body, self.name = _body(own, body), name
+        self.radius = _size(own, "radius", radius)
+        self.half_length = _size(own, "half_length", half_length, lo_open=False)
+        self.pos, self.quat = _pose(own, pos, quat)
 
     def points(self, R, c, terrain):
         a = self.half_length * R[:, 2]
         return jnp.stack([_sphere_point(c + a, self.radius, terrain),
                           _sphere_point(c - a, self.radius, terrain)])
+
+    def thickness(self):
+        return self.radius
 
 
 _CORNERS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)],
@@ -168,12 +213,16 @@ class Box(AbstractGeom):
 
     def __init__(self, body, half_sizes, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
                  name=None):
-        self.body, self.name = body, name
-        self.half_sizes = _f64(half_sizes).reshape(3)
-        self.pos, self.quat = _pose(pos, quat)
+        own = _owner("Box", name)
+        self.body, self.name = _body(own, body), name
+        self.half_sizes = _size(own, "half_sizes", half_sizes, shape=(3,))
+        self.pos, self.quat = _pose(own, pos, quat)
 
     def points(self, R, c, terrain):
         return c + (_CORNERS * self.half_sizes) @ R.T
+
+    def thickness(self):
+        return jnp.min(self.half_sizes)
 
 
 _C120, _S120 = -0.5, np.sqrt(3.0) / 2.0
@@ -192,10 +241,11 @@ class Cylinder(AbstractGeom):
 
     def __init__(self, body, radius, half_height, pos=(0.0, 0.0, 0.0),
                  quat=(1.0, 0.0, 0.0, 0.0), name=None):
-        self.body, self.name = body, name
-        self.radius = _f64(radius).reshape(())
-        self.half_height = _f64(half_height).reshape(())
-        self.pos, self.quat = _pose(pos, quat)
+        own = _owner("Cylinder", name)
+        self.body, self.name = _body(own, body), name
+        self.radius = _size(own, "radius", radius)
+        self.half_height = _size(own, "half_height", half_height)
+        self.pos, self.quat = _pose(own, pos, quat)
 
     def points(self, R, c, terrain):
         a = R[:, 2]
@@ -210,17 +260,24 @@ class Cylinder(AbstractGeom):
                 out.append(e - self.radius * (cs * u + sn * u2))
         return jnp.stack(out)
 
+    def thickness(self):
+        return jnp.minimum(self.radius, self.half_height)
+
 
 # ---- candidate points of geoms on a model ------------------------------------------------------
 
 
-def body_index(model: Model, body) -> int:
-    """Row of ``body`` (a name or an index) in ``model.body_names``, checked."""
-    b = model.body_index(body) if isinstance(body, str) else int(body)
-    if not 0 <= b < model.n_bodies:
-        raise ValueError(f"{model.name}: geom body index {b} out of range "
-                         f"(model has {model.n_bodies} bodies)")
-    return b
+def body_index(model: Model, body, owner: str = "geom") -> int:
+    """Row of ``body`` (a name or an index) in ``model.body_names``, checked: a ValueError
+    naming ``owner`` and the model when there is no such body."""
+    if isinstance(body, str):
+        if body not in model.body_names:
+            raise ValueError(f"{owner}.body = {body!r}: no such body in model {model.name!r}; "
+                             f"bodies: {list(model.body_names)}")
+        return model.body_names.index(body)
+    check_index(owner, "body", int(body), model.n_bodies,
+                what=f"model {model.name!r} has {model.n_bodies} bodies")
+    return int(body)
 
 
 class Candidates(eqx.Module):

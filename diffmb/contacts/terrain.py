@@ -20,25 +20,29 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..spatial.safe import safe_div
+from ..validation import check_value, is_concrete
 
-__all__ = ["AbstractTerrain", "Plane", "HeightField", "rough_terrain"]
+__all__ = ["AbstractTerrain", "Plane", "HeightField", "rough_terrain", "NO_GROUND"]
+
+NO_GROUND = 1.0e6  # m: the signed distance reported where a terrain has no ground (beyond a
+#                    height field's extent): a gap no contact closes
 
 
 def _f64(x):
     return jnp.asarray(x, dtype=jnp.float64)
 
 
-def _concrete(x):
-    """x as numpy, or None under a trace."""
-    try:
-        return np.asarray(x)
-    except Exception:  # a tracer
-        return None
+def _name(owner, name):
+    if not isinstance(name, str):
+        raise TypeError(f"{owner}.name = {name!r}: must be a string")
+    return name
 
 
 class AbstractTerrain(eqx.Module):
     """Ground geometry: ``height``, ``normal`` and ``signed_distance`` (see the module doc).
     Concrete terrains carry a static ``name`` (used in :func:`contact_forces`' pairs)."""
+
+    name: eqx.AbstractVar[str]
 
     @abc.abstractmethod
     def height(self, xy):
@@ -66,10 +70,16 @@ class Plane(AbstractTerrain):
     name: str = eqx.field(static=True, default="plane")
 
     def __init__(self, normal=(0.0, 0.0, 1.0), offset=0.0, name: str = "plane"):
+        own = f"Plane {name!r}"
+        check_value(own, "normal", normal, shape=(3,))
+        check_value(own, "offset", offset, shape=())
         n = _f64(normal).reshape(3)
+        if is_concrete(n) and not float(jnp.sum(n * n)) > 0:
+            raise ValueError(f"{own}.normal = {np.asarray(normal).tolist()}: must be a nonzero "
+                             "vector (the outward normal of the ground)")
         self.n = n / jnp.sqrt(jnp.sum(n * n))
         self.offset = _f64(offset).reshape(())
-        self.name = name
+        self.name = _name(own, name)
 
     def height(self, xy):
         xy = _f64(xy)
@@ -111,9 +121,16 @@ class HeightField(AbstractTerrain):
     ``heights`` (nx, ny) [m], traced: sample (i, j) sits at (x0 + i dx, y0 + j dy), with
     ``origin`` = (x0, y0) and ``spacing`` = (dx, dy) (traced too). nx, ny ≥ 2. The interpolant
     is C¹ (continuous normals across cells), passes through the samples and reproduces any plane
-    exactly (the ghost samples beyond the edges are extrapolated linearly). Outside the grid the
-    point is clamped onto the grid's rectangle: the height continues at its edge value and the
-    slope across the edge is zero.
+    exactly (the ghost samples beyond the edges are extrapolated linearly).
+
+    Extent and edge (as MuJoCo's ``<hfield>``): the ground exists over the grid's rectangle
+    [x0, x0 + (nx − 1) dx] × [y0, y0 + (ny − 1) dy], edges included, and nowhere else. A point
+    whose (x, y) lies outside it has no ground below or above it: ``signed_distance`` returns
+    the gap :data:`NO_GROUND` (10⁶ m) and the upward normal, so no contact acts there and a body
+    driven off the edge falls. The field has no side walls: a body pushed against the edge from
+    outside meets nothing (MuJoCo's prisms have sides; only their tops are modelled here).
+    ``height`` and ``normal`` clamp the point onto the rectangle (the edge's height continues,
+    with zero slope across the edge), for drawing and queries.
 
     ``signed_distance`` approximates the distance to the surface by the vertical gap times the
     normal's z component, d ≈ (z − h(x, y)) n_z: exact for a plane, first order in the gap and
@@ -126,17 +143,29 @@ class HeightField(AbstractTerrain):
     name: str = eqx.field(static=True, default="heightfield")
 
     def __init__(self, heights, origin=(0.0, 0.0), spacing=(1.0, 1.0), name="heightfield"):
+        own = f"HeightField {name!r}"
+        check_value(own, "heights", heights, ndim=2)
         H = _f64(heights)
-        if H.ndim != 2 or H.shape[0] < 2 or H.shape[1] < 2:
-            raise ValueError(f"HeightField {name!r}: heights must be (nx, ny) with nx, ny >= 2, "
-                             f"got shape {H.shape}")
+        if H.shape[0] < 2 or H.shape[1] < 2:
+            raise TypeError(f"{own}.heights: expected shape (nx, ny) with nx, ny >= 2, got "
+                            f"{H.shape}")
+        check_value(own, "origin", origin, shape=(2,))
+        sp = _f64(spacing)
+        if sp.ndim > 1 or sp.size not in (1, 2):
+            raise TypeError(f"{own}.spacing: expected one number or (dx, dy), got shape "
+                            f"{sp.shape}")
+        check_value(own, "spacing", spacing, lo=0.0, lo_open=True)
         self.heights = H
         self.origin = _f64(origin).reshape(2)
-        self.spacing = jnp.broadcast_to(_f64(spacing), (2,))
-        sp = _concrete(self.spacing)
-        if sp is not None and not np.all(sp > 0):
-            raise ValueError(f"HeightField {name!r}: spacing must be > 0, got {sp}")
-        self.name = name
+        self.spacing = jnp.broadcast_to(sp, (2,))
+        self.name = _name(own, name)
+
+    def inside(self, xy):
+        """True where (x, y) lies on the grid's rectangle (edges included): where the ground
+        exists."""
+        nx, ny = self.heights.shape
+        u = (_f64(xy) - self.origin) / self.spacing
+        return jnp.all((u >= 0.0) & (u <= jnp.array([nx - 1.0, ny - 1.0])), axis=-1)
 
     def _eval(self, xy):
         """h, ∂h/∂x, ∂h/∂y at one point xy (2,)."""
@@ -172,7 +201,9 @@ class HeightField(AbstractTerrain):
         p = _f64(p)
         h, hx, hy = self._eval(p[:2])
         n = self._gradient_normal(hx, hy)
-        return (p[2] - h) * n[2], n
+        inside = self.inside(p[:2])
+        return (jnp.where(inside, (p[2] - h) * n[2], NO_GROUND),
+                jnp.where(inside, n, jnp.array([0.0, 0.0, 1.0])))
 
 
 def rough_terrain(seed: int, size=(10.0, 10.0), resolution=0.05, amplitude=0.02, wavelength=0.5,
@@ -187,10 +218,18 @@ def rough_terrain(seed: int, size=(10.0, 10.0), resolution=0.05, amplitude=0.02,
     (use ≤ λ/8 so the bicubic interpolant follows the waves). The same ``seed`` gives the same
     ground (numpy's ``default_rng``); the heights are a traced leaf.
     """
+    own = "rough_terrain"
+    check_value(own, "size", size, lo=0.0, lo_open=True)
+    check_value(own, "resolution", resolution, lo=0.0, lo_open=True, shape=())
+    check_value(own, "amplitude", amplitude, lo=0.0, shape=())
+    check_value(own, "wavelength", wavelength, lo=0.0, lo_open=True, shape=())
+    check_value(own, "n_waves", n_waves, lo=1, shape=())
+    if np.ndim(size) > 1 or np.size(size) not in (1, 2):
+        raise TypeError(f"{own}.size: expected one number or (Lx, Ly), got {size!r}")
     Lx, Ly = np.broadcast_to(np.asarray(size, dtype=float), (2,))
-    if not (resolution > 0 and amplitude >= 0 and wavelength > 0 and Lx > 0 and Ly > 0):
-        raise ValueError("rough_terrain: size, resolution and wavelength must be > 0, "
-                         "amplitude >= 0")
+    if max(Lx, Ly) / resolution > 1e4:
+        raise ValueError(f"{own}: size {Lx:g} x {Ly:g} m at resolution {resolution:g} m is more "
+                         "than 10000 samples per side")
     nx, ny = int(round(Lx / resolution)) + 1, int(round(Ly / resolution)) + 1
     x = -0.5 * Lx + resolution * np.arange(nx)
     y = -0.5 * Ly + resolution * np.arange(ny)
