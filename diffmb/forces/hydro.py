@@ -18,7 +18,12 @@ Two families, not to be mixed on one model:
   buoyancy, linear and quadratic drag per axis on the velocity relative to a uniform current, and
   the current correction of Fossen's M_A ν̇_r + C_A(ν_r) ν_r.
 
-Conventions: SI units; spatial vectors [angular; linear] (DESIGN.md); world z-up unless the
+The elements are built from plain arrays; :mod:`diffmb.io.mjcf_fluid` builds them from a
+compiled MJCF file. Their constructors refuse numbers without meaning (a negative density,
+volume or drag coefficient, non-finite values, axes that are not rotations, wrong shapes) with a
+message naming the class and the field, and ``__call__`` refuses body indices outside the Model.
+
+Conventions: SI units; spatial vectors [angular; linear]; world z-up unless the
 Model's gravity says otherwise. ``density`` ρ in kg/m³; ``viscosity`` μ as MuJoCo uses it (Stokes
 drag 6πμ r v: a dynamic viscosity in Pa·s, water ≈ 0.0009). Wrenches are returned as
 ``f_ext`` rows (world [force, torque] at each body's centre of mass).
@@ -48,12 +53,12 @@ from ..dynamics.kinematics import (
 from ..model import Model
 from ..spatial.safe import safe_norm, safe_sqrt
 from ..spatial.spatial import cross_force
+from ..validation import check_index, check_value, is_concrete
 from .elements import AbstractForce
 
 __all__ = [
     "MujocoInertiaBoxFluid",
     "MujocoEllipsoidFluid",
-    "mujoco_fluid_forces",
     "Hydrodynamics",
     "carlson_rd",
     "lamb_integrals",
@@ -62,15 +67,57 @@ __all__ = [
     "geom_volume",
     "geom_added_inertia",
     "added_inertia_from_fossen",
-    "potential_flow_from_mjmodel",
-    "potential_added_inertia_from_mjmodel",
 ]
 
 _MINVAL = 1e-15  # MuJoCo's mjMINVAL
 
 
-def _f64(x):
-    return jnp.asarray(np.asarray(x, dtype=np.float64))
+def _field(owner, name, x, shape, **bounds):
+    """``x`` as a float64 array of ``shape`` (broadcast from a scalar or a broadcastable shape,
+    or reshaped from a flat vector of the same size), its values checked by :func:`check_value`
+    (type, finiteness, ``bounds``) when concrete; ``TypeError`` naming the shape otherwise."""
+    check_value(owner, name, x, **bounds)
+    a = jnp.asarray(x, dtype=jnp.float64)
+    shape = tuple(int(n) for n in shape)
+    if a.shape == shape:
+        return a
+    if a.ndim == 1 and a.size == int(np.prod(shape)):
+        return a.reshape(shape)
+    try:
+        return jnp.broadcast_to(a, shape)
+    except (ValueError, TypeError):
+        want = "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+        raise TypeError(f"{owner}.{name}: expected shape {want} (one row per entry) or one that "
+                        f"broadcasts to it, got {a.shape}") from None
+
+
+def _rotations(owner, name, R, tol=1e-6):
+    """Refuse (concrete) matrices (k, 3, 3) that are not proper rotations; return ``R``."""
+    if is_concrete(R):
+        Rn = np.asarray(R)
+        err = np.abs(np.einsum("kji,kjl->kil", Rn, Rn) - np.eye(3)).max(axis=(1, 2))
+        bad = np.flatnonzero((err > tol) | (np.linalg.det(Rn) <= 0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{owner}.{name}[{i}] = {Rn[i].tolist()}: must be a rotation matrix "
+                             f"(RᵀR = I to {tol:g}, det R = +1)")
+    return R
+
+
+def _bodies(owner, bodies):
+    """Body indices as a tuple of ints ≥ 0 (checked against the Model when called)."""
+    try:
+        out = tuple(int(b) for b in bodies)
+    except (TypeError, ValueError):
+        raise TypeError(f"{owner}.bodies = {bodies!r}: expected a sequence of body indices") \
+            from None
+    check_value(owner, "bodies", np.asarray(out, dtype=np.int64), lo=0)
+    return out
+
+
+def _check_bodies(owner, bodies, model: Model):
+    check_index(owner, "bodies", bodies, model.n_bodies,
+                what=f"model {model.name!r} has {model.n_bodies} bodies")
 
 
 # ------------------------------------------------------------------------------------------
@@ -134,16 +181,18 @@ class MujocoInertiaBoxFluid(AbstractForce):
     bodies: tuple = eqx.field(static=True)
 
     def __init__(self, bodies, frame_rot=None, *, density, viscosity=0.0, wind=(0.0, 0.0, 0.0)):
-        self.bodies = tuple(int(b) for b in bodies)
+        o = "MujocoInertiaBoxFluid"
+        self.bodies = _bodies(o, bodies)
         k = len(self.bodies)
-        self.frame_rot = (_f64(np.broadcast_to(np.eye(3), (k, 3, 3))) if frame_rot is None
-                          else _f64(frame_rot).reshape(k, 3, 3))
-        self.density = _f64(density)
-        self.viscosity = _f64(viscosity)
-        self.wind = _f64(wind).reshape(3)
+        self.frame_rot = _rotations(o, "frame_rot", _field(
+            o, "frame_rot", np.eye(3) if frame_rot is None else frame_rot, (k, 3, 3)))
+        self.density = _field(o, "density", density, (), lo=0.0)
+        self.viscosity = _field(o, "viscosity", viscosity, (), lo=0.0)
+        self.wind = _field(o, "wind", wind, (3,))
 
     def __call__(self, model, t, q, v, ctrl):
         _refuse_added(model, "MujocoInertiaBoxFluid")
+        _check_bodies("MujocoInertiaBoxFluid", self.bodies, model)
         if not self.bodies:
             return jnp.zeros(model.nv), None
         b = np.asarray(self.bodies)
@@ -263,27 +312,33 @@ class MujocoEllipsoidFluid(AbstractForce):
     def __init__(self, bodies, semiaxes, pos=None, rot=None, *, density, viscosity=0.0,
                  wind=(0.0, 0.0, 0.0), coef=(0.5, 0.25, 1.5, 1.0, 1.0), virtual_mass=None,
                  virtual_inertia=None, scale=None):
-        self.bodies = tuple(int(b) for b in bodies)
+        o = "MujocoEllipsoidFluid"
+        self.bodies = _bodies(o, bodies)
         k = len(self.bodies)
-        self.semiaxes = _f64(semiaxes).reshape(k, 3)
-        self.pos = _f64(np.zeros((k, 3)) if pos is None else pos).reshape(k, 3)
-        self.rot = _f64(np.broadcast_to(np.eye(3), (k, 3, 3)) if rot is None else rot
-                        ).reshape(k, 3, 3)
-        self.coef = _f64(np.broadcast_to(np.asarray(coef, float), (k, 5)))
+        self.semiaxes = _field(o, "semiaxes", semiaxes, (k, 3), lo=0.0, lo_open=True)
+        self.pos = _field(o, "pos", np.zeros(3) if pos is None else pos, (k, 3))
+        self.rot = _rotations(o, "rot", _field(o, "rot", np.eye(3) if rot is None else rot,
+                                               (k, 3, 3)))
+        self.coef = _field(o, "coef", coef, (k, 5))
+        for j, drag in enumerate(("blunt", "slender", "angular")):  # lift coefficients: any sign
+            check_value(o, f"coef[:, {j}] ({drag} drag)", self.coef[:, j], lo=0.0)
         if virtual_mass is None or virtual_inertia is None:
             vm, vi = zip(*(_virtual_coefficients_np(r) for r in np.asarray(self.semiaxes)),
                          strict=True) if k else ((), ())
             virtual_mass = vm if virtual_mass is None else virtual_mass
             virtual_inertia = vi if virtual_inertia is None else virtual_inertia
-        self.virtual_mass = _f64(virtual_mass).reshape(k, 3)
-        self.virtual_inertia = _f64(virtual_inertia).reshape(k, 3)
-        self.scale = _f64(np.ones(k) if scale is None else scale).reshape(k)
-        self.density = _f64(density)
-        self.viscosity = _f64(viscosity)
-        self.wind = _f64(wind).reshape(3)
+        self.virtual_mass = _field(o, "virtual_mass", np.asarray(virtual_mass, float), (k, 3),
+                                   lo=0.0)
+        self.virtual_inertia = _field(o, "virtual_inertia", np.asarray(virtual_inertia, float),
+                                      (k, 3), lo=0.0)
+        self.scale = _field(o, "scale", np.ones(k) if scale is None else scale, (k,), lo=0.0)
+        self.density = _field(o, "density", density, (), lo=0.0)
+        self.viscosity = _field(o, "viscosity", viscosity, (), lo=0.0)
+        self.wind = _field(o, "wind", wind, (3,))
 
     def __call__(self, model, t, q, v, ctrl):
         _refuse_added(model, "MujocoEllipsoidFluid")
+        _check_bodies("MujocoEllipsoidFluid", self.bodies, model)
         if not self.bodies:
             return jnp.zeros(model.nv), None
         kin = kinematics(model, q, v)
@@ -295,15 +350,6 @@ class MujocoEllipsoidFluid(AbstractForce):
         F = jnp.einsum("kij,kj->ki", R, self.scale[:, None] * f)
         T = jnp.einsum("kij,kj->ki", R, self.scale[:, None] * g)
         return jnp.zeros(model.nv), _wrenches(model, kin, self.bodies, x, F, T)
-
-
-def _quat_R(q):
-    w, x, y, z = (float(c) for c in q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
 
 
 _SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX, _MESH = 2, 3, 4, 5, 6, 7
@@ -319,51 +365,6 @@ def _semiaxes(gtype, size):
     if gtype == _CYLINDER:
         return np.array([s[0], s[0], s[1]])
     return s[:3].copy()
-
-
-def mujoco_fluid_forces(mj) -> tuple:
-    """The fluid force elements of a compiled ``mujoco.MjModel``, as MuJoCo applies them.
-
-    Empty when ``density`` and ``viscosity`` are both 0. A body with at least one geom whose
-    ``fluidshape="ellipsoid"`` uses the ellipsoid model on those geoms (with the compiler's
-    virtual masses and inertias, ``geom_fluid``), every other body with mass ≥ 1e-15 the
-    inertia-box model; body indices are diffmb's (MuJoCo's minus the world).
-    """
-    rho, mu = float(mj.opt.density), float(mj.opt.viscosity)
-    if rho == 0.0 and mu == 0.0:
-        return ()
-    wind = np.array(mj.opt.wind, float)
-    box_b, box_R = [], []
-    el = dict(b=[], r=[], pos=[], rot=[], coef=[], vm=[], vi=[], scale=[])
-    fl = np.asarray(mj.geom_fluid).reshape(mj.ngeom, -1)
-    for i in range(1, mj.nbody):
-        if float(mj.body_mass[i]) < _MINVAL:
-            continue
-        geoms = range(int(mj.body_geomadr[i]), int(mj.body_geomadr[i]) + int(mj.body_geomnum[i]))
-        ell = [g for g in geoms if fl[g, 0] > 0]
-        if not ell:
-            box_b.append(i - 1)
-            box_R.append(_quat_R(mj.body_iquat[i]))
-            continue
-        for g in ell:
-            el["b"].append(i - 1)
-            el["r"].append(_semiaxes(int(mj.geom_type[g]), mj.geom_size[g]))
-            el["pos"].append(np.array(mj.geom_pos[g], float))
-            el["rot"].append(_quat_R(mj.geom_quat[g]))
-            el["coef"].append(fl[g, 1:6])
-            el["vm"].append(fl[g, 6:9])
-            el["vi"].append(fl[g, 9:12])
-            el["scale"].append(fl[g, 0])
-    out = []
-    if box_b:
-        out.append(MujocoInertiaBoxFluid(box_b, np.array(box_R), density=rho, viscosity=mu,
-                                         wind=wind))
-    if el["b"]:
-        out.append(MujocoEllipsoidFluid(
-            el["b"], np.array(el["r"]), np.array(el["pos"]), np.array(el["rot"]), density=rho,
-            viscosity=mu, wind=wind, coef=np.array(el["coef"]), virtual_mass=np.array(el["vm"]),
-            virtual_inertia=np.array(el["vi"]), scale=np.array(el["scale"])))
-    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------
@@ -589,16 +590,19 @@ class Hydrodynamics(AbstractForce):
     def __init__(self, bodies, *, density=1000.0, pos=None, rot=None, volume=0.0, lin_force=0.0,
                  quad_force=0.0, lin_torque=0.0, quad_torque=0.0, current=(0.0, 0.0, 0.0),
                  current_added_mass=True):
-        self.bodies = tuple(int(b) for b in bodies)
+        o = "Hydrodynamics"
+        self.bodies = _bodies(o, bodies)
         k = len(self.bodies)
-        per = lambda x, shape: _f64(np.broadcast_to(np.asarray(x, float), shape))  # noqa: E731
-        self.pos = per(np.zeros(3) if pos is None else pos, (k, 3))
-        self.rot = per(np.eye(3) if rot is None else rot, (k, 3, 3))
-        self.volume = per(volume, (k,))
-        self.lin_force, self.quad_force = per(lin_force, (k, 3)), per(quad_force, (k, 3))
-        self.lin_torque, self.quad_torque = per(lin_torque, (k, 3)), per(quad_torque, (k, 3))
-        self.density = _f64(density)
-        self.current = _f64(current).reshape(3)
+        self.pos = _field(o, "pos", np.zeros(3) if pos is None else pos, (k, 3))
+        self.rot = _rotations(o, "rot", _field(o, "rot", np.eye(3) if rot is None else rot,
+                                               (k, 3, 3)))
+        self.volume = _field(o, "volume", volume, (k,), lo=0.0)
+        self.lin_force = _field(o, "lin_force", lin_force, (k, 3), lo=0.0)
+        self.quad_force = _field(o, "quad_force", quad_force, (k, 3), lo=0.0)
+        self.lin_torque = _field(o, "lin_torque", lin_torque, (k, 3), lo=0.0)
+        self.quad_torque = _field(o, "quad_torque", quad_torque, (k, 3), lo=0.0)
+        self.density = _field(o, "density", density, (), lo=0.0)
+        self.current = _field(o, "current", current, (3,))
         self.current_added_mass = bool(current_added_mass)
 
     @classmethod
@@ -607,6 +611,7 @@ class Hydrodynamics(AbstractForce):
         return cls([model.body_index(n) for n in names], **kw)
 
     def __call__(self, model, t, q, v, ctrl):
+        _check_bodies("Hydrodynamics", self.bodies, model)
         kin = kinematics(model, q, v)
         f = None
         if self.bodies:
@@ -641,98 +646,3 @@ class Hydrodynamics(AbstractForce):
         T = jnp.einsum("kij,kj->ki", Rb, fb[:, :3])
         F = jnp.einsum("kij,kj->ki", Rb, fb[:, 3:])
         return _wrenches(model, kin, np.arange(nb), pb, F, T)
-
-
-# ------------------------------------------------------------------------------------------
-# From a compiled MjModel
-# ------------------------------------------------------------------------------------------
-
-
-def _geom_name(mj, g):
-    import mujoco
-
-    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
-
-
-def _potential_geoms(mj, where="<MjModel>"):
-    """(diffmb body index, geom id) of the geoms that displace fluid: on each moving body, its
-    ``fluidshape="ellipsoid"`` geoms if it has any, else its volumetric geoms except visual-only
-    ones (contype = conaffinity = 0) unless it has nothing else."""
-    out = []
-    fl = np.asarray(mj.geom_fluid).reshape(mj.ngeom, -1)
-    for i in range(1, mj.nbody):
-        if int(mj.body_weldid[i]) == 0:
-            continue  # welded to the world: never moves
-        geoms = list(range(int(mj.body_geomadr[i]),
-                           int(mj.body_geomadr[i]) + int(mj.body_geomnum[i])))
-        chosen = [g for g in geoms if fl[g, 0] > 0]
-        if not chosen:
-            solid = [g for g in geoms if int(mj.geom_contype[g]) or int(mj.geom_conaffinity[g])]
-            chosen = solid or geoms
-        for g in chosen:
-            if int(mj.geom_type[g]) not in (_SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX):
-                raise NotImplementedError(
-                    f"{where}: geom {_geom_name(mj, g)!r}: potential-flow buoyancy and added "
-                    "mass need a sphere, capsule, ellipsoid, cylinder or box (give it "
-                    "contype=conaffinity=0 if it is visual only)")
-            out.append((i - 1, g))
-    return out
-
-
-def potential_added_inertia_from_mjmodel(mj, density=None, where="<MjModel>") -> np.ndarray:
-    """Added inertia (nb, 6, 6) of each body (about its frame origin, body axes, [angular;
-    linear]) from its fluid-displacing geoms (:func:`geom_added_inertia`, summed: hydrodynamic
-    interaction between geoms of one body is neglected). ``density`` defaults to ``<option
-    density>``."""
-    rho = float(mj.opt.density if density is None else density)
-    if rho <= 0:
-        raise ValueError(f"{where}: added_mass='potential' needs a fluid density: set <option "
-                         "density=...> in the file (1000 for water)")
-    M = np.zeros((mj.nbody - 1, 6, 6))
-    for b, g in _potential_geoms(mj, where):
-        Mg = geom_added_inertia(int(mj.geom_type[g]), mj.geom_size[g], rho)
-        X = _motion_transform(_quat_R(mj.geom_quat[g]), np.asarray(mj.geom_pos[g], float))
-        M[b] += X.T @ Mg @ X
-    return 0.5 * (M + np.swapaxes(M, 1, 2))
-
-
-def potential_flow_from_mjmodel(mj, *, current=None, where="<MjModel>") -> Hydrodynamics:
-    """:class:`Hydrodynamics` of an MJCF's fluid-displacing geoms (:func:`_potential_geoms`),
-    one entry per geom at its centre, in its axes, with ``<option density viscosity wind>``
-    (``current`` overrides ``wind``):
-
-    - volume: the geom's (:func:`geom_volume`), fully immersed;
-    - quadratic drag ½ρ C_d A_i per axis, A_i the geom's projected area normal to axis i and
-      C_d = 2 × its blunt ``fluidcoef`` (1.0 by default: MuJoCo's blunt drag ρ C_blunt A |v| v
-      for motion along an axis); angular ρ C_ang (8π/15) r_i max(r_j, r_k)⁴ per axis
-      (MuJoCo's angular drag, C_ang = ``fluidcoef[2]``, r the geom's semi-axes);
-    - linear drag: Stokes on the equivalent sphere, 3πμD and πμD³, D = ⅔ Σ r (MuJoCo's).
-    """
-    rho, mu = float(mj.opt.density), float(mj.opt.viscosity)
-    if rho <= 0:
-        raise ValueError(f"{where}: fluid='potential' needs a fluid density: set <option "
-                         "density=...> in the file (1000 for water)")
-    fl = np.asarray(mj.geom_fluid).reshape(mj.ngeom, -1)
-    rows = dict(b=[], pos=[], rot=[], vol=[], lf=[], qf=[], lt=[], qt=[])
-    for b, g in _potential_geoms(mj, where):
-        k, s = int(mj.geom_type[g]), np.asarray(mj.geom_size[g], float)
-        coef = fl[g, 1:6] if fl[g, 0] > 0 else np.array([0.5, 0.25, 1.5, 1.0, 1.0])
-        r = _semiaxes(k, s)
-        D = 2.0 / 3.0 * r.sum()
-        r4 = r**4
-        m4 = np.array([max(r4[1], r4[2]), max(r4[2], r4[0]), max(r4[0], r4[1])])
-        rows["b"].append(b)
-        rows["pos"].append(np.asarray(mj.geom_pos[g], float))
-        rows["rot"].append(_quat_R(mj.geom_quat[g]))
-        rows["vol"].append(geom_volume(k, s))
-        rows["qf"].append(0.5 * rho * 2.0 * coef[0] * _projected_areas(k, s))
-        rows["qt"].append(rho * coef[2] * 8.0 * np.pi / 15.0 * r * m4)
-        rows["lf"].append(np.full(3, 3.0 * np.pi * mu * D))
-        rows["lt"].append(np.full(3, np.pi * mu * D**3))
-    cur = np.array(mj.opt.wind, float) if current is None else np.asarray(current, float)
-    k = len(rows["b"])
-    arr = lambda key, shape: np.array(rows[key], float).reshape(shape)  # noqa: E731
-    return Hydrodynamics(rows["b"], density=rho, pos=arr("pos", (k, 3)), rot=arr("rot", (k, 3, 3)),
-                         volume=arr("vol", (k,)), lin_force=arr("lf", (k, 3)),
-                         quad_force=arr("qf", (k, 3)), lin_torque=arr("lt", (k, 3)),
-                         quad_torque=arr("qt", (k, 3)), current=cur)

@@ -31,7 +31,7 @@ def load_mjcf(path, *, strict: bool = False, added_mass=None) -> Model:
     finds implausible but harmless is loaded with a :class:`diffmb.model.InertiaWarning`, or
     refused with ``strict=True`` (rules: :class:`diffmb.model.ModelBuilder`).
     ``added_mass="potential"``: each body's potential-flow added inertia from its geoms and
-    ``<option density>`` (:func:`diffmb.forces.hydro.potential_added_inertia_from_mjmodel`)
+    ``<option density>`` (:func:`diffmb.io.mjcf_fluid.potential_added_inertia_from_mjmodel`)
     in ``Model.body_added_inertia``; pair it with ``mjcf_forces(path, fluid="potential")``.
     """
     import mujoco
@@ -127,7 +127,7 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
         if model.joint_v[j] != mj.jnt_dofadr[j] or model.joint_q[j] != mj.jnt_qposadr[j]:
             raise ValueError(f"{source}: joint {j} layout differs from MuJoCo's")
     if added_mass == "potential":
-        from ..forces.hydro import potential_added_inertia_from_mjmodel
+        from .mjcf_fluid import potential_added_inertia_from_mjmodel
         from ..model import with_added_inertia
 
         model = with_added_inertia(
@@ -757,11 +757,11 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
 
 def _fluid_forces(mj, where, fluid, ignored) -> list:
     """``mjcf_forces``' fluid elements: ``fluid="mujoco"`` MuJoCo's own models
-    (:func:`~diffmb.forces.hydro.mujoco_fluid_forces`), ``"potential"`` buoyancy, drag and
-    current (:func:`~diffmb.forces.hydro.potential_flow_from_mjmodel`; pair it with
+    (:func:`~diffmb.io.mjcf_fluid.mujoco_fluid_forces`), ``"potential"`` buoyancy, drag and
+    current (:func:`~diffmb.io.mjcf_fluid.potential_flow_from_mjmodel`; pair it with
     ``load_mjcf(path, added_mass="potential")``), ``False`` none, ``None`` refuses a file that
     has fluid (``density``/``viscosity`` > 0). ``gravcomp`` is refused unless ignored."""
-    from ..forces import hydro
+    from . import mjcf_fluid as hydro
 
     if fluid not in (None, False, "mujoco", "potential"):
         raise ValueError(f"{where}: fluid={fluid!r}; accepted: 'mujoco' (MuJoCo's inertia-box "
