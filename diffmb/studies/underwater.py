@@ -287,6 +287,8 @@ def optimise_gait(model, forces, *, T, restarts, samples, iters, lr, horizon=Non
     ``horizon`` seconds in one batched call and judged by J over the report's window
     [:data:`WINDOW_START`, ``horizon``]; each method returns its best. Returns a dict with the
     chosen θ of each method, histories and timings."""
+    import optax
+
     horizon = T if horizon is None else horizon
     sf = surrogate_forces(model, forces)
     J = _objective(model, sf, T)
@@ -308,18 +310,16 @@ def optimise_gait(model, forces, *, T, restarts, samples, iters, lr, horizon=Non
     t0 = time.perf_counter()
     jax.block_until_ready(smoothed(th, jnp.asarray(rng.normal(size=(K, 9)))))
     compile_grad = time.perf_counter() - t0
-    m, v = jnp.zeros_like(th), jnp.zeros_like(th)
-    b1, b2 = 0.9, 0.999
+    opt = optax.adam(lr, b1=0.9, b2=0.999, eps=1e-8)
+    state = opt.init(th)
     hist, wall, path = [], 0.0, [np.asarray(th)]
     for k in range(iters):
         eps = jnp.asarray(rng.normal(size=(K, 9)))
         t0 = time.perf_counter()
         val, aux, g = smoothed(th, eps)
         g = jnp.where(jnp.isfinite(g), g, 0.0)
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        th = th - lr * LR_SCALE * (m / (1 - b1 ** (k + 1))) / (
-            jnp.sqrt(v / (1 - b2 ** (k + 1))) + 1e-8)
+        upd, state = opt.update(g, state)
+        th = optax.apply_updates(th, upd * LR_SCALE)  # per-coordinate step sizes
         jax.block_until_ready(th)
         wall += time.perf_counter() - t0
         hist.append(np.asarray(val).tolist())
