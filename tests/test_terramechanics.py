@@ -10,8 +10,10 @@ import pytest
 import scipy.integrate as si
 import sympy as sp
 
+import diffmb
 from diffmb.contacts import Plane
 from diffmb.contacts import terramechanics as tm
+from diffmb.models import rover
 
 R, B, LOAD = 0.09, 0.11, 64.68
 REG = tm.SOILS["regolith_simulant"]
@@ -282,7 +284,7 @@ def test_gradients_finite_at_zero_sinkage_and_zero_slip():
 
 @pytest.fixture(scope="module")
 def rig():
-    model = tm.single_wheel_rig(R, B, LOAD)
+    model = rover.single_wheel_rig(R, B, LOAD)
     el = tm.WheelSoil([tm.Wheel("wheel", R, B, name="wheel")], Plane(), REG, model=model)
     return model, el
 
@@ -356,7 +358,7 @@ def test_dynamic_rig_steady_state_matches_the_static_curves():
     for s in (0.2, 0.6):
         _, z, F = _static(REG, LOAD, s)
         z = float(z)
-        out = tm.simulate_single_wheel(s, t1=3.0, dt=1e-3)
+        out = rover.simulate_single_wheel(s, t1=3.0, dt=1e-3)
         assert out["slip"] == pytest.approx(s, abs=1e-6)
         assert out["sinkage_m"] == pytest.approx(z, rel=1e-2)
         dp = float(F.drawbar_pull)
@@ -403,11 +405,40 @@ def test_single_wheel_table_layout():
         assert all(0.0 < r["sinkage_m"] < R for r in rows)
 
 
-def test_soils_table_has_sources():
-    assert {"regolith_simulant", "dry_sand", "lunar_soil", "clay"} <= set(tm.SOILS)
+# The soil sets as their sources print them, in the printed units: Wong, Theory of Ground
+# Vehicles, Table 2.3 (k_c in kN/m^(n+1), k_phi in kN/m^(n+2), c in kPa, phi in degrees);
+# Ishigami et al. (2007) (k_c, k_phi in N/m^(n+1), N/m^(n+2), c in kPa, phi in degrees, K in m);
+# Chrono's demo_ROBOT_Viper_SCM.cpp and SCMTerrain defaults (Pa, degrees, m).
+PRINTED = {
+    "dry_sand": dict(n=1.1, k_c=0.99, k_phi=1528.43, c=1.04, phi=28.0, unit=1e3),
+    "clay": dict(n=0.5, k_c=13.19, k_phi=692.15, c=4.14, phi=13.0, unit=1e3),
+    "regolith_simulant": dict(n=1.0, k_c=1.37e3, k_phi=8.14e5, c=0.8e3, phi=37.2, K=0.036,
+                              unit=1.0),
+    "lunar_soil": dict(n=1.0, k_c=0.14e4, k_phi=0.82e6, c=0.017e4, phi=35.0, K=1.78e-2,
+                       unit=1.0),
+    "chrono_scm_default": dict(n=1.1, k_c=0.0, k_phi=2e6, c=50.0, phi=20.0, K=0.01, unit=1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRINTED))
+def test_soils_table_matches_the_printed_sources(name):
+    """Every SI field of SOILS against its source's printed numbers and units, and Bekker's
+    plate pressure p = (k_c/b + k_phi) z^n in the printed units (kPa for Wong's table) at
+    b = 0.1 m, z = 2 cm against the element's k_eq."""
+    pr, so = PRINTED[name], tm.SOILS[name]
+    u = pr["unit"]
+    assert float(so.n) == pr["n"]
+    assert float(so.k_c) == pytest.approx(pr["k_c"] * u, rel=1e-12, abs=0.0)
+    assert float(so.k_phi) == pytest.approx(pr["k_phi"] * u, rel=1e-12)
+    assert float(so.c) == pytest.approx(pr["c"] * u, rel=1e-12)
+    assert float(so.phi) == pytest.approx(pr["phi"] * np.pi / 180.0, rel=1e-12)
+    if "K" in pr:
+        assert float(so.K) == pytest.approx(pr["K"], rel=1e-12)
+    b, z = 0.1, 0.02
+    p_printed = (pr["k_c"] / b + pr["k_phi"]) * z ** pr["n"] * u  # Pa
+    assert float(so.k_eq(b) * z**so.n) == pytest.approx(p_printed, rel=1e-12)
+    assert name in tm.SOIL_SOURCES
     assert set(tm.SOILS) == set(tm.SOIL_SOURCES)
-    reg = tm.SOILS["regolith_simulant"]
-    assert float(reg.k_phi) == 8.14e5 and float(reg.phi) == pytest.approx(np.deg2rad(37.2))
 
 
 def test_lateral_force_opposes_lateral_slip_and_eq32():
@@ -425,7 +456,7 @@ def test_element_in_simulate_from_rest_comes_to_rest_in_its_rut():
     sinkage m) and comes to rest on the unloading line, W(m)(1 − κ(m − z)/m) = load (or at the
     virgin static sinkage if it never overshot), with no horizontal drift or spin."""
     # the rig of the steady-state test with its drive's gains set to zero (one compilation)
-    out = tm.simulate_single_wheel(0.0, speed=0.0, z0=0.0, gains=(0.0, 0.0, 0.0))
+    out = rover.simulate_single_wheel(0.0, speed=0.0, z0=0.0, gains=(0.0, 0.0, 0.0))
     tr = out["traj"]
     z_static = float(_static(REG, LOAD, 0.0)[1])
     z, m = -float(tr.q[-1, 1]), float(tr.aux[0][0][-1, 0])
@@ -439,3 +470,88 @@ def test_element_in_simulate_from_rest_comes_to_rest_in_its_rut():
     assert out["drawbar_pull_N"] == pytest.approx(0.0, abs=1e-9)
     assert out["sinkage_m"] == pytest.approx(z, rel=1e-6)
     assert np.max(np.abs(np.asarray(tr.v[-1]))) < 1e-7  # at rest: N = m g
+
+
+# ---- numbers that have no meaning are refused where they enter ---------------------------------
+
+
+def _soil(**kw):
+    base = dict(n=1.0, k_c=1.37e3, k_phi=8.14e5, c=800.0, phi=0.65, K=0.036)
+    base.update(kw)
+    return tm.Soil(**base)
+
+
+BAD = [
+    ("c", lambda: _soil(c=-1.0), r"Soil\.c = -1: must be >= 0"),
+    ("phi", lambda: _soil(phi=np.pi / 2), r"Soil\.phi = 1\.5708: must be in \[0, 1\.5708\)"),
+    ("phi", lambda: _soil(phi=-0.1), r"Soil\.phi = -0\.1"),
+    ("n", lambda: _soil(n=-0.5), r"Soil\.n = -0\.5: must be > 0"),
+    ("k_phi", lambda: _soil(k_phi=np.nan), r"Soil\.k_phi = nan: must be finite"),
+    ("k_c", lambda: _soil(k_c=-1.0), r"Soil\.k_c = -1: must be >= 0"),
+    ("k_phi", lambda: _soil(k_c=0.0, k_phi=0.0), r"Soil\.k_c = 0.*k_phi = 0.*must not both"),
+    ("K", lambda: _soil(K=0.0), r"Soil\.K = 0: must be > 0"),
+    ("K_y", lambda: _soil(K_y=-0.01), r"Soil\.K_y = -0\.01"),
+    ("c2", lambda: _soil(c1=0.2, c2=0.3), r"Soil\.c2 = 0\.3: must be in \[-0\.2, 0\.2\]"),
+    ("unloading", lambda: _soil(unloading=0.5), r"Soil\.unloading = 0\.5: must be >= 1"),
+    ("phi", lambda: REG.replace(phi=2.0), r"Soil\.phi = 2: must be in"),
+    ("radius", lambda: tm.Wheel("wheel", -0.1, B), r"Wheel\.radius = -0\.1: must be > 0"),
+    ("width", lambda: tm.Wheel("wheel", R, 0.0, name="lf"), r"Wheel 'lf'\.width = 0: must be > 0"),
+    ("axis", lambda: tm.Wheel("wheel", R, B, axis=(0.0, 0.0, 0.0)), r"Wheel\.axis = .*nonzero"),
+    ("theta2", lambda: tm.Wheel("wheel", R, B, theta2=0.2), r"Wheel\.theta2 = 0\.2"),
+    ("b", lambda: tm.single_wheel_curve(b=0.0), r"single_wheel_curve\.b = 0: must be > 0"),
+    ("r", lambda: tm.single_wheel_curve(r=-0.09), r"single_wheel_curve\.r = -0\.09"),
+    ("slips", lambda: tm.single_wheel_curve(slips=[0.2, 1.5]),
+     r"single_wheel_curve\.slips\[1\] = 1\.5: must be in \[-1, 1\]"),
+    ("slip", lambda: tm.wheel_forces(REG, R, B, 0.3, -1.2), r"wheel_forces\.slip = -1\.2"),
+    ("theta1", lambda: tm.wheel_forces(REG, R, B, 2.0, 0.1), r"wheel_forces\.theta1 = 2"),
+    ("load", lambda: tm.static_sinkage(REG, R, B, -5.0, 0.1), r"static_sinkage\.load = -5"),
+    ("slip", lambda: tm.static_sinkage(REG, R, B, LOAD, 2.0), r"static_sinkage\.slip = 2"),
+    ("v_eps", lambda: tm.WheelSoil([tm.Wheel("wheel", R, B)], Plane(), REG, v_eps=0.0),
+     r"WheelSoil\.v_eps = 0: must be > 0"),
+    ("slip", lambda: rover.ConstantSlipDrive(1.0, 0.2, R), r"ConstantSlipDrive\.slip = 1: must "
+                                                           r"be in \[0, 1\)"),
+    ("slip", lambda: rover.simulate_single_wheel(-0.2), r"simulate_single_wheel\.slip = -0\.2"),
+]
+
+
+@pytest.mark.parametrize("field, make, match", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
+def test_meaningless_numbers_are_refused_naming_class_field_and_range(field, make, match):
+    with pytest.raises(ValueError, match=match) as info:
+        make()
+    assert field in str(info.value)
+
+
+def test_indices_beyond_the_model_are_refused_naming_it(rig):
+    model, _ = rig
+    with pytest.raises(ValueError, match=r"WheelSoil\.wheels\[0\]\.body = 7: must be an index "
+                                         r"in \[0, 3\) \(model 'single_wheel_rig'"):
+        tm.WheelSoil([tm.Wheel(7, R, B)], Plane(), REG, model=model)
+    with pytest.raises(ValueError, match=r"ConstantSlipDrive\.wheel_dof = 3: must be an index in "
+                                         r"\[0, 3\)"):
+        rover.ConstantSlipDrive(0.2, 0.2, R, wheel_dof=3, model=model)
+
+
+def test_traced_soil_numbers_are_not_checked():
+    c = jax.jit(lambda c: _soil(c=c).c)(-1.0)
+    assert float(c) == -1.0
+
+
+def test_a_zero_width_wheel_gives_no_nan_rows_but_an_error():
+    """Before the checks a zero width returned NaN drawbar pulls in the rows; now the call is
+    refused before anything is computed, and a valid width gives finite rows."""
+    with pytest.raises(ValueError, match="b = 0"):
+        tm.single_wheel_curve(b=0.0, slips=[0.3])
+    rows = tm.single_wheel_curve(b=B, slips=[0.3])
+    assert all(np.isfinite(v) for v in rows[0].values())
+
+
+def test_wheel_started_below_its_radius_is_refused_by_name(rig):
+    """simulate refuses a WheelSoil wheel whose initial sinkage exceeds its radius (θ₁ would
+    pass π/2), naming the wheel and the sinkage; one radius deep is still accepted."""
+    model, el = rig
+    drive = rover.ConstantSlipDrive(0.2, 0.2, R, model=model)
+    with pytest.raises(ValueError, match=r"wheel 'wheel' starts 0\.12 m deep in terrain 'plane', "
+                                         r"more than its radius 0\.09 m"):
+        diffmb.simulate(model, jnp.array([0.0, -0.12, 0.0]), None, t1=0.01, dt=1e-3,
+                        forces=(el, drive))
+    el.check_initial(model, jnp.array([0.0, -0.9 * R, 0.0]))

@@ -1,4 +1,4 @@
-"""Benchmark of contact-rich simulation: diffmb's quadruped dropped on a plane (issue: contacts).
+"""Benchmark of contact-rich simulation: diffmb's quadruped dropped on a plane.
 
 The model is ``diffmb/assets/quadruped.xml`` (torso sphere, four legs of capsules, a floor
 plane). Initial states (seeded): the file's qpos0 with the torso raised to z in [0.35, 0.45] m

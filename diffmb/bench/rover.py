@@ -1,4 +1,4 @@
-"""The rover's speed (issue 17, item 6): the 5 s rough-ground traverse of ``diffmb reproduce
+"""The rover's speed: the 5 s rough-ground traverse of ``diffmb reproduce
 rover`` against real time, and 256 rovers on 256 soils in one batched call.
 
 What is measured (:func:`diffmb.studies.rover.speed`)

@@ -127,8 +127,11 @@ class HeightField(AbstractTerrain):
     [x0, x0 + (nx − 1) dx] × [y0, y0 + (ny − 1) dy], edges included, and nowhere else. A point
     whose (x, y) lies outside it has no ground below or above it: ``signed_distance`` returns
     the gap :data:`NO_GROUND` (10⁶ m) and the upward normal, so no contact acts there and a body
-    driven off the edge falls. The field has no side walls: a body pushed against the edge from
-    outside meets nothing (MuJoCo's prisms have sides; only their tops are modelled here).
+    driven off the edge falls. At the edge the decision is made per candidate point (a
+    sphere's lowest point, a box's corner): a sphere is carried while its lowest point is over
+    the rectangle and falls once it has passed the edge, whereas MuJoCo still collides the
+    part of it that overhangs the field (within one radius of the edge). The field has no side
+    walls: a body pushed against the edge from outside meets nothing.
     ``height`` and ``normal`` clamp the point onto the rectangle (the edge's height continues,
     with zero slope across the edge), for drawing and queries.
 

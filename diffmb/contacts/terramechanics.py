@@ -7,7 +7,7 @@ Conventions (one rigid wheel of radius r [m] and width b [m] on deformable soil)
   the direction of travel. The rim touches the soil on [θ₂, θ₁]: entry angle θ₁ ∈ [0, π/2]
   in front, exit angle θ₂ ≤ θ_m behind (default θ₂ = 0: no rebound behind the wheel). The
   sinkage is z = r (1 − cos θ₁) = 2 r sin²(θ₁/2).
-* Slip ratio s (issue 17; Xu et al. (2021) eq. 23 extended to braking): with v the centre's
+* Slip ratio s (Xu et al. (2021) eq. 23, extended to braking): with v the centre's
   speed along the contact frame's x and ω the spin (positive rolling forward),
   s = (rω − v) / max(|rω|, |v|, v_ε): driving (|rω| ≥ |v|) s = (rω − v)/|rω| ∈ [0, 1],
   braking s = (rω − v)/|v| ∈ [−1, 0], s = −1 for a locked wheel sliding forward. The stress
@@ -65,7 +65,9 @@ from ..dynamics.kinematics import body_coms, body_frames, kinematics, point_velo
 from ..forces.elements import AbstractStatefulForce
 from ..model import Model
 from ..spatial.safe import safe_div, safe_sqrt
-from .geometry import body_index
+from ..validation import check_choice, check_value, is_concrete
+from .element import AbstractGroundForce
+from .geometry import _body, body_index
 from .terrain import AbstractTerrain
 
 __all__ = [
@@ -100,9 +102,6 @@ __all__ = [
     "Wheel",
     "WheelSoil",
     "WheelSoilResult",
-    "ConstantSlipDrive",
-    "single_wheel_rig",
-    "simulate_single_wheel",
 ]
 
 V_EPS = 1e-2  # m/s: the speed below which slip and slip angle become linear in the speeds
@@ -114,6 +113,58 @@ def _f64(x):
 
 
 # ---- soils -------------------------------------------------------------------------------------
+
+
+_HALF_PI = 0.5 * np.pi
+# admissible ranges of the soil fields: (lo, lo_open, hi, hi_open)
+_SOIL_RANGES = dict(n=(0.0, True, None, False), k_c=(0.0, False, None, False),
+                    k_phi=(0.0, False, None, False), c=(0.0, False, None, False),
+                    phi=(0.0, False, _HALF_PI, True), K=(0.0, True, None, False),
+                    K_y=(0.0, True, None, False), c1=(0.0, False, 1.0, False),
+                    c2=(None, False, None, False), damping=(0.0, False, None, False),
+                    unloading=(1.0, False, None, False))
+
+
+def _check_soil(fields: dict):
+    """Check the Soil fields given (scalars or one per wheel) against ``_SOIL_RANGES``; the
+    Bekker moduli must not both vanish; θ_m = (c1 + c2 s) θ₁ must stay in [0, θ₁] for every
+    slip in [−1, 1], i.e. |c2| <= min(c1, 1 − c1)."""
+    for k, v in fields.items():
+        lo, lo_open, hi, hi_open = _SOIL_RANGES[k]
+        check_value("Soil", k, v, lo=lo, lo_open=lo_open, hi=hi, hi_open=hi_open)
+    if is_concrete(fields.get("c1")) and is_concrete(fields.get("c2")):
+        c1 = np.asarray(fields["c1"], float)
+        lim = float(np.min(np.minimum(c1, 1.0 - c1)))
+        check_value("Soil", "c2", fields["c2"], lo=-lim, hi=lim)
+    kc, kp = fields.get("k_c"), fields.get("k_phi")
+    if is_concrete((kc, kp)) and np.any(np.asarray(kc, float) + np.asarray(kp, float) <= 0):
+        raise ValueError(f"Soil.k_c = {np.asarray(kc).tolist()}, Soil.k_phi = "
+                         f"{np.asarray(kp).tolist()}: Bekker's moduli must not both be 0 "
+                         "(the soil would carry no load)")
+
+
+def _check_soil_arg(owner, soil):
+    if not isinstance(soil, Soil):
+        raise TypeError(f"{owner}: soil = {soil!r} is not a Soil")
+
+
+def _check_wheel_args(owner, *, r=None, b=None, theta1=None, slip=None, theta2=None,
+                      load=None, tan_beta=None):
+    """Check the wheel numbers given to the functional API (concrete values only)."""
+    if r is not None:
+        check_value(owner, "r", r, lo=0.0, lo_open=True)
+    if b is not None:
+        check_value(owner, "b", b, lo=0.0, lo_open=True)
+    if theta1 is not None:
+        check_value(owner, "theta1", theta1, lo=0.0, hi=_HALF_PI)
+    if slip is not None:
+        check_value(owner, "slip", slip, lo=-1.0, hi=1.0)
+    if theta2 is not None:
+        check_value(owner, "theta2", theta2, lo=-_HALF_PI, hi=0.0)
+    if load is not None:
+        check_value(owner, "load", load, lo=0.0)
+    if tan_beta is not None:
+        check_value(owner, "tan_beta", tan_beta)
 
 
 class Soil(eqx.Module):
@@ -144,6 +195,9 @@ class Soil(eqx.Module):
 
     def __init__(self, n, k_c, k_phi, c, phi, K, *, K_y=None, c1=0.4, c2=0.15, damping=4.5e4,
                  unloading=5.0):
+        _check_soil(dict(n=n, k_c=k_c, k_phi=k_phi, c=c, phi=phi, K=K, c1=c1, c2=c2,
+                         damping=damping, unloading=unloading,
+                         **({} if K_y is None else {"K_y": K_y})))
         self.n, self.k_c, self.k_phi = _f64(n), _f64(k_c), _f64(k_phi)
         self.c, self.phi, self.K = _f64(c), _f64(phi), _f64(K)
         self.K_y = self.K if K_y is None else _f64(K_y)
@@ -158,12 +212,21 @@ class Soil(eqx.Module):
     def from_paper(cls, n, k1, k2, b, c, phi, K, **kw):
         """A Soil from Xu et al.'s eq. 24 moduli (k₁ + k₂ b)(r/b)ⁿ measured with width b:
         k_c = k₁ b¹⁻ⁿ, k_φ = k₂ b¹⁻ⁿ."""
+        check_value("Soil.from_paper", "b", b, lo=0.0, lo_open=True)
+        check_value("Soil.from_paper", "n", n, lo=0.0, lo_open=True)
         s = _f64(b) ** (1.0 - _f64(n))
         return cls(n, _f64(k1) * s, _f64(k2) * s, c, phi, K, **kw)
 
     def replace(self, **kw) -> Soil:
         """A copy with some fields replaced (e.g. ``soil.replace(k_phi=...)``)."""
         names = list(kw)
+        unknown = sorted(set(names) - set(_SOIL_RANGES))
+        if unknown:
+            raise TypeError(f"Soil.replace: unknown fields {unknown}; fields: "
+                            f"{list(_SOIL_RANGES)}")
+        full = {k: getattr(self, k) for k in _SOIL_RANGES}
+        full.update(kw)
+        _check_soil(full)
         return eqx.tree_at(lambda s: [getattr(s, k) for k in names], self,
                            [_f64(kw[k]) for k in names])
 
@@ -179,7 +242,7 @@ _DEG = np.pi / 180.0
 SOILS: dict[str, Soil] = {
     "regolith_simulant": Soil(1.0, 1.37e3, 8.14e5, 800.0, 37.2 * _DEG, 0.036),
     "dry_sand": Soil(1.1, 0.99e3, 1528.43e3, 1.04e3, 28.0 * _DEG, 0.010),
-    "lunar_soil": Soil(1.0, 1.4e3, 820e3, 170.0, 35.0 * _DEG, 0.018),
+    "lunar_soil": Soil(1.0, 1.4e3, 820e3, 170.0, 35.0 * _DEG, 1.78e-2),
     "clay": Soil(0.5, 13.19e3, 692.15e3, 4.14e3, 13.0 * _DEG, 0.006),
     "chrono_scm_default": Soil(1.1, 0.0, 2e6, 50.0, 20.0 * _DEG, 0.01),
 }
@@ -189,7 +252,7 @@ in :data:`SOIL_SOURCES`."""
 
 SOIL_SOURCES: dict[str, str] = {
     "regolith_simulant": "lunar regolith simulant, Ishigami et al. (2007) J. Field Robotics "
-                         "24(3); the test bed of diffmb issue 17 (n=1, k_c=1.37e3, "
+                         "24(3); the single-wheel test bed of the rover study (n=1, k_c=1.37e3, "
                          "k_phi=8.14e5, c=800 Pa, phi=37.2 deg, K=0.036 m)",
     "dry_sand": "dry sand (Land Locomotion Lab), Wong, Theory of Ground Vehicles, Table 2.3 "
                 "(n=1.1, k_c=0.99 kN/m^2.1, k_phi=1528.43 kN/m^3.1, c=1.04 kPa, phi=28 deg); "
@@ -326,6 +389,9 @@ def wheel_forces(soil: Soil, r, b, theta1, slip, *, theta2=0.0, tan_beta=0.0,
     """Wong–Reece forces of one wheel (scalars): entry angle θ₁ [rad], slip s, exit angle θ₂
     [rad] (≤ θ_m), tan β of the slip angle; ``n_nodes`` Gauss–Legendre nodes per segment
     (static). Differentiable in every argument; finite gradients at θ₁ = 0 and s = 0."""
+    _check_soil_arg("wheel_forces", soil)
+    _check_wheel_args("wheel_forces", r=r, b=b, theta1=theta1, slip=slip, theta2=theta2,
+                      tan_beta=tan_beta)
     theta1, slip, theta2 = _f64(theta1), _f64(slip), _f64(theta2)
     theta, wts, sigma = _nodes(soil, r, b, theta1, slip, theta2, n_nodes)
     tau = shear_stress(sigma, shear_displacement(theta, theta1, slip, r), soil)
@@ -342,6 +408,8 @@ def wheel_forces(soil: Soil, r, b, theta1, slip, *, theta2=0.0, tan_beta=0.0,
 def normal_load(soil: Soil, r, b, theta1, slip, *, theta2=0.0, n_nodes: int = 32):
     """W(θ₁) [N] of :func:`wheel_forces` (the same quadrature, without the lateral shear, the
     drawbar pull and the torque)."""
+    _check_soil_arg("normal_load", soil)
+    _check_wheel_args("normal_load", r=r, b=b, theta1=theta1, slip=slip, theta2=theta2)
     theta1, slip, theta2 = _f64(theta1), _f64(slip), _f64(theta2)
     theta, wts, sigma = _nodes(soil, r, b, theta1, slip, theta2, n_nodes)
     tau = shear_stress(sigma, shear_displacement(theta, theta1, slip, r), soil)
@@ -441,6 +509,8 @@ def gross_traction(soil: Soil, r, b, theta1, slip):
 def linear_wheel_forces(soil: Soil, r, b, theta1, slip) -> WheelForces:
     """Load (eq. 28), drawbar pull (the DP integral of the eq. 26 stresses) and torque (eq. 30)
     of the linearised model; lateral 0 (use :func:`lateral_force_eq32`)."""
+    _check_soil_arg("linear_wheel_forces", soil)
+    _check_wheel_args("linear_wheel_forces", r=r, b=b, theta1=theta1, slip=slip)
     return WheelForces(linear_normal_load(soil, r, b, theta1, slip),
                        linear_drawbar_pull(soil, r, b, theta1, slip),
                        linear_resistance_torque(soil, r, b, theta1, slip),
@@ -452,6 +522,11 @@ def lateral_force_eq32(N, alpha, soil: Soil, area, B):
     load [N], α the slip angle [rad], A the contact area [m²] and B [1/rad] an empirical
     constant. The paper prints "c b A", which is not a force (c A is); the sign makes L odd
     in α (it opposes the lateral slip when subtracted: the force on the wheel is −L)."""
+    _check_soil_arg("lateral_force_eq32", soil)
+    check_value("lateral_force_eq32", "N", N, lo=0.0)
+    check_value("lateral_force_eq32", "alpha", alpha, lo=-_HALF_PI, hi=_HALF_PI)
+    check_value("lateral_force_eq32", "area", area, lo=0.0)
+    check_value("lateral_force_eq32", "B", B, lo=0.0, lo_open=True)
     return (soil.c * area + N * jnp.tan(soil.phi)) * _saturation(alpha, 1.0 / B)
 
 
@@ -479,6 +554,9 @@ def static_sinkage(soil: Soil, r, b, load, slip, *, theta2=0.0, model: str = "wo
     (``jax.lax.custom_root``: dθ₁/dp = −(∂W/∂p)/(∂W/∂θ₁)), never through the iterations.
     If W(π/2) < load the wheel cannot carry the load: an error naming ``name`` (an equinox
     runtime error, under ``jit`` too)."""
+    _check_soil_arg("static_sinkage", soil)
+    _check_wheel_args("static_sinkage", r=r, b=b, slip=slip, theta2=theta2, load=load)
+    check_value("static_sinkage", "tol", tol, lo=0.0, lo_open=True)
     Wf = _load_fn(model, n_nodes)
     load, slip, theta2 = _f64(load), _f64(slip), _f64(theta2)
     hi0 = jnp.asarray(0.5 * np.pi)
@@ -548,12 +626,16 @@ def single_wheel_curve(soil: Soil | None = None, r=0.09, b=0.11, load=64.68, sli
                        model: str = "wong_reece", theta2=0.0, name="single wheel"):
     """Rows ``{"slip", "sinkage_m", "drawbar_pull_N", "torque_Nm"}`` (plus
     ``"gross_traction_N"`` (eq. 31) for ``model="linearised"``) of a wheel carrying ``load``
-    [N] at each slip (default 0, 0.1, …, 0.9); default: issue 17's test bed (regolith
+    [N] at each slip (default 0, 0.1, …, 0.9); default: the rover study's test bed (regolith
     simulant, r = 0.09 m, b = 0.11 m, W = 64.68 N, θ₂ = 0). Python floats, SI units. The
     linearised rows use eq. 28 for the load balance, the DP integral of the eq. 26 stresses
     for ``drawbar_pull_N`` and eq. 30 for the torque."""
     soil = SOILS["regolith_simulant"] if soil is None else soil
     slips = np.round(np.arange(10) * 0.1, 10) if slips is None else np.asarray(slips, float)
+    _check_soil_arg("single_wheel_curve", soil)
+    check_choice("single_wheel_curve", "model", model, ("wong_reece", "linearised"))
+    _check_wheel_args("single_wheel_curve", r=r, b=b, load=load, theta2=theta2)
+    check_value("single_wheel_curve", "slips", slips, lo=-1.0, hi=1.0, ndim=1)
 
     z, dp, T, gt = _curve(soil, _f64(r), _f64(b), _f64(load), jnp.asarray(slips, jnp.float64),
                           _f64(theta2), model, name)
@@ -593,12 +675,21 @@ class Wheel(eqx.Module):
 
     def __init__(self, body, radius, width, axis=(0.0, 1.0, 0.0), pos=(0.0, 0.0, 0.0),
                  theta2=0.0, name=None):
+        own = "Wheel" if name is None else f"Wheel {name!r}"
+        check_value(own, "radius", radius, lo=0.0, lo_open=True, shape=())
+        check_value(own, "width", width, lo=0.0, lo_open=True, shape=())
+        check_value(own, "axis", axis, shape=(3,))
+        check_value(own, "pos", pos, shape=(3,))
+        check_value(own, "theta2", theta2, lo=-_HALF_PI, hi=0.0, shape=())
         a = _f64(axis).reshape(3)
+        if is_concrete(a) and not float(jnp.sum(a * a)) > 0:
+            raise ValueError(f"{own}.axis = {np.asarray(axis).tolist()}: must be a nonzero "
+                             "vector (the spin axis)")
         self.axis = a / jnp.sqrt(jnp.sum(a * a))
         self.pos = _f64(pos).reshape(3)
         self.radius, self.width = _f64(radius).reshape(()), _f64(width).reshape(())
         self.theta2 = _f64(theta2).reshape(())
-        self.body, self.name = body, name
+        self.body, self.name = _body(own, body), name
 
 
 class WheelSoilResult(eqx.Module):
@@ -629,11 +720,18 @@ def _unit(x, fallback):
     return jnp.where(ok, x / jnp.sqrt(jnp.where(ok, s, 1.0)), fallback)
 
 
+@eqx.filter_jit
+def _sinkages(el, model, q):
+    kin = kinematics(model, q, jnp.zeros(model.nv))
+    c, a, _, _, _ = el._geometry(model, kin)
+    return el._sinkage(c + kin.origin, a)[0]
+
+
 def _per_wheel(soil: Soil, nw: int) -> Soil:
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (nw,)), soil)
 
 
-class WheelSoil(AbstractStatefulForce):
+class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
     """Wheel–soil force element (Wong–Reece, :func:`wheel_forces`) for :func:`diffmb.simulate`.
 
     ``wheels``: :class:`Wheel` specs; ``terrain``: a Plane/HeightField; ``soil``: one
@@ -684,27 +782,40 @@ class WheelSoil(AbstractStatefulForce):
 
     def __init__(self, wheels, terrain, soil, *, model: Model | None = None, v_eps=V_EPS,
                  memory_rate=500.0, n_nodes: int = 32, spin: str = "absolute"):
-        wheels = tuple(wheels)
+        wheels = (wheels,) if isinstance(wheels, Wheel) else tuple(wheels)
         if not wheels:
-            raise ValueError("WheelSoil: give at least one wheel")
-        for w in wheels:
+            raise ValueError("WheelSoil.wheels: give at least one wheel")
+        for i, w in enumerate(wheels):
             if not isinstance(w, Wheel):
-                raise TypeError(f"WheelSoil: {w!r} is not a Wheel")
+                raise TypeError(f"WheelSoil.wheels[{i}] = {w!r}: not a Wheel")
         if not isinstance(terrain, AbstractTerrain):
-            raise TypeError(f"WheelSoil: {terrain!r} is not a terrain (Plane, HeightField)")
-        if spin not in ("absolute", "relative"):
-            raise ValueError(f"WheelSoil: spin={spin!r}; choose 'absolute' or 'relative'")
+            raise TypeError(f"WheelSoil.terrain = {terrain!r}: not a terrain (Plane, "
+                            "HeightField)")
+        check_choice("WheelSoil", "spin", spin, ("absolute", "relative"))
+        check_value("WheelSoil", "v_eps", v_eps, lo=0.0, lo_open=True, shape=())
+        check_value("WheelSoil", "memory_rate", memory_rate, lo=0.0, lo_open=True, shape=())
+        if isinstance(n_nodes, (bool, np.bool_)) or not isinstance(n_nodes, (int, np.integer)):
+            raise TypeError(f"WheelSoil.n_nodes = {n_nodes!r}: must be an integer")
+        check_value("WheelSoil", "n_nodes", n_nodes, lo=1)
         nw = len(wheels)
         if isinstance(soil, Soil):
+            for k in _SOIL_RANGES:
+                shp = np.shape(getattr(soil, k))
+                if shp not in ((), (1,), (nw,)):
+                    raise TypeError(f"WheelSoil.soil.{k}: expected one value or one per wheel "
+                                    f"({nw},), got shape {shp}")
             soil = _per_wheel(soil, nw)
         else:
             soils = list(soil)
             if len(soils) != nw:
-                raise ValueError(f"WheelSoil: {len(soils)} soils for {nw} wheels")
+                raise ValueError(f"WheelSoil.soil: {len(soils)} soils for {nw} wheels")
+            for i, so in enumerate(soils):
+                if not isinstance(so, Soil):
+                    raise TypeError(f"WheelSoil.soil[{i}] = {so!r}: not a Soil")
             soil = jax.tree.map(lambda *xs: jnp.stack([jnp.reshape(x, ()) for x in xs]), *soils)
         if model is not None:
-            for w in wheels:
-                body_index(model, w.body)
+            for i, w in enumerate(wheels):
+                body_index(model, w.body, f"WheelSoil.wheels[{i}]")
         self.wheels, self.terrain, self.soil = wheels, terrain, soil
         self.v_eps = _f64(v_eps).reshape(())
         self.memory_rate = _f64(memory_rate).reshape(())
@@ -717,6 +828,20 @@ class WheelSoil(AbstractStatefulForce):
 
     def init_state(self, model):
         return jnp.zeros(len(self.wheels))
+
+    def check_initial(self, model: Model, q) -> None:
+        """Refuse a wheel whose initial sinkage exceeds its radius (the centre below the
+        ground: outside the stress model, θ₁ ≤ π/2), naming the wheel and the sinkage."""
+        if not (is_concrete(q) and is_concrete(self)):
+            return
+        z = np.asarray(_sinkages(self, model, jnp.asarray(q, dtype=jnp.float64)))
+        for w, name, zi in zip(self.wheels, self.wheel_names, z, strict=True):
+            r = float(w.radius)
+            if zi > r:
+                raise ValueError(
+                    f"{model.name}: wheel {name!r} starts {zi:.4g} m deep in terrain "
+                    f"{self.terrain.name!r}, more than its radius {r:.4g} m (the stress model "
+                    "holds up to a sinkage of one radius): start it on or above the ground")
 
     def _geometry(self, model, kin):
         """Per wheel: centre (rel. origin), world axis, ω_spin, centre velocity, body index."""
@@ -737,6 +862,15 @@ class WheelSoil(AbstractStatefulForce):
             om = om - jnp.stack(rows)
         return c, a, jnp.sum(om * a, axis=-1), vc, bodies
 
+    def _sinkage(self, cw, a):
+        """Sinkage z (nw,) and terrain normal n (nw, 3) of the wheels with world centres cw
+        and world axes a (nw, 3): the rim's deepest point below the terrain."""
+        d, n = jax.vmap(self.terrain.signed_distance)(cw)
+        r = jnp.stack([w.radius for w in self.wheels])
+        u = n - jnp.sum(n * a, axis=-1, keepdims=True) * a
+        un = jnp.sqrt(jnp.maximum(jnp.sum(u * u, axis=-1), 1e-24))
+        return jnp.maximum(r * un - d, 0.0), n
+
     def evaluate(self, model: Model, q, v, state=None) -> WheelSoilResult:
         """Every per-wheel quantity at (q, v) and memory ``state`` (default zeros)."""
         nw = len(self.wheels)
@@ -744,13 +878,10 @@ class WheelSoil(AbstractStatefulForce):
         kin = kinematics(model, q, v)
         c, a, om, vc, bodies = self._geometry(model, kin)
         cw = c + kin.origin
-        d, n = jax.vmap(self.terrain.signed_distance)(cw)
+        z, n = self._sinkage(cw, a)
         r = jnp.stack([w.radius for w in self.wheels])
         b = jnp.stack([w.width for w in self.wheels])
         t2 = jnp.stack([w.theta2 for w in self.wheels])
-        u = n - jnp.sum(n * a, axis=-1, keepdims=True) * a
-        un = jnp.sqrt(jnp.maximum(jnp.sum(u * u, axis=-1), 1e-24))
-        z = jnp.maximum(r * un - d, 0.0)
         xh = jax.vmap(_unit)(jnp.cross(a, n), jnp.broadcast_to(jnp.array([1.0, 0.0, 0.0]),
                                                              (nw, 3)))
         y = jnp.cross(n, xh)
@@ -809,117 +940,3 @@ class WheelSoil(AbstractStatefulForce):
     def __call__(self, model, t, q, v, ctrl, state):
         res = self.evaluate(model, q, v, state)
         return jnp.zeros(model.nv), res.f_ext, res.dstate
-
-
-# ---- the single-wheel rig ----------------------------------------------------------------------
-
-
-class ConstantSlipDrive(AbstractStatefulForce):
-    """Drives a single-wheel rig at a constant slip: the carriage's slide dof ``carriage_dof``
-    is pulled at ``speed`` [m/s] by a proportional force k_v (V − v_c), and the wheel's hinge
-    dof ``wheel_dof`` follows ω* = v_c/(r(1 − s)) (driving, 0 ≤ s < 1) with a PI torque
-    τ = k_p (ω* − ω) + k_i e, ė = ω* − ω (state e (), rad), so that the steady slip equals
-    ``slip`` exactly whatever the soil's torque. ``slip``, ``speed``, ``radius`` and the gains
-    are traced. Returns ``(tau (nv,), None, ė)``."""
-
-    slip: jnp.ndarray
-    speed: jnp.ndarray
-    radius: jnp.ndarray
-    k_v: jnp.ndarray
-    k_p: jnp.ndarray
-    k_i: jnp.ndarray
-    carriage_dof: int = eqx.field(static=True)
-    wheel_dof: int = eqx.field(static=True)
-
-    def __init__(self, slip, speed, radius, carriage_dof=0, wheel_dof=2, k_v=500.0, k_p=1.0,
-                 k_i=40.0):
-        self.slip, self.speed, self.radius = _f64(slip), _f64(speed), _f64(radius)
-        self.k_v, self.k_p, self.k_i = _f64(k_v), _f64(k_p), _f64(k_i)
-        self.carriage_dof, self.wheel_dof = int(carriage_dof), int(wheel_dof)
-
-    def init_state(self, model):
-        return jnp.zeros(())
-
-    def target_spin(self, v):
-        return v[self.carriage_dof] / (self.radius * (1.0 - self.slip))
-
-    def __call__(self, model, t, q, v, ctrl, state):
-        err = self.target_spin(v) - v[self.wheel_dof]
-        tau = jnp.zeros(model.nv)
-        tau = tau.at[self.carriage_dof].add(self.k_v * (self.speed - v[self.carriage_dof]))
-        tau = tau.at[self.wheel_dof].add(self.k_p * err + self.k_i * state)
-        return tau, None, err
-
-
-def single_wheel_rig(r=0.09, b=0.11, load=64.68, *, gravity=9.81, wheel_mass=1.0,
-                     wheel_inertia=0.004, carriage_mass=10.0) -> Model:
-    """The single-wheel test rig as a :class:`~diffmb.Model`: ``carriage`` on a horizontal
-    slide (joint ``x``, world x), ``hub`` on a vertical slide below it (joint ``z``, the wheel
-    centre at height r + q_z: sinkage −q_z on the plane z = 0) carrying the load, and ``wheel``
-    on a hinge about y (joint ``spin``; positive spin rolls towards +x). Hub and wheel weigh
-    ``load``/``gravity`` together (the load on the soil); v = (v_x, ż, ω)."""
-    from ..model import ModelBuilder
-
-    m_load = float(load) / float(gravity)
-    if not m_load > wheel_mass:
-        raise ValueError(f"single_wheel_rig: load/g = {m_load} kg must exceed the wheel mass")
-    mb = ModelBuilder("single_wheel_rig")
-    mb.gravity = np.array([0.0, 0.0, -float(gravity)])
-    mb.add_body("carriage", -1, pos=(0.0, 0.0, 2 * float(r)), mass=carriage_mass,
-                inertia=(0.1, 0.1, 0.1), joints=[dict(name="x", type="slide", axis=(1, 0, 0))])
-    mb.add_body("hub", "carriage", pos=(0.0, 0.0, -float(r)), mass=m_load - wheel_mass,
-                inertia=(0.01, 0.01, 0.01), joints=[dict(name="z", type="slide",
-                                                         axis=(0, 0, 1))])
-    I = float(wheel_inertia)
-    mb.add_body("wheel", "hub", mass=wheel_mass, inertia=(0.6 * I, I, 0.6 * I),
-                joints=[dict(name="spin", type="hinge", axis=(0, 1, 0))])
-    return mb.build()
-
-
-@eqx.filter_jit
-def _static_z(soil, r, b, load, slip):
-    return sinkage_from_angle(static_sinkage(soil, r, b, load, slip), r)
-
-
-@eqx.filter_jit
-def _rig_outputs(el, drive, model, q, v, mem, integ):
-    def at(q, v, mm, e):
-        res = el.evaluate(model, q, v, mm)
-        tau, _, _ = drive(model, 0.0, q, v, None, e)
-        return res.slip[0], res.sinkage[0], res.drawbar_pull[0], res.torque[0], tau[0], tau[2]
-
-    return jax.vmap(at)(q, v, mem, integ)
-
-
-def simulate_single_wheel(slip, *, soil: Soil | None = None, r=0.09, b=0.11, load=64.68,
-                          speed=0.2, t1=3.0, dt=1e-3, z0=None, average=0.2,
-                          gains=(500.0, 1.0, 40.0)):
-    """Run the rig of :func:`single_wheel_rig` on flat soil at a constant ``slip`` (0 ≤ s < 1)
-    and carriage ``speed`` [m/s] for ``t1`` s with RK4 at ``dt``, from sinkage ``z0`` (default:
-    80 % of the static sinkage) with the spin ω* and the carriage at ``speed``; ``gains``
-    (k_v, k_p, k_i) of :class:`ConstantSlipDrive` (zeros: an undriven rig). Returns a dict
-    of the means over the last ``average`` s: ``slip``, ``sinkage_m``, ``drawbar_pull_N``,
-    ``torque_Nm`` (from the element), ``tow_force_N`` (the carriage controller's force, = −DP
-    in steady state), ``drive_torque_Nm`` (the wheel's PI torque, = T), and ``traj``."""
-    import diffmb
-
-    soil = SOILS["regolith_simulant"] if soil is None else soil
-    model = single_wheel_rig(r, b, load)
-    wheel = Wheel("wheel", r, b, axis=(0.0, 1.0, 0.0), name="wheel")
-    el = WheelSoil([wheel], diffmb.contacts.Plane(), soil, model=model)
-    drive = ConstantSlipDrive(slip, speed, r, k_v=gains[0], k_p=gains[1], k_i=gains[2])
-    if z0 is None:
-        z0 = 0.8 * float(_static_z(soil, _f64(r), _f64(b), _f64(load), _f64(slip)))
-    q0 = jnp.array([0.0, -float(z0), 0.0])
-    v0 = jnp.array([float(speed), 0.0, float(speed) / (r * (1.0 - float(slip)))])
-    n_avg = max(1, int(round(average / dt)))
-    n = int(round(t1 / dt))
-    saveat = [dt * k for k in range(n - n_avg, n + 1)]
-    traj = diffmb.simulate(model, q0, v0, t1=t1, dt=dt, forces=(el, drive), saveat=saveat)
-    mem, integ = traj.aux[0]  # (element states aligned with forces, control state)
-
-    out = _rig_outputs(el, drive, model, traj.q, traj.v, mem, integ)
-    keys = ("slip", "sinkage_m", "drawbar_pull_N", "torque_Nm", "tow_force_N", "drive_torque_Nm")
-    res = {k: float(jnp.mean(x)) for k, x in zip(keys, out, strict=True)}
-    res["traj"] = traj
-    return res

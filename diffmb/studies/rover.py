@@ -232,12 +232,12 @@ def record_wheel_csv(path, seed=0, t1=2.0):
     drawbar_pull, torque): each segment's last 0.5 s at 20 Hz as the wheel–soil element saw
     it, with noise ``ID_NOISE``."""
     rng = np.random.default_rng(seed)
-    rig = tm.single_wheel_rig()
+    rig = rover.single_wheel_rig()
     el = tm.WheelSoil([tm.Wheel("wheel", 0.09, 0.11, axis=(0.0, 1.0, 0.0), name="wheel")],
                       Plane(), tm.SOILS[SOIL], model=rig)
     t_all, cols = [], {"slip": [], "sinkage": [], "drawbar_pull": [], "torque": []}
     for k, s in enumerate(CSV_SLIPS):
-        tr = tm.simulate_single_wheel(s, t1=t1, average=0.5)["traj"]
+        tr = rover.simulate_single_wheel(s, t1=t1, average=0.5)["traj"]
         ts = np.asarray(tr.ts)
         keep = np.arange(0, len(ts), max(1, int(round(0.05 / (ts[1] - ts[0])))))
         mem = tr.aux[0][0]
@@ -444,7 +444,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     # dynamic rig against the static curve
     rig = {}
     for s in (0.2, 0.6):
-        d = tm.simulate_single_wheel(s, t1=2.0 if quick else 3.0)
+        d = rover.simulate_single_wheel(s, t1=2.0 if quick else 3.0)
         stat = next(r for r in table["wong_reece"] if abs(r["slip"] - s) < 1e-9)
         rig[str(s)] = {k: float(d[k]) for k in ("sinkage_m", "drawbar_pull_N", "torque_Nm")}
         rig[str(s)]["static"] = {k: stat[k] for k in ("sinkage_m", "drawbar_pull_N", "torque_Nm")}
