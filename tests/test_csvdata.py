@@ -69,3 +69,45 @@ def test_shipped_flexible_arm_csv():
     t, ch = read_csv(path, channels=["torque", "tip_deflection", "hub_angle"])
     assert t[0] == 0.0 and np.all(np.diff(t) > 0)
     assert set(ch) == {"torque", "tip_deflection", "hub_angle"}
+
+
+def test_byte_order_mark_is_skipped(tmp_path):
+    """A UTF-8 byte-order mark (as spreadsheet programs write) is not part of the first name."""
+    p = tmp_path / "bom.csv"
+    p.write_bytes(b"\xef\xbb\xbft,a\r\n0,1\r\n0.5,2\r\n")
+    t, ch = read_csv(p)
+    np.testing.assert_array_equal(t, [0.0, 0.5])
+    assert list(ch) == ["a"]
+
+
+@pytest.mark.parametrize("data, pattern", [
+    (bytes(range(256)), r"line 2: not a UTF-8 text file \(byte 0x80 at offset 128\)"),
+    (b"t,a\n0,1\x00\n1,2\n", r"line 2, column 2 \('a'\): non-numeric value '1\\x00'"),
+    (b"\x1f\x8b\x08\x00\xff\xfe\n", r"line 1: not a UTF-8 text file \(byte 0x8b at offset 1\)"),
+])
+def test_binary_file_is_refused_naming_the_file(tmp_path, data, pattern):
+    p = tmp_path / "binary.csv"
+    p.write_bytes(data)
+    with pytest.raises(ValueError, match=pattern) as exc:
+        read_csv(p)
+    assert str(exc.value).startswith(f"{p}, line ")
+
+
+@pytest.mark.parametrize("cell", ["1e300", "-2e13", "1e308"])
+def test_absurd_values_are_refused_naming_line_and_column(tmp_path, cell):
+    p = _write(tmp_path, f"t,a,b\n0,1,2\n0.1,3,{cell}\n", name="big.csv")
+    with pytest.raises(ValueError, match=rf"big\.csv, line 3, column 3 \('b'\): value {cell} "
+                                         r"is beyond ±1e\+12"):
+        read_csv(p)
+    _, ch = read_csv(p, max_abs=float("inf"))  # the caller may lift the bound
+    assert ch["b"][1] == float(cell)
+    read_csv(_write(tmp_path, "t,a\n0,1e12\n1,-1e12\n", name="edge.csv"))  # the bound itself
+
+
+def test_constant_channel_named_in_varying_is_refused(tmp_path):
+    p = _write(tmp_path, "# note\nt,u,y\n0,1,0.5\n0.1,2,0.5\n0.2,3,0.5\n", name="flat.csv")
+    with pytest.raises(ValueError, match=r"flat\.csv, line 2, column 3 \('y'\): the channel is "
+                                         r"constant \(0\.5 in all 3 rows\)"):
+        read_csv(p, varying=["y"])
+    t, ch = read_csv(p, varying=["u", "absent"])  # a varying column, and one the file lacks
+    assert list(ch) == ["u", "y"]

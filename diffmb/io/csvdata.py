@@ -2,13 +2,16 @@
 
 Format: a header row whose first name is ``t``, then one row per sample. ``t`` is time in
 seconds, strictly increasing; every other column is a named channel in SI units. Lines that
-start with ``#`` (before or after the header) are comments. Anything else — a missing or
-non-numeric value, NaN or infinity, a row with the wrong number of cells, a duplicated or empty
-column name, a column the caller does not allow, non-increasing time, a requested channel the
-file does not have — raises :class:`CSVError` (a ``ValueError``) naming the file, the line
-(1-based, as an editor shows it) and the column; its attributes ``path``, ``line``,
-``column``, ``name`` and ``reason`` hold the same facts for callers that report them
-differently.
+start with ``#`` (before or after the header) are comments. The file is UTF-8 text; a leading
+byte-order mark is skipped. Anything else — a file that is not UTF-8 text (binary data), a
+missing or non-numeric value, NaN or infinity, a value beyond ±``max_abs`` (default
+:data:`MAX_ABS` = 1e12: no measured quantity in SI units comes near it, while 1e300 would
+overflow the first computation with it), a row with the wrong number of cells, a duplicated or
+empty column name, a column the caller does not allow, non-increasing time, a requested channel
+the file does not have, a column named in ``varying`` that holds one value in every row —
+raises :class:`CSVError` (a ``ValueError``) naming the file, the line (1-based, as an editor
+shows it) and the column; its attributes ``path``, ``line``, ``column``, ``name`` and
+``reason`` hold the same facts for callers that report them differently.
 
 Users: :func:`diffmb.optim.read_joint_csv` (joint channels ``q_*``, ``v_*``, ``tau_*``) and the
 studies' readers.
@@ -23,7 +26,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["read_csv", "write_csv", "CSVError"]
+__all__ = ["read_csv", "write_csv", "CSVError", "MAX_ABS"]
+
+MAX_ABS = 1e12  # largest magnitude accepted in a cell (SI units)
 
 
 class CSVError(ValueError):
@@ -46,26 +51,41 @@ def read_csv(
     *,
     allowed: Iterable[str] | None = None,
     expected: str | None = None,
+    max_abs: float = MAX_ABS,
+    varying: Iterable[str] = (),
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Read ``path``; return ``(t (n,), {channel: (n,) float64})``.
 
     ``channels``: names to return (all if None); each must be a column of the file.
     ``allowed``: if given, every column after ``t`` must be one of these names (else an error
     naming the header line and column; ``expected`` describes the allowed names in it).
+    ``max_abs``: largest magnitude accepted in any cell. ``varying``: columns (those present)
+    that must not hold the same value in every row, e.g. measured channels: a constant one
+    carries no information and is most often a disconnected or frozen sensor.
     """
     path = pathlib.Path(path)
     where = str(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
-        raise CSVError(where, f"cannot read file ({exc})") from exc
+        raise CSVError(where, f"cannot read file ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise CSVError(where, f"not a UTF-8 text file (byte 0x{raw[exc.start]:02x} at offset "
+                       f"{exc.start}): a CSV of numbers is expected", line) from None
     rows = []
-    for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
-        if not row or (len(row) == 1 and row[0].strip() == ""):
-            continue
-        if row[0].lstrip().startswith("#"):
-            continue
-        rows.append((lineno, [c.strip() for c in row]))
+    reader = csv.reader(text.splitlines())
+    try:
+        for lineno, row in enumerate(reader, start=1):
+            if not row or (len(row) == 1 and row[0].strip() == ""):
+                continue
+            if row[0].lstrip().startswith("#"):
+                continue
+            rows.append((lineno, [c.strip() for c in row]))
+    except csv.Error as exc:  # a NUL byte, a quote left open: not a CSV of numbers
+        raise CSVError(where, f"not a readable CSV file ({exc})", reader.line_num) from None
     if not rows:
         raise CSVError(where, "no header row (expected first column 't')")
     head_line, header = rows[0]
@@ -110,6 +130,9 @@ def read_csv(
                                header[j]) from None
             if not math.isfinite(v):
                 raise CSVError(where, f"value is {cell!r} (not finite)", lineno, j + 1, header[j])
+            if abs(v) > max_abs:
+                raise CSVError(where, f"value {cell} is beyond ±{max_abs:g} (not a measured "
+                               "quantity in SI units)", lineno, j + 1, header[j])
             data[i, j] = v
     t = data[:, 0]
     dt = np.diff(t)
@@ -118,6 +141,14 @@ def read_csv(
         k = int(bad[0]) + 1
         raise CSVError(where, f"time not strictly increasing ({t[k - 1]!r} then {t[k]!r})",
                        rows[1:][k][0], 1, "t")
+    for c in varying:
+        j = seen.get(c)
+        col = None if j is None or j == 1 else data[:, j - 1]
+        if col is not None and col.size > 1 and np.all(col == col[0]):
+            raise CSVError(where, f"the channel is constant ({col[0]:.10g} in all "
+                           f"{col.size} rows): a measured channel that never changes "
+                           "carries no information (a disconnected or frozen sensor?); remove "
+                           "the column or record motion", head_line, j, c)
     return t, {c: data[:, seen[c] - 1].copy() for c in wanted}
 
 
