@@ -32,7 +32,7 @@ from .model import check_inertia as check_inertia
 from .model import with_added_inertia as with_added_inertia
 from .model import Model as Model
 from .model import ModelBuilder as ModelBuilder
-from .model import State as State
+from .model import ModelSource as ModelSource
 from .io.mjcf import load_mjcf as load_mjcf
 from .io.mjcf import mjcf_forces as mjcf_forces
 from .io.urdf import load_urdf as load_urdf

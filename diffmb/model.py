@@ -29,10 +29,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .spatial import quaternion as quat
+from .spatial.rotation import skew
 
 __all__ = [
     "Model",
-    "State",
+    "ModelSource",
     "ModelBuilder",
     "JointType",
     "HINGE",
@@ -111,12 +112,19 @@ NODE_TYPES = tuple(t for t in JointType if t.is_node)  # (HINGE, SLIDE, BALL, TR
 JOINT_TYPES = tuple(t for t in JointType if t.is_joint)  # (HINGE, SLIDE, BALL, FREE)
 
 
-class State(eqx.Module):
-    """What the integrator moves: time, generalized positions (nq,) and velocities (nv,)."""
+@dataclass(frozen=True)
+class ModelSource:
+    """The file a :class:`Model` was loaded from: what reproduces it.
 
-    t: jnp.ndarray
-    q: jnp.ndarray
-    v: jnp.ndarray
+    ``path``: absolute path; ``sha256``: hex digest of the file's bytes when it was read;
+    ``kind``: ``"mjcf"`` or ``"urdf"``; ``floating_base``: the URDF loader's option (a free
+    joint at the root). Hashable, so it is a static field of the Model.
+    """
+
+    path: str
+    sha256: str
+    kind: str
+    floating_base: bool = False
 
 
 class Model(eqx.Module):
@@ -174,6 +182,9 @@ class Model(eqx.Module):
     # [angular; linear]; symmetric PSD. Used by the dynamics only when has_added_inertia.
     body_added_inertia: jnp.ndarray | None = None
     has_added_inertia: bool = eqx.field(static=True, default=False)
+    # the file the model was loaded from (None for a model built in Python); eqx.tree_at and
+    # fits change parameters only, so a fitted model keeps it
+    source: ModelSource | None = eqx.field(static=True, default=None)
 
     @property
     def n_nodes(self) -> int:
@@ -580,7 +591,7 @@ class ModelBuilder:
                 continue
             b = self.bodies[bi]
             c = body_pos[bi] + body_rot[bi] @ b.com
-            C = _skew(c)
+            C = np.asarray(skew(c))
             IA[nd, :3, :3] += body_rot[bi] @ b.inertia @ body_rot[bi].T + b.mass * C @ C.T
             IA[nd, :3, 3:] += b.mass * C
             IA[nd, 3:, :3] += b.mass * C.T
@@ -627,7 +638,7 @@ class ModelBuilder:
             E = R.T
             X = np.zeros((6, 6))
             X[:3, :3] = X[3:, 3:] = E
-            X[3:, :3] = -E @ _skew(r)
+            X[3:, :3] = -E @ np.asarray(skew(r))
             Ia = IA[i] - U @ np.linalg.solve(D, U.T)
             IA[p] += X.T @ Ia @ X
             mass[p] += mass[i]
@@ -755,12 +766,7 @@ class ModelBuilder:
         )
 
 
-def _skew(c):
-    """c× as a 3 × 3 matrix (validation helper, numpy)."""
-    return np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
-
-
 def _rotation(axis, angle):
     """Rotation by ``angle`` about the unit ``axis`` (Rodrigues; validation helper, numpy)."""
-    K = _skew(axis)
+    K = np.asarray(skew(np.asarray(axis, float)))
     return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K

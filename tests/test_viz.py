@@ -1,6 +1,7 @@
 """diffmb.viz: the self-contained HTML replay (file-level checks and a headless Chromium run),
-software-rendered stills and videos, the replay protocol of non-Model systems, and
-Trajectory.save/load."""
+software-rendered stills and videos, the shapes and poses of non-Model systems, trajectories on
+disk (diffmb.io.save_trajectory/load_trajectory) with the model's file as data, and
+``diffmb replay``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import os
 import re
 import shutil
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import diffmb
 from diffmb import viz
+from diffmb.io import load_trajectory, save_trajectory
 from diffmb.simulation import Trajectory
 from diffmb.viz.scene import matrix_from_quat, quat_from_matrix
 
@@ -187,36 +190,165 @@ def test_hand_built_model_gets_a_skeleton(tmp_path):
     assert sum(s.kind == "capsule" for s in shapes) == 3 and "skeleton" in notes[0]
 
 
-def test_maximal_chain_protocol(tmp_path):
+def test_maximal_chain_shapes_and_poses(tmp_path):
     from diffmb.formulations.maximal import MaximalDAE
     from diffmb.studies.chain import chain_system
 
     mj, sysm, u0 = chain_system()
     system = MaximalDAE(sysm)
-    P = system.body_poses(u0)
+    P = viz.poses_of(system, u0)
     assert P.shape == (sysm.n_bodies, 7)
     np.testing.assert_allclose(P, np.asarray(u0).reshape(-1, 7), atol=1e-12)
-    shapes = system.body_shapes()
+    shapes = viz.primitives_of(system)
     assert len(shapes) == sysm.n_bodies and all(s.kind == "box" for s in shapes)
+    # the chain's bodies are MuJoCo's uniform boxes: the box drawn is the geom's own size
+    for i, s in enumerate(shapes):
+        g = [k for k in range(mj.ngeom) if mj.geom_bodyid[k] == i + 1]
+        assert len(g) == 1
+        np.testing.assert_allclose(sorted(s.size), sorted(mj.geom_size[g[0]]), rtol=1e-6)
     path = viz.replay(system, _traj(np.linspace(0, 1, 3), np.tile(u0, (3, 1))),
                       tmp_path / "chain.html")
     _, data = _page_data(path)
-    assert data["bodyNames"] == list(system.body_names)
-    with pytest.raises(NotImplementedError, match="body_poses"):
-        diffmb.systems.AbstractSystem.body_poses(system, u0)
+    assert data["bodyNames"] == list(sysm.body_names)
+
+
+def test_unregistered_system_is_named_and_a_registered_one_is_drawn(tmp_path):
+    class Pendulum(diffmb.AbstractODESystem):
+        def init(self, q0, v0, params, dt):
+            return (q0, v0)
+
+        def outputs(self, ys, params):
+            return ys[0], ys[1], None
+
+        def vector_field(self, t, y, params):
+            return (y[1], -jnp.sin(y[0]))
+
+    sys_ = Pendulum()
+    with pytest.raises(TypeError, match="Pendulum.*primitives_of.register"):
+        viz.replay(sys_, _traj(np.linspace(0, 1, 3), np.zeros((3, 1))), tmp_path / "p.html")
+    viz.primitives_of.register(Pendulum, lambda s: [viz.Primitive("sphere", (0.1,), 0)])
+
+    def bob(s, q):
+        q = np.asarray(q)
+        one = np.zeros(q.shape[:-1] + (1, 7))
+        one[..., 0, 0], one[..., 0, 2] = np.sin(q[..., 0]), -np.cos(q[..., 0])
+        one[..., 0, 3] = 1.0
+        return one
+
+    viz.poses_of.register(Pendulum, bob)
+
+    _, data = _page_data(viz.replay(sys_, _traj(np.linspace(0, 1, 3), np.full((3, 1), np.pi / 2)),
+                                    tmp_path / "p.html"))
+    P = _f32(data["tracks"][0]["poses"]).reshape(3, 1, 7)
+    np.testing.assert_allclose(P[:, 0, :3], [[1.0, 0.0, 0.0]] * 3, atol=1e-6)  # bob at (l, 0, 0)
 
 
 def test_trajectory_save_load(tmp_path):
+    import hashlib
+
     model = _box_model(tmp_path)
     tr = _traj(np.linspace(0, 1, 4), np.tile(np.asarray(model.qpos0), (4, 1)), model.nv)
-    f = tr.save(tmp_path / "run.npz", model=model)
-    back, info = Trajectory.load(f)
+    f = save_trajectory(tr, tmp_path / "run.npz", model)
+    back, info = load_trajectory(f)
     np.testing.assert_array_equal(np.asarray(back.q), np.asarray(tr.q))
     np.testing.assert_array_equal(np.asarray(back.ts), np.asarray(tr.ts))
-    assert info["model_path"].endswith("boxdrop.xml") and len(info["model_sha256"]) == 64
-    assert "<mujoco" in info["model_text"]
-    m2 = diffmb.viz.model_from_info(info)
-    assert m2.nq == model.nq
+    assert info["model_path"] == str((tmp_path / "boxdrop.xml").resolve())
+    assert info["model_sha256"] == hashlib.sha256(BOX_MJCF.encode()).hexdigest()
+    assert "<mujoco" in info["model_text"] and info["model_floating_base"] is False
+    m2 = diffmb.io.model_from_info(info)
+    assert m2.nq == model.nq and m2.source == model.source
+    with pytest.raises(ValueError, match="not a saved diffmb trajectory"):
+        load_trajectory(tmp_path / "boxdrop.xml")
+
+
+ROBOT_MJCF = """<mujoco model="robot">
+  <worldbody>
+    <body name="arm" pos="0 0 1"><joint name="j" type="hinge" axis="0 1 0"/>
+      <geom name="g" type="box" size="{s} {s} {s}" mass="{m}"/></body>
+  </worldbody>
+  <actuator><motor name="m1" joint="j"/></actuator>
+</mujoco>"""
+
+
+def test_two_files_with_one_stem_keep_their_own_source(tmp_path):
+    """a/robot.xml (9 kg, 0.3 m box) and b/robot.xml (1 kg, 0.1 m box): each model, each saved
+    trajectory and each replay refers to its own file."""
+    import hashlib
+
+    from diffmb.cli import main
+
+    files = {}
+    for d, m, s in (("a", 9.0, 0.3), ("b", 1.0, 0.1)):
+        (tmp_path / d).mkdir()
+        text = ROBOT_MJCF.format(m=m, s=s)
+        (tmp_path / d / "robot.xml").write_text(text)
+        files[d] = (tmp_path / d / "robot.xml", m, s, hashlib.sha256(text.encode()).hexdigest())
+    models = {d: diffmb.load_mjcf(f) for d, (f, *_) in files.items()}
+    for d, (f, m, s, sha) in files.items():
+        model = models[d]
+        assert model.source.path == str(f.resolve()) and model.source.sha256 == sha
+        assert float(model.body_mass[0]) == pytest.approx(m)
+        # a fit changes parameters only: the file stays the model's
+        fitted = eqx.tree_at(lambda mm: mm.body_mass, model, model.body_mass * 2)
+        assert fitted.source == model.source
+        npz = save_trajectory(_traj(np.linspace(0, 1, 3), np.zeros((3, 1))), tmp_path / f"{d}.npz",
+                              fitted)
+        _, info = load_trajectory(npz)
+        assert (info["model_path"], info["model_sha256"]) == (str(f.resolve()), sha)
+        again = diffmb.io.model_from_info(info)
+        assert float(again.body_mass[0]) == pytest.approx(m)
+        assert main(["replay", str(npz), "--out", str(tmp_path / f"out_{d}")]) == 0
+        _, data = _page_data(tmp_path / f"out_{d}" / "replay.html")
+        (box,) = [sh for sh in data["shapes"] if sh["kind"] == "box"]
+        np.testing.assert_allclose(box["size"], [s] * 3, rtol=1e-6)
+    # the file changed after the save: the embedded text replays the recorded robot
+    files["a"][0].write_text(ROBOT_MJCF.format(m=2.0, s=0.2))
+    _, info = load_trajectory(tmp_path / "a.npz")
+    assert float(diffmb.io.model_from_info(info).body_mass[0]) == pytest.approx(9.0)
+    assert chain_model(2).source is None  # a model built in Python has no file
+
+
+def test_load_model_by_suffix(tmp_path):
+    f = tmp_path / "robot.xml"
+    f.write_text(ROBOT_MJCF.format(m=1.0, s=0.1))
+    assert diffmb.io.load_model(f).source.kind == "mjcf"
+    urdf = os.path.join(os.path.dirname(diffmb.__file__), "assets", "ur5_robot.urdf")
+    fixed, free = diffmb.io.load_model(urdf), diffmb.io.load_model(urdf, floating_base=True)
+    assert (free.nq, free.nv) == (fixed.nq + 7, fixed.nv + 6)
+    assert free.source.floating_base and not fixed.source.floating_base
+    with pytest.raises(ValueError, match=r"robot\.obj.*\.xml \(MJCF\) or \.urdf"):
+        diffmb.io.load_model(tmp_path / "robot.obj")
+    with pytest.raises(ValueError, match="floating_base applies to URDF"):
+        diffmb.io.load_model(f, floating_base=True)
+    with pytest.raises(FileNotFoundError, match="nope.urdf"):
+        diffmb.io.load_model(tmp_path / "nope.urdf")
+
+
+def test_floating_base_urdf_replays(tmp_path):
+    """A floating-base URDF's trajectory records the floating base; replay rebuilds it, and a
+    CSV record replays on --model FILE.urdf --floating-base."""
+    from diffmb.cli import main
+
+    urdf = os.path.join(os.path.dirname(diffmb.__file__), "assets", "ur5_robot.urdf")
+    model = diffmb.load_urdf(urdf, floating_base=True)
+    q = np.tile(np.asarray(model.qpos0), (3, 1))
+    q[:, 2] = [0.0, 0.5, 1.0]  # the base rises 1 m
+    npz = save_trajectory(_traj(np.linspace(0, 1, 3), q, model.nv), tmp_path / "f.npz", model)
+    _, info = load_trajectory(npz)
+    assert info["model_floating_base"] is True
+    assert diffmb.io.model_from_info(info).nq == model.nq
+    assert main(["replay", str(npz), "--out", str(tmp_path / "o")]) == 0
+    _, data = _page_data(tmp_path / "o" / "replay.html")
+    P = _f32(data["tracks"][0]["poses"]).reshape(3, model.n_bodies, 7)
+    R, p = diffmb.body_poses(model, jnp.asarray(q[2]))
+    np.testing.assert_allclose(P[2, :, :3], np.asarray(p), atol=1e-5)
+    from diffmb.optim.sysid import write_joint_csv
+
+    csv = tmp_path / "free.csv"
+    write_joint_csv(csv, model, np.linspace(0, 1, 3), q=q)
+    assert main(["replay", "--model", urdf, "--floating-base", "--traj", str(csv),
+                 "--out", str(tmp_path / "p")]) == 0
+    assert main(["replay", "--model", urdf, "--traj", str(csv), "--out", str(tmp_path / "r")]) == 1
 
 
 def _chromium():
@@ -290,20 +422,22 @@ def test_replay_in_headless_chromium(tmp_path):
             browser.close()
 
 
-def test_uav_and_beam_replay_protocol(tmp_path):
+def test_uav_and_beam_shapes_and_poses(tmp_path):
     from diffmb.models import uav
 
     system = uav.UAVSystem(uav.rhs_kane)
     q = np.array([1.0, 2.0, -60.0, np.cos(0.2), 0.0, 0.0, np.sin(0.2)])  # yaw 0.4 rad, 60 m up
-    (P,) = system.body_poses(q)
+    (P,) = viz.poses_of(system, q)
     np.testing.assert_allclose(P[:3], [1.0, -2.0, 60.0])
     R = matrix_from_quat(P[3:])  # z-up world: the nose (body x) keeps its heading mirrored
     np.testing.assert_allclose(R[:, 0], [np.cos(0.4), -np.sin(0.4), 0.0], atol=1e-12)
     np.testing.assert_allclose(R[:, 2], [0.0, 0.0, -1.0], atol=1e-12)  # body z (down) points down
+    assert {"fuselage", "rotor_c", "rotor_d"} <= {s.name for s in viz.primitives_of(system)}
     bodies, frames = viz.beam_frames(np.linspace(0, 1, 5), np.zeros(5), np.full(5, 0.1), 1.0)
-    tip = bodies.body_poses(frames.q[-1])[-1, :3]
+    assert isinstance(frames, Trajectory)
+    tip = viz.poses_of(bodies, frames.q[-1])[-1, :3]
     assert tip[0] == pytest.approx(0.95) and 0.09 < tip[1] < 0.1
-    line = viz.study_replay(tmp_path, system, viz.Frames(np.linspace(0, 1, 3), np.tile(q, (3, 1))))
+    line = viz.study_replay(tmp_path, system, viz.frames(np.linspace(0, 1, 3), np.tile(q, (3, 1))))
     assert line.startswith("Replay: [replay.html]") and (tmp_path / "replay.html").is_file()
 
 
@@ -312,14 +446,34 @@ def test_cli_replay(tmp_path):
 
     model = _box_model(tmp_path)
     tr = _traj(np.linspace(0, 1, 4), np.tile(np.asarray(model.qpos0), (4, 1)), model.nv)
-    npz = tr.save(tmp_path / "run.npz", model=model)
+    npz = save_trajectory(tr, tmp_path / "run.npz", model)
     assert main(["replay", str(npz), "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "replay.html").stat().st_size > 500_000
     csv = tmp_path / "log.csv"
     csv.write_text("t,q_slide\n0,0\n0.5,0.1\n1,0.2\n")
     assert main(["replay", "--model", str(tmp_path / "boxdrop.xml"), "--traj", str(csv),
-                 "--out", str(tmp_path / "p")]) == 2  # the free joint's q_box_* columns missing
+                 "--out", str(tmp_path / "p")]) == 1  # the free joint's q_box_* columns missing
     assert main(["replay", "--out", str(tmp_path / "q")]) == 2
+    assert main(["replay", "--model", str(tmp_path / "boxdrop.xml"), "--floating-base",
+                 "--traj", str(csv), "--out", str(tmp_path / "q")]) == 2  # URDF only
+
+
+def test_cli_replay_reads_what_identify_reads(tmp_path, capsys):
+    """The record ``identify --model`` fits (t, q_, v_, ctrl_<actuator>) replays as it is."""
+    from diffmb.cli import main
+
+    f = tmp_path / "robot.xml"
+    f.write_text(ROBOT_MJCF.format(m=1.0, s=0.1))
+    csv = tmp_path / "rec.csv"
+    csv.write_text("t,q_j,v_j,ctrl_m1\n0,0,0,0.5\n0.5,0.1,0.2,0.5\n1,0.2,0.2,0.4\n")
+    assert main(["replay", "--model", str(f), "--traj", str(csv), "--out", str(tmp_path / "o")]) == 0
+    _, data = _page_data(tmp_path / "o" / "replay.html")
+    P = _f32(data["tracks"][0]["poses"]).reshape(3, 1, 7)
+    R, _ = diffmb.body_poses(diffmb.load_mjcf(f), jnp.asarray([0.2]))
+    np.testing.assert_allclose(matrix_from_quat(P[2, 0, 3:]), np.asarray(R)[0], atol=1e-5)
+    csv.write_text("t,q_j,ctrl_m2\n0,0,0.5\n1,0.2,0.4\n")  # no actuator m2
+    assert main(["replay", "--model", str(f), "--traj", str(csv), "--out", str(tmp_path / "p")]) == 1
+    assert "ctrl_m2" in capsys.readouterr().err
 
 
 def test_study_replay_saves_the_trajectory_for_the_cli(tmp_path):
@@ -330,7 +484,7 @@ def test_study_replay_saves_the_trajectory_for_the_cli(tmp_path):
     tr = _traj(np.linspace(0, 1, 4), np.tile(np.asarray(model.qpos0), (4, 1)), model.nv)
     line = viz.study_replay(tmp_path / "study", model, tr)
     assert "replay.html" in line and "replay.npz" in line
-    again, info = Trajectory.load(tmp_path / "study" / "replay.npz")
+    again, info = load_trajectory(tmp_path / "study" / "replay.npz")
     np.testing.assert_allclose(np.asarray(again.q), np.asarray(tr.q))
     assert main(["replay", str(tmp_path / "study" / "replay.npz"), "--out",
                  str(tmp_path / "o")]) == 0

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..model import Model, ModelBuilder
 from ..spatial.quaternion import to_rotmat
+from .sources import with_source
 
 __all__ = ["load_mjcf", "from_mjmodel", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
            "joint_friction_from_mjcf", "tendons_from_mjcf", "couplings_from_mjcf",
@@ -45,10 +46,7 @@ def load_mjcf(path, *, strict: bool = False, added_mass=None) -> Model:
     except ValueError as e:
         raise ValueError(f"{src}: MuJoCo could not compile the model: {e}") from None
     model = from_mjmodel(mj, source=src, name=Path(src).stem, strict=strict, added_mass=added_mass)
-    from .sources import remember  # the file's geometry, for diffmb.viz and Trajectory.save
-
-    remember(model, src, "mjcf")
-    return model
+    return with_source(model, src, "mjcf")  # Model.source: path and SHA-256
 
 
 def _reject_entities(src):

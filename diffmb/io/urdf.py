@@ -15,6 +15,7 @@ from defusedxml import ElementTree as ET
 from defusedxml.common import DefusedXmlException
 
 from ..model import Model, ModelBuilder
+from .sources import with_source
 
 __all__ = ["load_urdf", "urdf_forces", "rpy_to_matrix"]
 
@@ -140,11 +141,7 @@ def load_urdf(path, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), *,
     if len(seen) != len(links):
         raise ValueError(f"{src}: links {sorted(set(links) - seen)} are in a cycle")
     add(roots[0], None, None)
-    model = b.build()
-    from .sources import remember  # the file's geometry, for diffmb.viz and Trajectory.save
-
-    remember(model, src, "urdf")
-    return model
+    return with_source(b.build(), src, "urdf", floating_base=floating_base)  # Model.source
 
 
 def _inertial(src, ln):

@@ -401,34 +401,6 @@ class UAVSystem(AbstractODESystem):
     def outputs(self, ys, params):
         return ys[0], ys[1], None
 
-    # replay protocol (diffmb.viz): the airframe drawn z-up (NED turned by pi about x)
-    body_names = ("airframe",)
-
-    def body_poses(self, q):
-        """Pose (1, 7) of the airframe for q = [r, quat] (NED): shown in a z-up world, i.e.
-        rotated by pi about the north axis (r -> (r_x, -r_y, -r_z), quat -> q_x(pi) quat)."""
-        q = np.asarray(q, float)
-        r, qq = q[:3], q[3:7] / np.linalg.norm(q[3:7])
-        w, x, y, z = qq
-        return np.array([[r[0], -r[1], -r[2], -x, w, -z, y]])  # q_x(pi) = (0, 1, 0, 0)
-
-    def body_shapes(self) -> list:
-        """Joined wings, fuselage, fin and two rotor discs (body axes: x forward, z down),
-        sized from the default parameters (span 1.6 m, chord 0.35 m, rotors at x 0.25 m,
-        y ±0.35 m, 0.4 m discs)."""
-        from ..viz import Primitive
-
-        blue, grey, red = (0.2, 0.45, 0.8, 1.0), (0.6, 0.6, 0.65, 1.0), (0.85, 0.2, 0.2, 0.6)
-        wing = lambda x, z, yaw: Primitive("box", (0.09, 0.8, 0.012), 0, pos=(x, 0.0, z),  # noqa: E731
-                                           quat=(np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)), rgba=blue)
-        return [wing(0.12, 0.03, 0.0), wing(-0.2, -0.08, 0.0),
-                Primitive("box", (0.45, 0.05, 0.05), 0, rgba=grey, name="fuselage"),
-                Primitive("box", (0.08, 0.005, 0.1), 0, pos=(-0.38, 0, -0.1), rgba=grey, name="fin"),
-                Primitive("cylinder", (0.2, 0.005), 0, pos=(0.25, 0.35, 0.0),
-                          quat=(np.sqrt(0.5), 0, np.sqrt(0.5), 0), rgba=red, name="rotor_c"),
-                Primitive("cylinder", (0.2, 0.005), 0, pos=(0.25, -0.35, 0.0),
-                          quat=(np.sqrt(0.5), 0, np.sqrt(0.5), 0), rgba=red, name="rotor_d")]
-
 
 def fly(rhs, x0, params, t1, dt, save_every=1):
     """The paper's fixed-step RK4 flight from x0 (13,) by :func:`diffmb.simulate`.

@@ -5,10 +5,10 @@ PNG still (``docs/viz.md``).
     diffmb.viz.replay(model, traj, "run.mp4")                # or .gif: software-rendered video
     diffmb.viz.still(model, q, "pose.png")                   # one configuration, for a report
 
-``model`` is a :class:`~diffmb.Model` (its file's geoms are drawn when it was loaded by
-``load_mjcf``/``load_urdf``, else a skeleton) or any system with the replay protocol
-(``body_shapes()`` and ``body_poses(q)``, see :class:`diffmb.systems.AbstractSystem`), or a
-:class:`PosedBodies`. Body poses are computed here by forward kinematics for every frame.
+``model`` is a :class:`~diffmb.Model` (its file's geoms are drawn when it was loaded from a file,
+``Model.source``, else a skeleton), a :class:`PosedBodies`, or any system whose type is
+registered with :func:`primitives_of` and :func:`poses_of` (the UAV and the absolute-coordinate
+chain are, in :mod:`diffmb.viz.systems`). Body poses are computed here for every frame.
 """
 
 from __future__ import annotations
@@ -17,10 +17,25 @@ import pathlib
 
 import numpy as np
 
-from .scene import PosedBodies, Primitive, Scene, build_scene, poses_of, shapes_of
+from ..io.trajectory import model_from_info, save_trajectory
+from . import systems as systems
+from .scene import (
+    PosedBodies,
+    Primitive,
+    Scene,
+    body_names_of,
+    build_scene,
+    frames,
+    poses_of,
+    primitives_of,
+    shapes_of,
+)
 
 __all__ = ["replay", "still", "Primitive", "PosedBodies", "Scene", "build_scene", "poses_of",
-           "shapes_of", "FORMATS", "model_from_info", "Frames", "study_replay", "beam_frames"]
+           "primitives_of", "body_names_of", "shapes_of", "FORMATS", "model_from_info", "frames",
+           "Frames", "study_replay", "beam_frames"]
+
+Frames = frames  # the name the studies use
 
 FORMATS = (".html", ".gif", ".mp4", ".png")
 
@@ -86,58 +101,18 @@ def still(model, q, path="still.png", *, frames=False, title=None, size=(640, 48
     q = np.asarray(q, float)
     if q.ndim not in (1, 2):
         raise ValueError(f"still: q must be (nq,) or (k, nq), got shape {q.shape}")
+    from .scene import frames as recorded  # ``frames`` is the keyword here
 
-    class _Pose:
-        pass
-
-    trajs = []
-    for qq in np.atleast_2d(q):
-        t = _Pose()
-        t.ts, t.q, t.v, t.aux = np.zeros(1), qq[None], None, None
-        trajs.append(t)
+    trajs = [recorded(np.zeros(1), qq[None]) for qq in np.atleast_2d(q)]
     scene = build_scene(model, trajs, frames=frames, title=title, terrain=terrain)
     return render.write_png(scene, path, size=size, view=view)
-
-
-def model_from_info(info: dict, *, where: str = "trajectory file"):
-    """The Model recorded by ``Trajectory.save``: its file when it still exists with the same
-    SHA-256, else the embedded text (written next to a temporary copy), else an error saying
-    what is missing."""
-    import hashlib
-    import tempfile
-
-    from ..io.mjcf import load_mjcf
-    from ..io.urdf import load_urdf
-
-    path, kind, sha = info.get("model_path"), info.get("model_kind"), info.get("model_sha256")
-    if not path:
-        raise ValueError(f"{where}: no model recorded (save with Trajectory.save(path, "
-                         "model=...)); pass the model file explicitly (--model FILE)")
-    load = load_urdf if kind == "urdf" else load_mjcf
-    p = pathlib.Path(path)
-    if p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest() == sha:
-        return load(p)
-    text = info.get("model_text")
-    if text is None:
-        raise ValueError(f"{where}: model file {path} is missing or changed (SHA-256 differs) "
-                         "and its text was not embedded; pass --model FILE")
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="diffmb-model-")) / p.name
-    tmp.write_text(text)
-    return load(tmp)
-
-
-class Frames:
-    """A minimal trajectory for :func:`replay` from arrays: ``ts`` (ns,), ``q`` (ns, nq) or
-    (B, ns, nq); ``v`` and ``aux`` optional (contact forces need them)."""
-
-    def __init__(self, ts, q, v=None, aux=None):
-        self.ts, self.q, self.v, self.aux = np.asarray(ts), np.asarray(q), v, aux
 
 
 def beam_frames(ts, theta, tip, length, n=10, width=0.02, hub=0.05):
     """Replay data of a flexible arm from its hub angle ``theta`` (ns,) [rad] about z and tip
     deflection ``tip`` (ns,) [m]: a hub cylinder and ``n`` box segments along the cubic
-    cantilever shape w(x) = tip (3 s² − s³)/2, s = x/length. Returns ``(PosedBodies, Frames)``."""
+    cantilever shape w(x) = tip (3 s² − s³)/2, s = x/length. Returns ``(PosedBodies,
+    Trajectory)``."""
     from .scene import PALETTE
 
     ts, theta, tip = (np.asarray(a, float).reshape(-1) for a in (ts, theta, tip))
@@ -161,14 +136,14 @@ def beam_frames(ts, theta, tip, length, n=10, width=0.02, hub=0.05):
         q[:, i + 1, 1] = sn * x + c * wm
         q[:, i + 1, 3] = np.cos(phi / 2)
         q[:, i + 1, 6] = np.sin(phi / 2)
-    return PosedBodies(shapes, names), Frames(ts, q.reshape(len(ts), -1))
+    return PosedBodies(shapes, names), frames(ts, q.reshape(len(ts), -1))
 
 
 def study_replay(out_dir, model, traj, *, name="replay.html", fps=25.0, **kw) -> str:
     """Write ``out_dir/replay.html`` for a study (frames resampled at ``fps``) and return the
     line its ``report.md`` links it with; a failure is reported in that line, never raised (a
     replay is a view of the results, not one of them). For a :class:`~diffmb.Model` loaded from
-    a file the trajectory is saved too (``replay.npz``, :meth:`~diffmb.Trajectory.save`), which
+    a file the trajectory is saved too (``replay.npz``, :func:`diffmb.io.save_trajectory`), which
     ``diffmb replay DIR/replay.npz --out DIR2`` replays again."""
     try:
         p = replay(model, traj, pathlib.Path(out_dir) / name, fps=fps, **kw)
@@ -176,13 +151,11 @@ def study_replay(out_dir, model, traj, *, name="replay.html", fps=25.0, **kw) ->
         return f"Replay: not written ({type(e).__name__}: {e})."
     saved = ""
     try:
-        from ..io.sources import source_of
         from ..model import Model
-        from ..simulation import Trajectory
 
-        if isinstance(model, Model) and isinstance(traj, Trajectory) and source_of(model):
+        if isinstance(model, Model) and model.source is not None:
             npz = pathlib.Path(out_dir) / (pathlib.Path(name).stem + ".npz")
-            traj.save(npz, model=model)
+            save_trajectory(traj, npz, model)
             saved = f"; trajectory in [{npz.name}]({npz.name}) for `diffmb replay`"
     except Exception:  # noqa: BLE001,S110 - the saved trajectory is a convenience
         saved = ""

@@ -19,24 +19,29 @@ Where the shapes come from:
   bones;
 * any other model (built by hand, or a file that cannot be read): a skeleton, one capsule "bone"
   from each body's parent frame to its frame and a small sphere at each frame;
-* a system that is not a Model: its ``body_shapes()`` and ``body_poses(q)`` (the protocol of
-  :class:`diffmb.systems.AbstractSystem`).
+* a system that is not a Model: :func:`primitives_of`, :func:`poses_of` and
+  :func:`body_names_of`, dispatched on the system's type (``functools.singledispatch``; the
+  UAV and the absolute-coordinate systems are registered in :mod:`diffmb.viz.systems`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pathlib
 import sys
 
 import numpy as np
 
+from ..dynamics.kinematics import body_poses
 from ..io.urdf import rpy_to_matrix
+from ..model import Model
+from ..simulation import Trajectory
 from ..spatial.quaternion import to_rotmat
 
-__all__ = ["Primitive", "PosedBodies", "Scene", "build_scene", "shapes_of", "poses_of",
-           "quat_from_matrix", "matrix_from_quat"]
+__all__ = ["Primitive", "PosedBodies", "Scene", "build_scene", "shapes_of", "primitives_of",
+           "poses_of", "body_names_of", "quat_from_matrix", "matrix_from_quat", "frames"]
 
 PALETTE = [(0.12, 0.47, 0.71), (1.0, 0.50, 0.05), (0.17, 0.63, 0.17), (0.84, 0.15, 0.16),
            (0.58, 0.40, 0.74), (0.55, 0.34, 0.29), (0.89, 0.47, 0.76), (0.50, 0.50, 0.50),
@@ -88,6 +93,15 @@ class PosedBodies:
             raise ValueError(f"PosedBodies: q has width {q.shape[-1]}, expected 7 x "
                              f"{len(self.body_names)} bodies = {7 * len(self.body_names)}")
         return q.reshape(*q.shape[:-1], len(self.body_names), 7)
+
+
+def frames(ts, q, v=None, aux=None) -> Trajectory:
+    """A :class:`~diffmb.Trajectory` of recorded states for a replay: ``ts`` (ns,), ``q``
+    (ns, nq) or (B, ns, nq); ``v`` and ``aux`` optional (force arrows need them)."""
+    ts, q = np.asarray(ts, float), np.asarray(q, float)
+    return Trajectory(ts=ts, q=q, v=None if v is None else np.asarray(v, float),
+                      status=np.zeros(q.shape[:-2], np.int32), t_fail=np.full(q.shape[:-2], np.inf),
+                      num_steps=np.full(q.shape[:-2], q.shape[-2], np.int32), aux=aux)
 
 
 @dataclasses.dataclass
@@ -204,8 +218,6 @@ def _body_parents(model) -> tuple:
 
 def _skeleton(model, q0, notes) -> list:
     """Capsule bones from each body's parent frame to its frame, spheres at the frames."""
-    from ..dynamics.kinematics import body_poses
-
     R, p = (np.asarray(a) for a in body_poses(model, q0))
     parents = _body_parents(model)
     L = [np.linalg.norm(p[b] - p[parents[b]]) for b in range(len(p)) if parents[b] >= 0]
@@ -422,78 +434,120 @@ def _weld(v, f):
     return u, inv.reshape(-1)[f]
 
 
-def shapes_of(system, q0=None, notes=None) -> tuple[list, list]:
-    """``(shapes, terrain)`` of a Model (its file's geometry, else a skeleton) or of a system
-    implementing ``body_shapes()``."""
-    from ..model import Model
+def _unregistered(system) -> str:
+    return (f"{type(system).__name__}: diffmb.viz does not know how to draw it; register its "
+            "shapes with @diffmb.viz.primitives_of.register and its body poses with "
+            "@diffmb.viz.poses_of.register")
 
+
+@functools.singledispatch
+def primitives_of(system) -> list:
+    """The shapes of ``system``'s bodies: a list of :class:`Primitive` whose ``body`` indexes
+    the rows of :func:`poses_of`. One implementation per system type, registered with
+    ``@diffmb.viz.primitives_of.register`` (with :func:`poses_of` and :func:`body_names_of`)."""
+    raise TypeError(_unregistered(system))
+
+
+@functools.singledispatch
+def poses_of(system, q) -> np.ndarray:
+    """World poses (..., nb, 7) = [p, quat wxyz] of ``system``'s bodies for q (..., nq) (a
+    trajectory's q); registered per system type like :func:`primitives_of`."""
+    raise TypeError(_unregistered(system))
+
+
+@functools.singledispatch
+def body_names_of(system) -> tuple | None:
+    """Names of the bodies in :func:`poses_of` order (None: numbered)."""
+    return None
+
+
+@body_names_of.register
+def _(system: PosedBodies):
+    return system.body_names
+
+
+@primitives_of.register
+def _(system: PosedBodies):
+    return list(system.shapes)
+
+
+@poses_of.register
+def _(system: PosedBodies, q):
+    q = np.asarray(q, float)
+    n = len(system.body_names)
+    if q.shape[-1] != 7 * n:
+        raise ValueError(f"PosedBodies: q has width {q.shape[-1]}, expected 7 x {n} bodies = "
+                         f"{7 * n}")
+    return q.reshape(*q.shape[:-1], n, 7)
+
+
+@body_names_of.register
+def _(system: Model):
+    return system.body_names
+
+
+@primitives_of.register
+def _(system: Model):
+    return shapes_of(system)[0]
+
+
+@poses_of.register
+def _(system: Model, q):
+    q = np.asarray(q, float)
+    if q.shape[-1] != system.nq:
+        raise ValueError(f"trajectory q has width {q.shape[-1]} but model {system.name!r} has "
+                         f"nq = {system.nq} (joints {list(system.joint_names)})")
+    import jax
+
+    flat = q.reshape(-1, system.nq)
+    fk = jax.jit(jax.vmap(lambda qq: body_poses(system, qq)))
+    Rs, ps = [], []
+    for i in range(0, len(flat), 4096):  # bounded memory for long replays
+        R, p = fk(flat[i:i + 4096])
+        Rs.append(np.asarray(R))
+        ps.append(np.asarray(p))
+    R, p = np.concatenate(Rs), np.concatenate(ps)
+    out = np.concatenate([p, quat_from_matrix(R)], axis=-1)
+    return out.reshape(*q.shape[:-1], system.n_bodies, 7)
+
+
+def shapes_of(system, q0=None, notes=None) -> tuple[list, list]:
+    """``(shapes, terrain)``: a Model's file geometry (``Model.source``; MJCF height fields are
+    terrain), else its skeleton; any other system's :func:`primitives_of`."""
     notes = [] if notes is None else notes
     if not isinstance(system, Model):
-        shapes = list(system.body_shapes())
+        shapes = list(primitives_of(system))
         for s in shapes:
             if not isinstance(s, Primitive):
-                raise TypeError(f"{type(system).__name__}.body_shapes() must return "
+                raise TypeError(f"primitives_of({type(system).__name__}) must return "
                                 f"diffmb.viz.Primitive objects, got {type(s).__name__}")
         return shapes, []
-    from ..io.sources import source_of
-
-    src = source_of(system)
+    src = system.source
     q0 = np.asarray(system.qpos0) if q0 is None else q0
-    if src is not None and os.path.exists(src[0]):
+    if src is not None and os.path.exists(src.path):
         try:
-            if src[1] == "mjcf":
-                shapes, terrain = _mjcf_shapes(system, src[0], notes)
-                return shapes, terrain
-            shapes, missing = _urdf_shapes(system, src[0], notes)
+            if src.kind == "mjcf":
+                return _mjcf_shapes(system, src.path, notes)
+            shapes, missing = _urdf_shapes(system, src.path, notes)
             if missing or not shapes:
                 bones = _skeleton(system, q0, [])
                 keep = {system.body_index(n) for n in missing} if shapes else None
                 shapes += [s for s in bones if keep is None or s.body in keep]
             return shapes, []
         except Exception as e:  # an unreadable file: fall back to the skeleton, say so
-            notes.append(f"geometry of {src[0]} not read ({type(e).__name__}: {e})")
+            notes.append(f"geometry of {src.path} not read ({type(e).__name__}: {e})")
     return _skeleton(system, q0, notes), []
 
 
-# ------------------------------------------------------------------------------------------
-# poses
-# ------------------------------------------------------------------------------------------
-
-
-def poses_of(system, q) -> np.ndarray:
-    """World poses (..., nb, 7) = [p, quat wxyz] of every body for q (..., nq)."""
-    from ..model import Model
-
+def _poses(system, q) -> np.ndarray:
+    """:func:`poses_of` checked: (..., nb, 7) with unit quaternions."""
     q = np.asarray(q, float)
-    if isinstance(system, Model):
-        if q.shape[-1] != system.nq:
-            raise ValueError(f"trajectory q has width {q.shape[-1]} but model {system.name!r} has "
-                             f"nq = {system.nq} (joints {list(system.joint_names)})")
-        import jax
-
-        from ..dynamics.kinematics import body_poses
-
-        flat = q.reshape(-1, system.nq)
-        fk = jax.jit(jax.vmap(lambda qq: body_poses(system, qq)))
-        Rs, ps = [], []
-        for i in range(0, len(flat), 4096):  # bounded memory for long replays
-            R, p = fk(flat[i:i + 4096])
-            Rs.append(np.asarray(R))
-            ps.append(np.asarray(p))
-        R, p = np.concatenate(Rs), np.concatenate(ps)
-        out = np.concatenate([p, quat_from_matrix(R)], axis=-1)
-        return out.reshape(*q.shape[:-1], system.n_bodies, 7)
-    fn = getattr(system, "body_poses", None)
-    if fn is None:
-        raise TypeError(f"{type(system).__name__} is neither a diffmb.Model nor a system with "
-                        "body_poses(q)/body_shapes() (see diffmb.systems.AbstractSystem)")
-    flat = q.reshape(-1, q.shape[-1])
-    P = np.stack([np.asarray(fn(qq), float) for qq in flat])
-    if P.ndim != 3 or P.shape[-1] != 7:
-        raise ValueError(f"{type(system).__name__}.body_poses(q) must return (nb, 7), got "
-                         f"{P.shape[1:]}")
+    P = np.array(poses_of(system, q), dtype=float)
+    if P.shape[:-2] != q.shape[:-1] or P.shape[-1] != 7:
+        raise ValueError(f"poses_of({type(system).__name__}) must return (..., nb, 7) for q of "
+                         f"shape {q.shape}, got {P.shape}")
     P[..., 3:] /= np.linalg.norm(P[..., 3:], axis=-1, keepdims=True)
-    return P.reshape(*q.shape[:-1], *P.shape[1:])
+    return P
 
 
 # ------------------------------------------------------------------------------------------
@@ -502,14 +556,14 @@ def poses_of(system, q) -> np.ndarray:
 
 
 def _as_runs(traj, labels):
-    """[(label, ts (ns,), q (ns, nq), traj or None, batch index)] from a Trajectory (batched or
-    not), a list of them, or (ts, q) arrays."""
+    """[(label, ts (ns,), q (ns, nq), traj, batch index)] from a Trajectory (batched or not) or
+    a list of them."""
     items = list(traj) if isinstance(traj, list | tuple) else [traj]
     runs = []
     for i, tr in enumerate(items):
-        if not (hasattr(tr, "ts") and hasattr(tr, "q")):
-            raise TypeError(f"traj[{i}]: expected a diffmb.Trajectory (with ts and q), got "
-                            f"{type(tr).__name__}")
+        if not isinstance(tr, Trajectory):
+            raise TypeError(f"traj[{i}]: expected a diffmb.Trajectory (diffmb.viz.frames(ts, q) "
+                            f"makes one from arrays), got {type(tr).__name__}")
         ts, q = np.asarray(tr.ts, float), np.asarray(tr.q, float)
         if q.ndim == 2:
             runs.append([f"run {i}", ts.reshape(-1), q, tr, None])
@@ -555,7 +609,6 @@ def _frame_indices(n, max_frames):
 def _force_layers(model, tr, batch, forces, idx, notes):
     """Contact points/forces and fluid/aero body forces of the first run, at frames ``idx``."""
     from ..contacts.element import AbstractContacts, contact_forces
-    from ..model import Model
 
     layers = []
     if not forces:
@@ -566,22 +619,16 @@ def _force_layers(model, tr, batch, forces, idx, notes):
     import jax
     import jax.numpy as jnp
 
-    sel = lambda a: None if a is None else (np.asarray(a) if batch is None else np.asarray(a)[batch])
+    if tr.v is None:
+        notes.append("forces= ignored: the trajectory has no velocities")
+        return layers
+    sel = lambda a: np.asarray(a) if batch is None else np.asarray(a)[batch]
     q, v = sel(tr.q)[idx], sel(tr.v)[idx]
+    ts = np.asarray(tr.ts if batch is None or np.ndim(tr.ts) == 1 else np.asarray(tr.ts)[batch])[idx]
     contacts = [f for f in forces if isinstance(f, AbstractContacts)]
     if contacts:
-        aux = None
-        if tr.aux is not None:
-            aux = jax.tree.map(lambda a: np.asarray(a) if batch is None else np.asarray(a)[batch],
-                               tr.aux)
-            aux = jax.tree.map(lambda a: a[idx], aux)
-
-        class _T:  # the selected frames of the trajectory, as contact_forces reads it
-            pass
-
-        t = _T()
-        t.q, t.v, t.aux = q, v, aux
-        r = contact_forces(model, t, forces)
+        aux = None if tr.aux is None else jax.tree.map(lambda a: sel(a)[idx], tr.aux)
+        r = contact_forces(model, frames(ts, q, v, aux), forces)
         pts = np.asarray(r.point)
         vec = np.asarray(r.fn)[..., None] * np.asarray(r.normal) + np.asarray(r.ft)
         layers.append(dict(kind="contact", label="contact forces", color=(0.9, 0.1, 0.1),
@@ -590,7 +637,6 @@ def _force_layers(model, tr, batch, forces, idx, notes):
     from ..forces.hydro import Hydrodynamics, MujocoEllipsoidFluid, MujocoInertiaBoxFluid
 
     fluid = (Hydrodynamics, MujocoEllipsoidFluid, MujocoInertiaBoxFluid, BodyAerodynamics)
-    ts = np.asarray(tr.ts if batch is None or np.ndim(tr.ts) == 1 else np.asarray(tr.ts)[batch])[idx]
     for el in forces:
         if not isinstance(el, fluid):
             continue
@@ -670,11 +716,11 @@ def build_scene(model, traj, *, forces=(), frames=False, labels=None, terrain=No
             q = q.copy()
             q[last[-1] + 1:] = q[last[-1]]
         if i == 0:
-            P = poses_of(model, q[idx])
+            P = _poses(model, q[idx])
         else:  # only the saves around the frame times, then interpolated onto them
             k = np.searchsorted(ts, times)
             sel = np.unique(np.clip(np.concatenate([k - 1, k]), 0, len(ts) - 1))
-            P = _resample(ts[sel], poses_of(model, q[sel]), times)
+            P = _resample(ts[sel], _poses(model, q[sel]), times)
         color = PALETTE[i % len(PALETTE)] if multi else None
         opacity = 1.0 if i == 0 else (0.45 if len(runs) <= 4 else 0.3)
         tracks.append(dict(label=label, color=color, opacity=opacity, poses=P))
@@ -686,11 +732,11 @@ def build_scene(model, traj, *, forces=(), frames=False, labels=None, terrain=No
     if any(s.kind == "plane" and s.body < 0 for s in shapes):
         terr = [t for t in terr if t["kind"] != "plane"]
     layers = _force_layers(model, runs[0][3], runs[0][4], forces, idx, notes)
-    names = tuple(getattr(model, "body_names", None) or
+    names = tuple(body_names_of(model) or
                   [f"body{i}" for i in range(tracks[0]["poses"].shape[1])])
     if len(names) != tracks[0]["poses"].shape[1]:
         raise ValueError(f"{len(names)} body names for {tracks[0]['poses'].shape[1]} poses")
-    parents = _body_parents(model) if hasattr(model, "body_node") else tuple(-1 for _ in names)
+    parents = _body_parents(model) if isinstance(model, Model) else tuple(-1 for _ in names)
     return Scene(body_names=names, body_parents=parents, shapes=shapes, times=np.asarray(times),
                  tracks=tracks, forces=layers, terrain=terr, frames=bool(frames),
                  title=title or f"diffmb replay: {getattr(model, 'name', type(model).__name__)}",
