@@ -11,8 +11,9 @@ an element or the control has state) with
 
 Gravity is the Model's (inside ``forward_dynamics``); force elements add everything else.
 ``simulate(system, q0, v0, ...)`` integrates any other system the same way: an ODE system by a
-diffrax solver, a discrete system (:class:`~diffmb.systems.AbstractDiscreteSystem`, e.g. the
-variational step) by its own step map on the fixed grid, both in the loop below.
+diffrax solver, a discrete system (:class:`~diffmb.systems.AbstractDiscreteSystem`) by its own
+step map on the fixed grid, both in the loop below; what a system adds to (q, v) comes back in
+``Trajectory.aux``.
 
 Quaternions (``quaternion=``)
 -----------------------------
@@ -29,28 +30,34 @@ Quaternions (``quaternion=``)
 
 Solvers
 -------
-``solver`` is a name below or a diffrax solver instance (``diffrax.Heun()``, ...); ``adjoint``
-a name below or a diffrax adjoint instance.
+``solver`` is a name of :data:`SOLVERS` (the one table of names and solver objects) or any
+diffrax solver instance (``diffrax.Heun()``, ``ImplicitVelocityEuler(jacobian_every=k)``,
+...); ``adjoint`` a name below or a diffrax adjoint instance. A solver with an error estimate
+(a ``diffrax.AbstractAdaptiveSolver``) runs with adaptive steps unless ``adaptive=False``;
+any other runs with fixed steps.
 
-* ``"rk4"``: classic fixed-step Runge–Kutta 4. ``n = round((t1 − t0)/dt)`` steps of
-  h = (t1 − t0)/n; every save time must fall on a step (within 1e-9 of a step) or a
-  ``ValueError`` says which does not. ``saveat=None`` saves every step, t0 included.
+* ``"rk4"``: classic fixed-step Runge–Kutta 4. ``n = (t1 − t0)/dt`` steps; dt must divide
+  t1 − t0 (to 1e-9 relative, else a ``ValueError`` names dt, t1 − t0 and the nearest dividing
+  step); every save time must fall on a step (within 1e-9 of a step) or a ``ValueError`` says
+  which does not. ``saveat=None`` saves every step, t0 included.
   Steps end exactly on t0 + (t1 − t0) k/n (diffrax's ConstantStepSize), save times are
   snapped to those floats, so saved states are step end points, not interpolants.
 * ``"tsit5"``, ``"dopri5"``, ``"dopri8"``: adaptive explicit RK with a PID controller (``rtol``,
-  ``atol``; ``dt`` is only an initial guess, chosen automatically when None).
+  ``atol``, both finite and > 0; ``dt`` is only an initial guess, chosen automatically when
+  None).
 * ``"kvaerno5"``: adaptive implicit ESDIRK for stiff systems (same tolerances).
 * ``"implicit_euler_v"`` or :class:`ImplicitVelocityEuler` ``(jacobian_every=k)``: Euler made
   linearly implicit in the velocities, fixed steps, first order, for a Model whose stiff modes
   are dissipative (damping, servo gains, wheel slip): v₁ = v + h (I − h ∂a/∂v)⁻¹ a, then
-  q₁ = q + h q̇(q, v₁); ∂a/∂v by forward mode every k steps.
+  q₁ = q + h q̇(q, v₁); ∂a/∂v by forward mode every k steps. A diffrax solver like the others.
 * ``saveat=None`` with an adaptive solver saves (t0, t1).
 * ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
   rk4 (``dt`` then required; used to measure convergence orders).
 
 Time loop and adjoints
 ----------------------
-Fixed steps (``"rk4"``, or ``adaptive=False``, or a discrete system) run in diffmb's own
+Fixed steps (a solver without error estimate, or ``adaptive=False``, or a discrete system) run
+in diffmb's own
 ``lax.scan`` over the step grid (``loop="auto"``): reverse mode then transposes one compact step
 per iteration (see ``docs/performance.md`` for what this saves). Memory of the default
 ``"recursive"`` adjoint: with ``checkpoints=None`` the state after every step is kept up to 1024
@@ -67,17 +74,22 @@ in the same scan with the stages in a plain loop, adaptive ones by ``DirectAdjoi
 
 Failures
 --------
-``traj.status`` (int32, 0 = success, see :data:`STATUS`) and ``traj.t_fail`` (the time the
-integration stopped; +inf when it succeeded) are always returned, under ``jit``/``vmap`` too.
-A non-finite state stops the solve at the end of the step that produced it (a diffrax
-``Event``), a step size below ``dtmin`` (default 1e-12·|t1 − t0|) or ``max_steps`` steps stop it
-as well. Saves after the failure hold ``inf``. Outside a trace, ``throw=True`` raises
-:class:`SimulationError` naming the failure and its time.
+``traj.status`` (int32, 0 = success, see :data:`diffmb.STATUS`, the one table of every system)
+and ``traj.t_fail`` (the time the integration stopped; +inf when it succeeded) are always
+returned, under ``jit``/``vmap`` too. A non-finite state stops the solve at the end of the step
+that produced it (a diffrax ``Event`` in diffrax's loop), and so does a diverged one
+(``DIVERGED``: the system's ``diverged(y)``; for a Model, any generalized speed |v_i| beyond
+``MAX_SPEED`` = 1e6 m/s or rad/s, far beyond any mechanism's and reached only by an unstable
+integration — the message suggests a smaller step or an implicit solver). A step size below
+``dtmin`` (default 1e-12·|t1 − t0|) or ``max_steps`` steps stop it as well. Saves after the
+failure hold ``inf``. Outside a trace, ``throw=True`` raises :class:`SimulationError` naming the
+failure and its time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import diffrax
 import equinox as eqx
@@ -85,20 +97,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics.configuration import qdot
 from .model import Model
 from .systems import (
+    DIVERGED,
     DT_MIN,
+    MAX_SPEED,
     MAX_STEPS,
     NONFINITE,
     SOLVER_FAILURE,
+    STATUS,
     SUCCESS,
     AbstractDiscreteSystem,
     AbstractODESystem,
+    AbstractSecondOrderSystem,
     AbstractSystem,
     TreeSystem,
     concrete,
 )
+from .validation import check_value
 
 __all__ = [
     "simulate",
@@ -110,22 +126,17 @@ __all__ = [
     "DT_MIN",
     "NONFINITE",
     "SOLVER_FAILURE",
+    "DIVERGED",
+    "MAX_SPEED",
+    "SOLVERS",
     "RK4",
     "ImplicitVelocityEuler",
     "ProjectedSolver",
 ]
 
-STATUS = {
-    SUCCESS: "success",
-    MAX_STEPS: "maximum number of steps reached (increase max_steps)",
-    DT_MIN: "step size collapsed below dtmin (stiff or singular dynamics?)",
-    NONFINITE: "the state became non-finite (NaN/inf)",
-    SOLVER_FAILURE: "the solver failed (e.g. non-converged implicit solve)",
-}
-
-
 class SimulationError(RuntimeError):
-    """Raised outside a trace when a simulation fails and ``throw=True``."""
+    """Raised outside a trace when a simulation fails and ``throw=True``: names the failure
+    (:data:`STATUS`), the time and the solver."""
 
 
 class Trajectory(eqx.Module):
@@ -167,8 +178,8 @@ class Trajectory(eqx.Module):
         )
 
 
-class RK4(diffrax.AbstractERK):
-    """Classic 4th-order Runge–Kutta (Kutta 1901), fixed step; no error estimate."""
+class _RK4Stages(diffrax.AbstractERK):
+    """Kutta's tableau for diffrax's explicit Runge–Kutta stages (zero error weights)."""
 
     tableau = diffrax.ButcherTableau(
         c=np.array([0.5, 0.5, 1.0]),
@@ -180,6 +191,31 @@ class RK4(diffrax.AbstractERK):
 
     def order(self, terms):
         return 4
+
+
+class RK4(diffrax.AbstractSolver):
+    """Classic 4th-order Runge–Kutta (Kutta 1901), fixed step. It has no error estimate, so
+    it is not a ``diffrax.AbstractAdaptiveSolver`` (its stages are diffrax's explicit RK
+    stages). ``scan_kind`` as diffrax's Runge–Kutta solvers."""
+
+    scan_kind: str | None = None
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+
+    def _stages(self):
+        return _RK4Stages(scan_kind=self.scan_kind)
+
+    def order(self, terms):
+        return 4
+
+    def init(self, terms, t0, t1, y0, args):
+        return self._stages().init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        return self._stages().step(terms, t0, t1, y0, args, solver_state, made_jump)
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
@@ -223,12 +259,13 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.func(terms, t0, y0, args)
 
 
-class ImplicitVelocityEuler(eqx.Module):
+class ImplicitVelocityEuler(diffrax.AbstractSolver):
     """Euler's method made linearly implicit in the velocities (a one-stage Rosenbrock–W
     method, first order), for the stiff dissipative modes of mechanical systems — joint and
     servo damping, wheel slip, contact damping — whose real eigenvalues bound explicit Euler's
-    step by h < 2/|λ| (and by 1/|λ| for a monotone decay). For a :class:`~diffmb.Model`
-    (a :class:`~diffmb.systems.TreeSystem`) with state (q, v[, s]), a step of size h is
+    step by h < 2/|λ| (and by 1/|λ| for a monotone decay). For a system with state
+    (q, v[, s]) (an :class:`~diffmb.systems.AbstractSecondOrderSystem`, e.g. a
+    :class:`~diffmb.Model`'s :class:`~diffmb.systems.TreeSystem`), a step of size h is
 
         v₁ = v + h (I − h J)⁻¹ a(t, q, v, s),   q₁ = q + h q̇(q, v₁),   s₁ = s + h ṡ(t, q, v, s)
 
@@ -236,55 +273,68 @@ class ImplicitVelocityEuler(eqx.Module):
     a = −c v is then integrated by implicit Euler (v₁ = v/(1 + h c): stable and monotone for
     every h > 0), the positions follow the new velocities (symplectic Euler: oscillatory modes
     stay bounded for h ω < 2), the element states s are explicit. ``jacobian_every = k``
-    takes J afresh every k steps of the grid and holds it in between: the order does not
-    depend on J (a W-method), a mode λ with a held λ̃ is damped by 1 + hλ/(1 − hλ̃), inside
-    (−1, 1) whenever λ̃ ≤ λ/2 < 0. Linear velocity constraints C v = 0 held by the dynamics
-    (C a = 0, so C J = 0) stay held: C (I − hJ)⁻¹ = C.
+    takes J afresh every k steps and holds it in between: the order does not depend on J (a
+    W-method), a mode λ with a held λ̃ is damped by 1 + hλ/(1 − hλ̃), inside (−1, 1) whenever
+    λ̃ ≤ λ/2 < 0. Linear velocity constraints C v = 0 held by the dynamics (C a = 0, so
+    C J = 0) stay held: C (I − hJ)⁻¹ = C.
 
-    Runs in :func:`simulate`'s fixed-step loop (``dt``, every save time on a step); not with
-    ``progress=True``, ``loop="diffrax"`` or ``adjoint="backsolve"``.
+    A diffrax solver: fixed steps (no error estimate), linear interpolation; the solver state
+    is ((I − h J)⁻¹, the step count); the system is read from ``args = (system, params)``,
+    the form :func:`simulate` passes to its vector field ``vf(t, y, (system, params))``.
     """
 
     jacobian_every: int = eqx.field(static=True, default=1)
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
 
     def __check_init__(self):
-        if int(self.jacobian_every) < 1:
-            raise ValueError(f"ImplicitVelocityEuler: jacobian_every must be >= 1, got "
-                             f"{self.jacobian_every!r}")
+        if isinstance(self.jacobian_every, bool) or not isinstance(self.jacobian_every, int) \
+                or self.jacobian_every < 1:
+            raise ValueError(f"ImplicitVelocityEuler.jacobian_every = {self.jacobian_every!r}: "
+                             "must be an integer >= 1")
 
+    def order(self, terms):
+        return 1
 
-def _implicit_velocity_step(solver: ImplicitVelocityEuler, project: Callable | None):
-    """(init, step) of :class:`ImplicitVelocityEuler` for the fixed-step loop, ``project``
-    applied after every step; the solver state is (I − h J)⁻¹."""
-    every = int(solver.jacobian_every)
+    def init(self, terms, t0, t1, y0, args):
+        _second_order_system(args)
+        nv = jnp.shape(y0[1])[0]
+        return (jnp.zeros((nv, nv), jnp.result_type(y0[1])), jnp.asarray(0, jnp.int32))
 
-    def inverse(y, t, h, args):
-        system, params = args
-        acc = lambda v: system.vector_field(t, (y[0], v, *y[2:]), params)[1]  # noqa: E731
-        J = jax.jacfwd(acc)(y[1])
-        return jnp.linalg.inv(jnp.eye(J.shape[0]) - h * J)
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        system = _second_order_system(args)
+        Winv, k = solver_state
+        h = t1 - t0
 
-    def init(t0, h, y0, args):
-        return inverse(y0, t0, h, args)
+        def inverse():
+            acc = lambda v: terms.vf(t0, (y0[0], v, *y0[2:]), args)[1]  # noqa: E731
+            J = jax.jacfwd(acc)(y0[1])
+            return jnp.linalg.inv(jnp.eye(J.shape[0]) - h * J)
 
-    def step(y, Winv, ta, tb, args):
-        system, params = args
-        h = tb - ta
-        if every == 1:
-            Winv = inverse(y, ta, h, args)
-        else:  # the grid index from the (unbatched) time: a cond, not a select, under vmap
-            fresh = jnp.round(ta / h).astype(jnp.int64) % every == 0
-            Winv = jax.lax.cond(fresh, lambda: inverse(y, ta, h, args), lambda: Winv)
-        d = system.vector_field(ta, y, params)
-        v1 = y[1] + h * (Winv @ d[1])
-        q1 = y[0] + h * qdot(system.model, y[0], v1)
-        rest = jax.tree.map(lambda a, b: a + h * b, tuple(y[2:]), tuple(d[2:]))
+        if self.jacobian_every == 1:
+            Winv = inverse()
+        else:  # the count is unbatched under vmap: a cond, not a select
+            Winv = jax.lax.cond(k % self.jacobian_every == 0, inverse, lambda: Winv)
+        d = terms.vf(t0, y0, args)
+        v1 = y0[1] + h * (Winv @ d[1])
+        q1 = y0[0] + h * system.position_rate(y0[0], v1)
+        rest = jax.tree.map(lambda a, b: a + h * b, tuple(y0[2:]), tuple(d[2:]))
         y1 = (q1, v1, *rest)
-        if project is not None:
-            y1 = project(y1)
-        return y1, Winv, jnp.asarray(SUCCESS, jnp.int32)
+        return y1, None, dict(y0=y0, y1=y1), (Winv, k + 1), diffrax.RESULTS.successful
 
-    return init, step
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+
+def _second_order_system(args):
+    system = args[0] if isinstance(args, tuple) and len(args) == 2 else None
+    if not isinstance(system, AbstractSecondOrderSystem):
+        got = type(system).__name__ if system is not None else f"args of type {type(args).__name__}"
+        raise TypeError(
+            "ImplicitVelocityEuler integrates a system with state (q, v, ...) (an "
+            "AbstractSecondOrderSystem such as a Model's TreeSystem) given as args = (system, "
+            f"params), as diffmb.simulate passes it; got {got}")
+    return system
 
 
 def _vector_field(t, y, args):
@@ -292,11 +342,14 @@ def _vector_field(t, y, args):
     return system.vector_field(t, y, params)
 
 
-_ADAPTIVE = {
-    "tsit5": diffrax.Tsit5,
-    "dopri5": diffrax.Dopri5,
-    "dopri8": diffrax.Dopri8,
-    "kvaerno5": diffrax.Kvaerno5,
+#: solver names and the solver objects they stand for
+SOLVERS = {
+    "rk4": RK4(),
+    "tsit5": diffrax.Tsit5(),
+    "dopri5": diffrax.Dopri5(),
+    "dopri8": diffrax.Dopri8(),
+    "kvaerno5": diffrax.Kvaerno5(),
+    "implicit_euler_v": ImplicitVelocityEuler(),
 }
 
 
@@ -304,17 +357,20 @@ MAX_LOOP_BYTES = 4 * 2**30  # the fixed-step loop keeps every step's state
 MAX_SAVES = 10_000_000
 
 
-def _grid(t0, t1, dt, saveat, what="rk4", whole=False):
-    """Number of steps n and the save times on the grid t0 + (t1 − t0) k / n. ``whole``: t1 − t0
-    must be a whole number of steps dt (a step map has no step of another size)."""
+def _grid(t0, t1, dt, saveat, what="rk4"):
+    """Number of steps n and the save times on the grid t0 + (t1 − t0) k / n; t1 − t0 must be a
+    whole number of steps dt (to 1e-9 relative)."""
     span = t1 - t0
-    if dt is None or not dt > 0:
-        raise ValueError("fixed-step integration needs a step dt > 0")
+    if dt is None:
+        raise ValueError(f"{what}: fixed-step integration needs a step dt > 0")
     n = int(round(span / dt))
     if n < 1:
-        raise ValueError(f"{what}: (t1 - t0)/dt = {span / dt:.6g} rounds to no step")
-    if whole and abs(n * dt - span) > 1e-9 * max(1.0, abs(span)):
-        raise ValueError(f"{what}: t1 - t0 = {span!r} is not a whole number of steps dt = {dt!r}")
+        raise ValueError(f"{what}: (t1 - t0)/dt = {span / dt:.6g} rounds to no step; take "
+                         f"dt <= t1 - t0 = {span!r}")
+    if abs(n * dt - span) > 1e-9 * span:
+        raise ValueError(
+            f"{what}: dt = {dt!r} does not divide t1 - t0 = {span!r} ({span / dt:.9g} steps); "
+            f"the nearest dividing step is dt = {span / n!r} ({n} steps)")
     grid = lambda k: t1 if k == n else t0 + span * (float(k) / float(n))
     if saveat is None and n > MAX_SAVES:
         raise ValueError(f"{what}: saving all {n} steps is too much; give saveat (at most "
@@ -334,7 +390,7 @@ def _grid(t0, t1, dt, saveat, what="rk4", whole=False):
     return n, np.array(out)
 
 
-def _as_system(system, forces, control, quaternion, method, solver) -> AbstractSystem:
+def _as_system(system, forces, control, quaternion, method) -> AbstractSystem:
     if isinstance(system, Model):
         return TreeSystem(system, tuple(forces), control, quaternion=quaternion, method=method)
     if not isinstance(system, AbstractSystem):
@@ -349,35 +405,29 @@ def _as_system(system, forces, control, quaternion, method, solver) -> AbstractS
 
 
 def _solver(solver, adaptive):
-    """(diffrax solver, adaptive?) from a name or a diffrax solver instance."""
-    if isinstance(solver, ImplicitVelocityEuler):
-        if adaptive:
-            raise ValueError("ImplicitVelocityEuler runs with fixed steps only")
-        return solver, False
-    if solver == "implicit_euler_v":
-        return _solver(ImplicitVelocityEuler(), adaptive)
-    if isinstance(solver, diffrax.AbstractSolver):
-        if adaptive is None:
-            adaptive = not isinstance(solver, RK4) and getattr(solver, "tableau", None) is not None \
-                and np.any(np.asarray(solver.tableau.b_error) != 0)
-        return solver, bool(adaptive)
-    if solver not in ("rk4", *_ADAPTIVE):
-        raise ValueError(
-            f"unknown solver {solver!r}; choose 'rk4', 'tsit5', 'dopri5', 'dopri8', 'kvaerno5',"
-            " 'implicit_euler_v' or pass a diffrax solver or an ImplicitVelocityEuler"
-        )
-    if adaptive is None:
-        adaptive = solver != "rk4"
-    if adaptive and solver == "rk4":
-        raise ValueError('solver="rk4" has no error estimate: it runs with fixed steps only')
-    return (RK4() if solver == "rk4" else _ADAPTIVE[solver]()), adaptive
+    """(diffrax solver, adaptive?) from a name of :data:`SOLVERS` or a diffrax solver instance.
+    A solver runs adaptively when it has an error estimate (``diffrax.AbstractAdaptiveSolver``)
+    unless ``adaptive=False``."""
+    if isinstance(solver, str):
+        if solver not in SOLVERS:
+            raise ValueError(f"unknown solver {solver!r}; choose one of {list(SOLVERS)} or pass "
+                             "a diffrax solver")
+        solver = SOLVERS[solver]
+    if not isinstance(solver, diffrax.AbstractSolver):
+        raise TypeError(f"solver must be a name of {list(SOLVERS)} or a diffrax solver, got "
+                        f"{type(solver).__name__}")
+    has_error = isinstance(solver, diffrax.AbstractAdaptiveSolver)
+    if adaptive and not has_error:
+        raise ValueError(f"{type(solver).__name__} has no error estimate: it runs with fixed "
+                         "steps only")
+    return solver, (has_error if adaptive is None else bool(adaptive))
 
 
 def _forward_mode_stages(solver):
     """The solver with its Runge–Kutta stage loop as a bounded scan, which forward-mode
     autodiff (``jax.jvp``, ``jacfwd``) and reverse mode both differentiate (diffrax's default
     stage loop is reverse-only)."""
-    if isinstance(solver, diffrax.AbstractRungeKutta) and solver.scan_kind is None:
+    if isinstance(solver, diffrax.AbstractRungeKutta | RK4) and solver.scan_kind is None:
         return eqx.tree_at(lambda s: s.scan_kind, solver, "bounded", is_leaf=lambda x: x is None)
     return solver
 
@@ -432,6 +482,9 @@ def simulate(
     :class:`diffmb.controls.KnotTable` is such a callable. ``params`` is passed to ``control``
     (and to a system's vector field) as is: differentiate with respect to it. ``t0``, ``t1``,
     ``dt`` and ``saveat`` are Python numbers (they fix the step grid and the output shapes).
+    ``rtol``, ``atol`` must be finite and > 0; with fixed steps ``dt`` must divide t1 − t0
+    (to 1e-9 relative). A state whose generalized speed exceeds 1e6 (m/s or rad/s) stops
+    the run with status ``DIVERGED`` (a smaller dt or an implicit solver is the cure).
     See the module docstring for solvers, quaternion handling, adjoints and failure codes.
 
     Fixed-step runs are compiled once per structure (the model's topology, the elements, the
@@ -445,23 +498,7 @@ def simulate(
                                saveat=[0.5, 1.0, 1.5, 2.0])
         traj.ts, traj.q, traj.v, traj.status
     """
-    if solver == "variational":
-        from .formulations.maximal import MaximalSystem
-        from .formulations.variational import simulate_variational
-
-        if not isinstance(system, MaximalSystem):
-            raise ValueError('solver="variational" integrates a MaximalSystem '
-                             "(diffmb.formulations.maximal)")
-        # q is u (7 numbers per body: com position, quaternion); v is u̇ (com velocities and
-        # quaternion rates); the returned trajectory also carries the node momenta and H.
-        return simulate_variational(system, q0, v0, t1=t1, dt=dt, t0=t0, saveat=saveat,
-                                    rtol=min(rtol, 1e-12), atol=min(atol, 1e-12), throw=throw)
-    from .formulations.maximal import MaximalSystem
-
-    if isinstance(system, MaximalSystem):
-        raise ValueError("a MaximalSystem is integrated by solver='variational' or as "
-                         "diffmb.formulations.maximal.MaximalDAE(system)")
-    system = _as_system(system, forces, control, quaternion, method, solver)
+    system = _as_system(system, forces, control, quaternion, method)
     if t1 is None:
         raise ValueError(f"{system.name}: simulate needs the final time t1")
     t0, t1 = float(t0), float(t1)
@@ -469,9 +506,12 @@ def simulate(
         raise ValueError(f"{system.name}: simulate needs finite t1 > t0, got t0={t0}, t1={t1}")
     if loop not in ("auto", "diffrax"):
         raise ValueError(f"loop must be 'auto' or 'diffrax', got {loop!r}")
+    check_value("simulate", "rtol", rtol, lo=0.0, lo_open=True)
+    check_value("simulate", "atol", atol, lo=0.0, lo_open=True)
+    check_value("simulate", "dt", dt, lo=0.0, lo_open=True, allow_none=True)
 
     if isinstance(system, AbstractDiscreteSystem):  # its own step map on the fixed grid
-        n, save_ts = _grid(t0, t1, dt, saveat, system.name, whole=True)
+        n, save_ts = _grid(t0, t1, dt, saveat, system.name)
         y0 = system.init(q0, v0, params, (t1 - t0) / n)
         traj = _run_fixed(None, (system, params), t0, t1, n, save_ts, y0, checkpoints)
         return _checked(traj, system, "step map", throw)
@@ -505,14 +545,6 @@ def simulate(
     if fixed_loop and direct:  # forward mode: the stages in a bounded loop (default: reverse-only)
         base = _forward_mode_stages(base)
     project = system.projection()
-    if isinstance(base, ImplicitVelocityEuler):
-        if not fixed_loop:
-            raise ValueError("ImplicitVelocityEuler runs in simulate's fixed-step loop only: "
-                             "not with progress=True, loop='diffrax' or adjoint='backsolve'")
-        if not isinstance(system, TreeSystem):
-            raise ValueError(f"{system.name}: ImplicitVelocityEuler integrates a Model (a "
-                             "TreeSystem with state (q, v)), not a "
-                             f"{type(system).__name__}")
     sol_ = base if project is None else ProjectedSolver(base, project)
     if fixed_loop:
         traj = _run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints)
@@ -531,7 +563,7 @@ def _diffeqsolve(solver, controller, adj, t0, t1, dt0, y0, args, save_ts, max_st
         saveat_ = diffrax.SaveAt(
             subs=[diffrax.SubSaveAt(ts=jnp.asarray(save_ts)), diffrax.SubSaveAt(t1=True)]
         )
-        event = diffrax.Event(_nonfinite_cond)
+        event = diffrax.Event(_stop_cond)
     else:
         saveat_ = diffrax.SaveAt(ts=jnp.asarray(save_ts))
         event = None
@@ -553,11 +585,13 @@ def _diffeqsolve(solver, controller, adj, t0, t1, dt0, y0, args, save_ts, max_st
     )
     if use_event:
         ts, ys, t_end = sol.ts[0], sol.ys[0], sol.ts[1][0]
+        stopped = jnp.where(_all_finite(sol.ys[1]), DIVERGED, NONFINITE)
     else:
         ts, ys, t_end = sol.ts, sol.ys, None
+        stopped = NONFINITE
     R = diffrax.RESULTS
     codes = ((R.successful, SUCCESS), (R.max_steps_reached, MAX_STEPS),
-             (R.dt_min_reached, DT_MIN), (R.event_occurred, NONFINITE))
+             (R.dt_min_reached, DT_MIN), (R.event_occurred, stopped))
     status = jnp.asarray(SOLVER_FAILURE, jnp.int32)
     for r, code in reversed(codes):
         status = jnp.where(sol.result == r, code, status)
@@ -576,11 +610,15 @@ def _all_finite(y, axis=None):
 
 
 def _trajectory(system, params, ts, ys, status, t_end, num_steps):
-    """Status of non-finite saves, failure time and the system's outputs as a Trajectory."""
+    """Status of non-finite or diverged saves, failure time and the system's outputs as a
+    Trajectory."""
     finite = _all_finite(ys)
     status = jnp.where((status == SUCCESS) & ~finite, NONFINITE, status)
-    if t_end is None:  # backsolve: locate the first non-finite save
+    if t_end is None:  # backsolve: locate the first non-finite or diverged save
         bad = ~_all_finite(jax.tree.map(lambda a: a.reshape(a.shape[0], -1), ys), axis=-1)
+        far = jax.vmap(system.diverged)(ys) & ~bad
+        status = jnp.where((status == SUCCESS) & jnp.any(far), DIVERGED, status)
+        bad = bad | far
         t_end = jnp.where(jnp.any(bad), ts[jnp.argmax(bad)], ts[-1])
     t_fail = jnp.where(status == SUCCESS, jnp.inf, t_end)
     q, v, aux = system.outputs(ys, params)
@@ -631,9 +669,6 @@ def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
 
 def _ode_step(solver):
     """One step of a diffrax solver as (y, solver state, ta, tb, args) -> (y1, state1, code)."""
-    inner = solver.solver if isinstance(solver, ProjectedSolver) else solver
-    if isinstance(inner, ImplicitVelocityEuler):
-        return _implicit_velocity_step(inner, solver.project if inner is not solver else None)
     term = diffrax.ODETerm(_vector_field)
 
     def init(t0, h, y0, args):
@@ -679,6 +714,7 @@ def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
         y1, sstate1, code = one_step(y, sstate, ta, tb, args)
         ok = status == SUCCESS
         code = jnp.where(_all_finite(y1), code, NONFINITE)
+        code = jnp.where((code == SUCCESS) & args[0].diverged(y1), DIVERGED, code)
         good = ok & (code == SUCCESS)
         y1 = jax.tree.map(lambda a, b: jnp.where(good, a, b), y1, y)
         t_end = jnp.where(ok & ~good, tb, t_end)
@@ -717,5 +753,6 @@ def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
     return jnp.asarray(save_ts, jnp.float64), ys, status, t_end
 
 
-def _nonfinite_cond(t, y, args, **kwargs):
-    return ~_all_finite(y)
+def _stop_cond(t, y, args, **kwargs):
+    """The event that ends diffrax's loop: a non-finite or diverged state."""
+    return ~_all_finite(y) | args[0].diverged(y)

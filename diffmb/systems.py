@@ -5,22 +5,28 @@ is an equinox Module (abstract or final, equinox's pattern) with
 
 * ``init(q0, v0, params, dt) -> y0``: the state pytree the integrator moves, built from the
   user's initial positions and velocities (and checked: shapes, finiteness, named);
-* ``project(y) -> y``: applied after every accepted step (default: none), a pure function of y;
+* ``projection() -> project or None``: a pure function y -> y applied after every accepted step;
 * ``outputs(ys, params) -> (q, v, aux)``: what a :class:`~diffmb.simulation.Trajectory` shows of
   the saved states (leading axis: the saves);
+* ``diverged(y) -> bool``: True when y has left the physically meaningful region (default:
+  never); the run then stops with the status :data:`DIVERGED`;
 
 and, by kind,
 
 * :class:`AbstractODESystem`: ``vector_field(t, y, params) -> dy/dt``, integrated by a diffrax
-  solver (Runge–Kutta, fixed or adaptive steps);
+  solver (Runge–Kutta, fixed or adaptive steps); :class:`AbstractSecondOrderSystem` is one whose
+  state is ``(q, v, *rest)`` with q̇ a function of (q, v) alone (what the velocity-implicit
+  Euler step needs);
 * :class:`AbstractDiscreteSystem`: ``step(t, y, h, params) -> (y_next, code)``, its own one-step
   map on a fixed grid (a variational integrator, the exact discretisation of a linear system);
-  ``code`` is 0, or a failure code of :data:`diffmb.simulation.STATUS`.
+  ``code`` is :data:`SUCCESS` or a failure code of :data:`STATUS`.
+
+:data:`STATUS` is the one table of status codes of every system and solver.
 
 Final systems: :class:`TreeSystem` (a :class:`~diffmb.Model` with force elements and a control,
 here), :class:`~diffmb.formulations.maximal.MaximalDAE` (absolute coordinates, Baumgarte DAE),
 :class:`~diffmb.formulations.variational.VariationalSystem` (the symplectic step),
-:class:`~diffmb.formulations.modal.LinearModalSystem` and
+:class:`~diffmb.formulations.modal.LinearSecondOrderSystem` and
 :class:`~diffmb.formulations.modal.ModalZOHSystem` (modal models), and
 :class:`~diffmb.models.uav.UAVSystem` (the UAV's quaternion-Lagrange, rotor-Kane and tree forms).
 """
@@ -39,21 +45,39 @@ import numpy as np
 from .contacts.element import AbstractGroundForce
 from .dynamics.api import forward_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
-from .forces.elements import Couplings, init_states, total_force
+from .forces.elements import AbstractStatefulForce, Couplings, init_states, total_force
 from .model import Model
 
 __all__ = [
     "AbstractSystem",
     "AbstractODESystem",
     "AbstractDiscreteSystem",
+    "AbstractSecondOrderSystem",
+    "AbstractStatefulControl",
     "TreeSystem",
+    "STATUS",
+    "MAX_SPEED",
     "forward",
     "check_initial",
     "concrete",
 ]
 
-# failure codes shared with simulate's STATUS
-SUCCESS, MAX_STEPS, DT_MIN, NONFINITE, SOLVER_FAILURE = 0, 1, 2, 3, 4
+SUCCESS, MAX_STEPS, DT_MIN, NONFINITE, SOLVER_FAILURE, DIVERGED = 0, 1, 2, 3, 4, 5
+
+#: a generalized speed (m/s or rad/s) beyond which a tree's state has diverged
+MAX_SPEED = 1e6
+
+#: status codes of every simulation (``Trajectory.status``), for every system and solver
+STATUS = {
+    SUCCESS: "success",
+    MAX_STEPS: "maximum number of steps reached (increase max_steps)",
+    DT_MIN: "step size collapsed below dtmin (stiff or singular dynamics?)",
+    NONFINITE: "the state became non-finite (NaN/inf)",
+    SOLVER_FAILURE: "the solver failed (e.g. an implicit solve such as Newton's did not "
+                    "converge)",
+    DIVERGED: f"the state diverged (a speed beyond {MAX_SPEED:.0e} m/s or rad/s): take a "
+              "smaller step dt or an implicit solver ('implicit_euler_v', 'kvaerno5')",
+}
 
 
 class AbstractSystem(eqx.Module):
@@ -71,24 +95,14 @@ class AbstractSystem(eqx.Module):
         """A pure function y -> y applied after every step (no traced data), or None."""
         return None
 
+    def diverged(self, y):
+        """True (a boolean scalar) when the state ``y`` has left the physically meaningful
+        region: the run stops there with :data:`DIVERGED`. Default: never."""
+        return jnp.asarray(False)
+
     @property
     def name(self) -> str:
         return type(self).__name__
-
-    # --- replay protocol (diffmb.viz): how a system that is not a Model shows its bodies ------
-    def body_poses(self, q):
-        """World poses (nb, 7) = [position (3), quaternion wxyz (4)] of the bodies at q (a row
-        of ``Trajectory.q``), for :func:`diffmb.viz.replay`."""
-        raise NotImplementedError(
-            f"{self.name} does not implement body_poses(q) -> (nb, 7) [p, quat wxyz], needed to "
-            "replay it (diffmb.viz); implement body_poses and body_shapes on the system")
-
-    def body_shapes(self) -> list:
-        """The bodies' shapes: a list of :class:`diffmb.viz.Primitive` (``body`` = index into
-        :meth:`body_poses`)."""
-        raise NotImplementedError(
-            f"{self.name} does not implement body_shapes() -> list of diffmb.viz.Primitive, "
-            "needed to replay it (diffmb.viz)")
 
 
 class AbstractODESystem(AbstractSystem):
@@ -97,6 +111,19 @@ class AbstractODESystem(AbstractSystem):
     @abc.abstractmethod
     def vector_field(self, t, y, params):
         raise NotImplementedError
+
+
+class AbstractSecondOrderSystem(AbstractODESystem):
+    """An ODE system with state ``y = (q, v, *rest)`` whose position rate depends on (q, v)
+    alone: ``vector_field(t, y, params)[0] == position_rate(q, v)``."""
+
+    @abc.abstractmethod
+    def position_rate(self, q, v):
+        raise NotImplementedError
+
+    def diverged(self, y):
+        """A generalized speed beyond :data:`MAX_SPEED` (m/s or rad/s)."""
+        return jnp.any(jnp.abs(y[1]) > MAX_SPEED)
 
 
 class AbstractDiscreteSystem(AbstractSystem):
@@ -130,11 +157,29 @@ def check_initial(name: str, what: str, x, shape) -> jnp.ndarray:
     return x
 
 
+class AbstractStatefulControl(eqx.Module):
+    """A control with a state s that ``simulate`` integrates with (q, v) (e.g. oscillators):
+
+        s0 = control.init_state(model)
+        u, ds_dt = control(t, q, v, params, s)
+    """
+
+    @abc.abstractmethod
+    def init_state(self, model: Model):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def __call__(self, t, q, v, params, state):
+        raise NotImplementedError
+
+
 def _has_state(obj) -> bool:
-    return callable(getattr(obj, "init_state", None))
+    from .controls import CPG  # until CPG derives from AbstractStatefulControl
+
+    return isinstance(obj, AbstractStatefulForce | AbstractStatefulControl | CPG)
 
 
-class TreeSystem(AbstractODESystem):
+class TreeSystem(AbstractSecondOrderSystem):
     """A :class:`~diffmb.Model` with force elements and a control: y = (q, v) or (q, v, s).
 
     q̇ = qdot(model, q, v) (the exact quaternion-rate map for ball nodes) and
@@ -207,6 +252,9 @@ class TreeSystem(AbstractODESystem):
                                self.method)
         dq = qdot(self.model, q, v)
         return (dq, a) if s is None else (dq, a, ds)
+
+    def position_rate(self, q, v):
+        return qdot(self.model, q, v)
 
     def outputs(self, ys, params):
         q = ys[0]

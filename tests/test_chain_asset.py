@@ -15,6 +15,7 @@ from scipy.spatial.transform import Rotation
 
 import diffmb  # noqa: F401
 from diffmb.formulations import maximal as mx
+from diffmb.io.mjcf_maximal import maximal_from_mjmodel
 
 EULER = [(np.pi / 4, np.pi / 4, 0.0)] * 2 + [(np.pi / 4, 3 * np.pi / 4, 0.0)] * 2
 
@@ -99,7 +100,7 @@ def test_mujoco_rk4_conserves_energy_at_rest_release(chain):
 
 def test_maximal_conversion_of_the_chain(chain):
     mj, d = chain
-    sysm, u0 = mx.maximal_from_mjmodel(mj)
+    sysm, u0 = maximal_from_mjmodel(mj)
     assert sysm.joint_kinds == ("spherical",) * 4
     assert sysm.joint_bodies == ((-1, 0), (0, 1), (1, 2), (2, 3))
     np.testing.assert_allclose(np.asarray(sysm.points)[:, 0, 2], [0.0, -1.5, -1.5, -1.5],

@@ -4,6 +4,7 @@ Euler's known blow-up at h c > 2 for contrast; first-order convergence (error ra
 halving) against an RK4 reference at a 64x finer step; central finite differences of the
 discrete map for its gradient; the exact differential's invariant C v = 0."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 import diffmb
 from diffmb.forces.elements import JointDamping
-from diffmb.simulation import ImplicitVelocityEuler
+from diffmb.simulation import DIVERGED, ImplicitVelocityEuler
 
 C_DAMP = 1e4  # N s/m on a 1 kg slide: λ = −1e4 1/s
 
@@ -36,11 +37,11 @@ def test_linear_damping_follows_the_implicit_euler_recursion(every):
     np.testing.assert_allclose(np.asarray(tr.v[:, 0]), v, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(np.asarray(tr.q[:, 0]), q, rtol=1e-12)
     # the same step by explicit Euler blows up, as its amplification 1 − h c = −99 says
-    import diffrax
-
     ex = diffmb.simulate(m, jnp.zeros(1), jnp.ones(1), t1=n * h, dt=h, solver=diffrax.Euler(),
                          forces=(JointDamping(),), throw=False)
     assert abs(float(ex.v[3, 0])) == pytest.approx(99.0**3, rel=1e-9)
+    # ... and is stopped as diverged at the first step whose speed 99^k exceeds 1e6 m/s (k = 4)
+    assert int(ex.status) == DIVERGED and float(ex.t_fail) == pytest.approx(4 * h, rel=1e-12)
 
 
 def _pendulum():
@@ -129,9 +130,23 @@ def test_refusals():
     m = _slide()
     with pytest.raises(ValueError, match="jacobian_every"):
         ImplicitVelocityEuler(jacobian_every=0)
-    with pytest.raises(ValueError, match="fixed-step loop"):
-        diffmb.simulate(m, jnp.zeros(1), jnp.ones(1), t1=0.1, dt=0.01,
-                        solver="implicit_euler_v", progress=True)
     with pytest.raises(ValueError, match="fixed steps only"):
         diffmb.simulate(m, jnp.zeros(1), jnp.ones(1), t1=0.1, dt=0.01,
                         solver=ImplicitVelocityEuler(), adaptive=True)
+    with pytest.raises(TypeError, match="AbstractSecondOrderSystem"):  # no (q, v) system in args
+        term = diffrax.ODETerm(lambda t, y, args: (y[1], -y[0]))
+        diffrax.diffeqsolve(term, ImplicitVelocityEuler(), 0.0, 0.1, 0.01,
+                            (jnp.ones(1), jnp.ones(1)))
+
+
+def test_a_diffrax_solver_in_diffrax_own_loop():
+    """A diffrax solver like any other: diffrax's diffeqsolve with constant steps (simulate's
+    loop="diffrax") follows the same implicit Euler recursion v_n = v0 / (1 + h c)^n, the
+    Jacobian held over 3 steps by the step count in the solver state."""
+    m, h, n = _slide(), 0.01, 10
+    assert not isinstance(ImplicitVelocityEuler(), diffrax.AbstractAdaptiveSolver)
+    tr = diffmb.simulate(m, jnp.zeros(1), jnp.ones(1), t1=n * h, dt=h, loop="diffrax",
+                         solver=ImplicitVelocityEuler(jacobian_every=3), forces=(JointDamping(),))
+    v = (1.0 + h * C_DAMP) ** (-np.arange(n + 1, dtype=float))
+    np.testing.assert_allclose(np.asarray(tr.v[:, 0]), v, rtol=1e-12, atol=1e-300)
+    assert int(tr.num_steps) == n

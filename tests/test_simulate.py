@@ -22,7 +22,7 @@ from diffmb import controls
 from diffmb.dynamics.configuration import integrate
 from diffmb.forces.elements import JointDamping, JointSpring
 from diffmb.io.mjcf import actuators_from_mjcf, mjcf_forces
-from diffmb.simulation import DT_MIN, MAX_STEPS, NONFINITE, SimulationError
+from diffmb.simulation import DIVERGED, DT_MIN, MAX_STEPS, NONFINITE, SimulationError
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -355,8 +355,16 @@ def test_status_adaptive_failures():
         atol=1e-13,
         dt=1e-4,
     )
-    # the same compiled solve: tight tolerance alone exhausts the steps
-    assert int(tr.status) in (0, MAX_STEPS)
+    # without the NaN it is free fall, q = -g t²/2: a quadratic, which Tsit5 (order 5)
+    # integrates exactly, so its error estimate is round-off, the controller grows the step
+    # by its maximal factor each time and 1 s takes far fewer than 200 steps even at 1e-13
+    assert int(tr.status) == 0
+    assert int(tr.num_steps) < 50
+    np.testing.assert_allclose(float(tr.q[-1, 0]), -0.5 * 9.81, rtol=1e-12)
+    # the same solve with too few steps for 1 s: a definite MAX_STEPS, at the time reached
+    few = diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), t1=1.0, solver="tsit5",
+                          control=ctrl, params=5.0, throw=False, max_steps=2, dt=1e-4)
+    assert int(few.status) == MAX_STEPS and float(few.t_fail) < 1.0
 
 
 def test_quaternion_exact_vs_unprojected():
@@ -391,3 +399,116 @@ def test_knot_tables_and_errors():
         diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), t1=1.0, solver="euler")
     with pytest.raises(ValueError, match="fixed steps only"):
         diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), t1=1.0, dt=0.1, adaptive=True)
+
+
+ARM = """
+<mujoco model="arm2">
+  <compiler angle="radian" autolimits="true"/>
+  <option gravity="0 0 -9.81"/>
+  <default><geom contype="0" conaffinity="0"/></default>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.3" stiffness="2.0"
+             springref="0.2" armature="0.01"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.04" mass="1.2"/>
+      <body name="fore" pos="0.4 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0" damping="0.1" range="-2 2"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="0.7"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="shoulder_motor" joint="shoulder" gear="2.5" ctrlrange="-1 1"/>
+    <position name="elbow_servo" joint="elbow" kp="8" kv="0.5"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def _rk4_growth(path, q0, v0, u, h):
+    """max |R(h λ)| of RK4 (R(z) = Σ_{k≤4} z^k/k!) over the eigenvalues λ of MuJoCo's
+    linearisation (central differences of qacc) at (q0, v0, u): > 1 means RK4 diverges."""
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+
+    def qacc(q, v):
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+        mujoco.mj_forward(mj, d)
+        return d.qacc.copy()
+
+    e, n = 1e-6, len(q0)
+    Jq = np.stack([(qacc(q0 + e * k, v0) - qacc(q0 - e * k, v0)) / (2 * e) for k in np.eye(n)], 1)
+    Jv = np.stack([(qacc(q0, v0 + e * k) - qacc(q0, v0 - e * k)) / (2 * e) for k in np.eye(n)], 1)
+    z = h * np.linalg.eigvals(np.block([[np.zeros((n, n)), np.eye(n)], [Jq, Jv]]))
+    return float(np.abs(1 + z + z**2 / 2 + z**3 / 6 + z**4 / 24).max())
+
+
+def test_divergence_is_a_failure(tmp_path):
+    """RK4 at dt = 0.1 on the guide's arm: the servo's velocity gain makes a real mode near
+    -50 1/s, outside RK4's stability interval (MuJoCo's linearisation says |R(hλ)| > 1), so the
+    run diverges; it must stop as DIVERGED with a message that suggests the cure, in both loops,
+    while dt = 0.05 (|R| < 1) succeeds."""
+    path = tmp_path / "arm2.xml"
+    path.write_text(ARM)
+    model, forces = diffmb.load_mjcf(path), mjcf_forces(path)
+    q0, v0, u = np.array([0.3, -0.5]), np.array([0.1, 0.2]), np.array([0.4, 0.25])
+    assert _rk4_growth(path, q0, v0, u, 0.1) > 10.0
+    assert _rk4_growth(path, q0, v0, u, 0.05) < 1.0
+    ctrl = lambda t, q, v, p: jnp.asarray(u)  # noqa: E731
+    kw = dict(t1=4.0, forces=forces, control=ctrl)
+    with pytest.raises(SimulationError, match=r"diverged.*smaller step dt or an implicit solver"
+                                              r".* at t = "):
+        diffmb.simulate(model, q0, v0, dt=0.1, **kw)
+    tr = diffmb.simulate(model, q0, v0, dt=0.1, throw=False, **kw)
+    assert int(tr.status) == DIVERGED and 0.1 < float(tr.t_fail) < 4.0
+    k = int(round(float(tr.t_fail) / 0.1))  # saves before the failed step are kept, finite
+    assert np.isfinite(np.asarray(tr.q[:k])).all() and np.isinf(np.asarray(tr.q[k:])).all()
+    assert np.abs(np.asarray(tr.v[:k])).max() <= diffmb.simulation.MAX_SPEED
+    dfx = diffmb.simulate(model, q0, v0, dt=0.1, throw=False, loop="diffrax", **kw)
+    assert int(dfx.status) == DIVERGED
+    assert float(dfx.t_fail) == pytest.approx(float(tr.t_fail), rel=1e-12)
+    ok = diffmb.simulate(model, q0, v0, dt=0.05, **kw)
+    assert int(ok.status) == 0 and np.abs(np.asarray(ok.v)).max() < 100.0
+
+
+def test_velocity_implicit_euler_diverges_on_a_stiff_undamped_spring():
+    """Implicit in the velocities but explicit in the positions, the step is symplectic Euler
+    on an undamped spring, stable only for h ω < 2. At h ω = 5 its amplification matrix
+    [[1 - h²ω², h], [-hω², 1]] has trace -23, an eigenvalue of modulus ≈ 23: the speed
+    passes 1e6 within a few steps and the run must stop as DIVERGED."""
+    k, h = 1e6, 0.005  # m = 1 kg: ω = 1000 1/s
+    b = diffmb.ModelBuilder("spring")
+    b.add_body("m", -1, mass=1.0, com=(0, 0, 0), inertia=(0.1, 0.1, 0.1),
+               joints=[dict(name="x", type="slide", axis=(1, 0, 0), stiffness=k)])
+    model = b.build()
+    A = np.array([[1 - h**2 * k, h], [-h * k, 1.0]])
+    assert np.abs(np.linalg.eigvals(A)).max() > 20
+    tr = diffmb.simulate(model, jnp.zeros(1), jnp.ones(1), t1=1.0, dt=h,
+                         solver="implicit_euler_v", forces=(JointSpring(),), throw=False)
+    assert int(tr.status) == DIVERGED
+    assert float(tr.t_fail) <= 10 * h  # 23^5 > 1e6
+    with pytest.raises(SimulationError, match="diverged.*smaller step"):
+        diffmb.simulate(model, jnp.zeros(1), jnp.ones(1), t1=1.0, dt=h,
+                        solver="implicit_euler_v", forces=(JointSpring(),))
+
+
+def test_tolerances_and_steps_are_refused_by_name():
+    model = _slider()
+    z = jnp.zeros(1)
+    for bad in (-1.0, 0.0, np.nan, np.inf):
+        with pytest.raises(ValueError, match=r"simulate\.rtol"):
+            diffmb.simulate(model, z, z, t1=1.0, solver="tsit5", rtol=bad)
+        with pytest.raises(ValueError, match=r"simulate\.atol"):
+            diffmb.simulate(model, z, z, t1=1.0, solver="tsit5", atol=bad)
+    with pytest.raises(ValueError, match=r"simulate\.dt"):
+        diffmb.simulate(model, z, z, t1=1.0, dt=-0.1)
+    # a step that does not divide the interval is refused, naming the nearest one that does
+    with pytest.raises(ValueError, match=r"dt = 0\.3 does not divide t1 - t0 = 1\.0 .*"
+                                         r"nearest dividing step is dt = 0\.333333"):
+        diffmb.simulate(model, z, z, t1=1.0, dt=0.3)
+    with pytest.raises(ValueError, match="does not divide"):  # off by 1e-6 relative
+        diffmb.simulate(model, z, z, t1=1.0, dt=0.01 * (1 + 1e-6))
+    # within 1e-9 relative (a float's rounding of 1/10) it is the same grid
+    tr = diffmb.simulate(model, z, z, t1=0.3, dt=0.1)
+    assert tr.ts.shape == (4,) and float(tr.ts[-1]) == 0.3
+

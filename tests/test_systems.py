@@ -102,7 +102,7 @@ def test_stateful_element_matches_expm():
     np.testing.assert_allclose(float(g), float(fd[0] - fd[1]) / (2 * h), rtol=1e-6)
 
 
-class Oscillator(eqx.Module):
+class Oscillator(diffmb.systems.AbstractStatefulControl):
     """A control with state: phase φ' = ω, u = A sin φ (a one-oscillator CPG)."""
 
     amplitude: jnp.ndarray

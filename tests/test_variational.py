@@ -19,6 +19,8 @@ from scipy.special import ellipk
 import diffmb
 from diffmb.formulations import maximal as mx
 from diffmb.formulations import variational as vi
+from diffmb.io.mjcf_maximal import maximal_from_mjmodel, state_from_mjdata
+from diffmb.simulation import SOLVER_FAILURE, SimulationError
 from diffmb.spatial import quaternion as quat
 
 N = 4000  # steps of every run below (same compilation)
@@ -55,12 +57,12 @@ def _quat_x(a):
 @pytest.fixture(scope="module")
 def pendulum():
     mj = mujoco.MjModel.from_xml_string(_xml())
-    sysm, _ = mx.maximal_from_mjmodel(mj)
+    sysm, _ = maximal_from_mjmodel(mj)
     return mj, sysm
 
 
 def _run(sysm, u0, ud0, dt):
-    tr = vi.simulate_variational(sysm, u0, ud0, t1=N * dt, dt=dt)
+    tr = diffmb.simulate(vi.VariationalSystem(sysm), u0, ud0, t1=N * dt, dt=dt)
     assert int(tr.status) == 0
     return tr
 
@@ -68,7 +70,7 @@ def _run(sysm, u0, ud0, dt):
 def test_planar_pendulum_period_constraints_and_energy(pendulum):
     mj, sysm = pendulum
     th0 = 1.2
-    u0, ud0 = mx.state_from_mjdata(mj, _state(mj, _quat_x(th0), np.zeros(3)))
+    u0, ud0 = state_from_mjdata(mj, _state(mj, _quat_x(th0), np.zeros(3)))
     # closed form: T = 4 sqrt(I_p / (m g l)) K(sin^2(th0/2))  (scipy's ellipk takes m = k^2)
     Ip = JX + M * L**2
     T_exact = 4.0 * np.sqrt(Ip / (M * 9.81 * L)) * ellipk(np.sin(th0 / 2) ** 2)
@@ -87,7 +89,7 @@ def test_planar_pendulum_period_constraints_and_energy(pendulum):
         # every constraint holds at every node
         C = np.asarray(jax.jit(jax.vmap(mx.constraints, in_axes=(None, 0)))(sysm, tr.q))
         assert np.abs(C).max() < 1e-10
-        H = np.asarray(tr.energy)
+        H = np.asarray(tr.aux["energy"])
         dH = np.abs(H - H[0]) / abs(H[0])
         errs.append(dH.max())
         drift.append((dH[: N // 2].max(), dH[N // 2 :].max()))
@@ -108,7 +110,7 @@ def spinning_top(pendulum):
     q0 /= np.linalg.norm(q0)
     w0 = np.array([0.8, -1.5, 6.0])  # body-frame angular velocity (MuJoCo ball qvel)
     d = _state(mj, q0, w0)
-    u0, ud0 = mx.state_from_mjdata(mj, d)
+    u0, ud0 = state_from_mjdata(mj, d)
     return mj, sysm, d, u0, ud0
 
 
@@ -162,8 +164,8 @@ def _spin_loss(sysm, u0, dt):
         wb = jnp.array([0.8, -1.5, spin])
         qd = 0.5 * quat.mul(qn, jnp.concatenate([jnp.zeros(1), wb]))
         ud = jnp.concatenate([jnp.cross(mx._rot(qn, wb), r), qd])
-        tr = vi.simulate_variational(eqx_tree_at(sysm, mass), jnp.concatenate([r, qn]), ud,
-                                     t1=N * dt, dt=dt)
+        tr = diffmb.simulate(vi.VariationalSystem(eqx_tree_at(sysm, mass)),
+                             jnp.concatenate([r, qn]), ud, t1=N * dt, dt=dt)
         return w @ tr.q[-1, :3] + tr.q[-1, 4]
 
     return loss
@@ -189,23 +191,32 @@ def eqx_tree_at(sysm, mass):
 def test_failure_is_reported_not_silent(spinning_top):
     mj, sysm, d, u0, ud0 = spinning_top
     dt = 0.5  # far too large for a body spinning at 6 rad/s: Newton cannot converge
-    with pytest.raises(RuntimeError, match="variational integrator"):
-        vi.simulate_variational(sysm, u0, 10.0 * ud0, t1=N * dt, dt=dt)
-    tr = vi.simulate_variational(sysm, u0, 10.0 * ud0, t1=N * dt, dt=dt, throw=False)
-    assert int(tr.status) != 0
+    system = vi.VariationalSystem(sysm)
+    with pytest.raises(SimulationError, match="Newton's did not converge at t = "):
+        diffmb.simulate(system, u0, 10.0 * ud0, t1=N * dt, dt=dt)
+    tr = diffmb.simulate(system, u0, 10.0 * ud0, t1=N * dt, dt=dt, throw=False)
+    assert int(tr.status) == SOLVER_FAILURE
     k = int(round(float(tr.t_fail) / dt))
     assert 1 <= k <= N
     assert np.all(np.isnan(np.asarray(tr.q[k:])))
     assert np.all(np.isfinite(np.asarray(tr.q[:k])))
 
 
-def test_simulate_routes_maximal_systems_to_the_variational_integrator():
+def test_variational_system_in_the_common_loop():
+    """The step runs in simulate's fixed-step loop: its Trajectory carries the node momenta and
+    the Hamiltonian in aux, and a mechanism that is not a system is refused by name."""
     from pathlib import Path
 
     mj = mujoco.MjModel.from_xml_path(str(Path(diffmb.__file__).parent / "assets" / "chain4.xml"))
-    sysm, u0 = mx.maximal_from_mjmodel(mj)
-    traj = diffmb.simulate(sysm, u0, t1=0.02, dt=0.002, solver="variational")
-    assert traj.q.shape[-1] == 28 and int(traj.status) == 0
-    assert abs(traj.energy[-1] - traj.energy[0]) < 1e-6 * abs(traj.energy[0])
-    with pytest.raises(ValueError, match="variational"):
-        diffmb.simulate(sysm, u0, t1=0.02, dt=0.002, solver="rk4")
+    sysm, u0 = maximal_from_mjmodel(mj)
+    traj = diffmb.simulate(vi.VariationalSystem(sysm), u0, t1=0.02, dt=0.002)
+    assert isinstance(traj, diffmb.Trajectory)
+    assert traj.q.shape == (11, 28) and int(traj.status) == 0
+    H = np.asarray(traj.aux["energy"])
+    assert abs(H[-1] - H[0]) < 1e-6 * abs(H[0])
+    # the saved momenta are the Legendre transform of the saved velocities (eq. 37)
+    p = np.asarray(traj.aux["p"][-1])
+    np.testing.assert_allclose(p, np.asarray(vi.legendre(sysm, traj.q[-1], traj.v[-1])),
+                               rtol=0, atol=1e-9 * np.abs(p).max())
+    with pytest.raises(TypeError, match="MaximalSystem"):
+        diffmb.simulate(sysm, u0, t1=0.02, dt=0.002)

@@ -32,9 +32,10 @@ No tree is assumed: any topology, closed loops included (a redundant loop closur
 constraint Jacobian rank-deficient, which the integrators here do not handle).
 
 Also here: the paper's closed-form point Jacobian (eqs. 29-32) for checking against autodiff,
-the extended Lagrangian (eq. 24), a builder (:func:`build_system`), a converter from a compiled
-``mujoco.MjModel`` (:func:`maximal_from_mjmodel`), and the index-1 DAE with Baumgarte stabilisation
-(:func:`dae_rhs`, :func:`simulate_dae`) used as a comparison for the variational integrator.
+the extended Lagrangian (eq. 24), a builder (:func:`build_system`; a compiled MuJoCo model is
+converted by :func:`diffmb.io.mjcf_maximal.maximal_from_mjmodel`), and the index-1 DAE with
+Baumgarte stabilisation (:func:`dae_rhs`, the system :class:`MaximalDAE` for
+:func:`diffmb.simulate`) used as a comparison for the variational integrator.
 """
 
 from __future__ import annotations
@@ -49,15 +50,13 @@ import numpy as np
 
 from ..spatial import quaternion as quat
 from ..spatial import rotation
-from ..systems import AbstractODESystem, check_initial
+from ..systems import MAX_SPEED, AbstractODESystem, check_initial
 
 __all__ = [
     "Body",
     "Joint",
     "MaximalSystem",
     "build_system",
-    "maximal_from_mjmodel",
-    "state_from_mjdata",
     "E_matrix",
     "G_e",
     "body_omega",
@@ -74,7 +73,6 @@ __all__ = [
     "paper_T_matrices",
     "paper_point_jacobian",
     "dae_rhs",
-    "simulate_dae",
     "MaximalDAE",
     "project_velocity",
 ]
@@ -245,102 +243,6 @@ def build_system(
         joint_bodies=tuple(pairs),
         joint_names=tuple(jnames),
     )
-
-
-def _R_np(q):
-    """Rotation matrix of a unit quaternion (numpy, for builders)."""
-    return np.asarray(quat.to_rotmat(jnp.asarray(q, dtype=jnp.float64)))
-
-
-def _qmul_np(p, q):
-    return np.asarray(quat.mul(jnp.asarray(p, dtype=jnp.float64), jnp.asarray(q, dtype=jnp.float64)))
-
-
-def maximal_from_mjmodel(mj, qpos=None):
-    """Convert a compiled ``mujoco.MjModel`` to ``(MaximalSystem, u)`` at ``qpos`` (default qpos0).
-
-    Each MuJoCo body becomes a body whose quaternion is its MuJoCo body frame (``xquat``) and
-    whose position is its centre of mass (``xipos``); the inertia is rotated into body axes.
-    ``ball`` -> spherical, ``hinge`` -> revolute, ``free`` -> nothing, no joint -> fixed (to the
-    pose at ``qpos``). Slide joints and bodies with several joints are not supported (error).
-    Gravity comes from ``<option gravity>``. Massless bodies are rejected.
-    """
-    import mujoco
-
-    d = mujoco.MjData(mj)
-    if qpos is not None:
-        d.qpos[:] = np.asarray(qpos, float)
-    mujoco.mj_forward(mj, d)
-    bodies, joints = [], []
-    poses = {}
-    for i in range(1, mj.nbody):
-        nm = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
-        Ri = _R_np(mj.body_iquat[i])
-        J = Ri @ np.diag(mj.body_inertia[i]) @ Ri.T
-        bodies.append(Body(nm, float(mj.body_mass[i]), 0.5 * (J + J.T)))
-        poses[i] = (np.array(d.xipos[i]), np.array(d.xquat[i]) / np.linalg.norm(d.xquat[i]))
-    poses[0] = (np.zeros(3), np.array([1.0, 0, 0, 0]))
-
-    def local(i, xw):
-        r, q = poses[i]
-        return _R_np(q).T @ (np.asarray(xw) - r)
-
-    def local_dir(i, aw):
-        return _R_np(poses[i][1]).T @ np.asarray(aw)
-
-    for i in range(1, mj.nbody):
-        par = int(mj.body_parentid[i])
-        js = [j for j in range(mj.njnt) if mj.jnt_bodyid[j] == i]
-        bname = bodies[i - 1].name
-        a = par - 1
-        if len(js) > 1:
-            raise ValueError(f"body {bname!r}: {len(js)} joints on one body are not supported")
-        if not js:
-            r, q = poses[i]
-            qa = poses[par][1]
-            qrel = _qmul_np(qa * np.array([1.0, -1, -1, -1]), q)
-            joints.append(Joint("fixed", a, i - 1, local(par, r), np.zeros(3), q_rel=qrel,
-                                name=f"{bname}_weld"))
-            continue
-        j = js[0]
-        jt = int(mj.jnt_type[j])
-        jn = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
-        anchor = np.array(d.xanchor[j])
-        if jt == int(mujoco.mjtJoint.mjJNT_FREE):
-            continue
-        if jt == int(mujoco.mjtJoint.mjJNT_BALL):
-            joints.append(Joint("spherical", a, i - 1, local(par, anchor), local(i, anchor),
-                                name=jn))
-        elif jt == int(mujoco.mjtJoint.mjJNT_HINGE):
-            ax = np.array(d.xaxis[j])
-            joints.append(Joint("revolute", a, i - 1, local(par, anchor), local(i, anchor),
-                                axis_a=local_dir(par, ax), axis_b=local_dir(i, ax), name=jn))
-        else:
-            raise ValueError(f"joint {jn!r}: slide joints are not supported in maximal coords")
-    for b in bodies:
-        if b.mass <= 0:
-            raise ValueError(f"body {b.name!r}: massless bodies are not supported")
-    sysm = build_system(bodies, joints, gravity=np.array(mj.opt.gravity, float))
-    u = np.concatenate([np.concatenate(poses[i]) for i in range(1, mj.nbody)])
-    return sysm, jnp.asarray(u)
-
-
-def state_from_mjdata(mj, d):
-    """``(u, udot)`` of a MuJoCo state (after ``mj_forward``): COM positions, body quaternions,
-    COM velocities and quaternion rates ``qdot = 1/2 q (x) [0, omega_body]``."""
-    import mujoco
-
-    us, uds = [], []
-    res = np.zeros(6)
-    for i in range(1, mj.nbody):
-        q = np.array(d.xquat[i])
-        mujoco.mj_objectVelocity(mj, d, mujoco.mjtObj.mjOBJ_BODY, i, res, 0)
-        w_world, v_com = res[:3].copy(), res[3:].copy()
-        w_body = _R_np(q).T @ w_world
-        qd = 0.5 * _qmul_np(q, np.r_[0.0, w_body])
-        us.append(np.concatenate([d.xipos[i], q]))
-        uds.append(np.concatenate([v_com, qd]))
-    return jnp.asarray(np.concatenate(us)), jnp.asarray(np.concatenate(uds))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -560,7 +462,9 @@ class MaximalDAE(AbstractODESystem):
     """The index-1 DAE of :func:`dae_rhs` as a system for :func:`diffmb.simulate`.
 
     State y = (u, u̇) (7n each); ``init`` projects the initial velocity onto the constraints.
-    Baumgarte's ``alpha``, ``beta`` are traced (differentiable).
+    Baumgarte's ``alpha``, ``beta`` are traced (differentiable). Integrate it by
+    :func:`diffmb.simulate`, e.g. ``simulate(MaximalDAE(sysm), u0, udot0, t1=T, dt=1e-3,
+    solver="dopri8", rtol=1e-10, atol=1e-10, saveat=ts)``.
     """
 
     sysm: MaximalSystem
@@ -581,69 +485,6 @@ class MaximalDAE(AbstractODESystem):
     def outputs(self, ys, params):
         return ys[0], ys[1], None
 
-    # replay protocol (diffmb.viz)
-    @property
-    def body_names(self) -> tuple:
-        return self.sysm.body_names
-
-    def body_poses(self, q):
-        return replay_poses(q)
-
-    def body_shapes(self) -> list:
-        return replay_shapes(self.sysm)
-
-
-def replay_poses(u):
-    """Body poses (n, 7) = [r_c, quat wxyz] for :mod:`diffmb.viz`: u itself, one row a body."""
-    return np.asarray(u, float).reshape(-1, 7)
-
-
-def replay_shapes(sysm: MaximalSystem) -> list:
-    """One box per body for :mod:`diffmb.viz`: the uniform box with the body's mass and
-    principal inertias (full side a_x = sqrt(6 (J_y + J_z − J_x) / m)), centred on the centre of
-    mass, along the principal axes. Exact for the chain's uniform boxes."""
-    from ..viz import Primitive
-    from ..viz.scene import PALETTE, quat_from_matrix
-
-    out = []
-    for i in range(sysm.n_bodies):
-        m = float(sysm.masses[i])
-        lam, V = np.linalg.eigh(np.asarray(sysm.inertias[i], float))
-        if np.linalg.det(V) < 0:
-            V[:, 2] *= -1
-        side = np.sqrt(np.maximum(6.0 * (lam.sum() - 2.0 * lam) / max(m, 1e-12), 1e-8))
-        out.append(Primitive("box", side / 2, body=i, quat=tuple(quat_from_matrix(V)),
-                             rgba=PALETTE[i % len(PALETTE)] + (1.0,), name=sysm.body_names[i]))
-    return out
-
-
-def simulate_dae(
-    sysm: MaximalSystem,
-    u0,
-    udot0,
-    t1: float,
-    saveat,
-    *,
-    solver: str = "dopri8",
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
-    alpha: float = 10.0,
-    beta: float = 10.0,
-    max_steps: int = 1_000_000,
-    t0: float = 0.0,
-):
-    """Integrate the Baumgarte-stabilised DAE (:func:`dae_rhs`) by :func:`diffmb.simulate`
-    with adaptive steps (initial step 1e-3).
-
-    ``solver``: ``"tsit5"`` or ``"dopri8"``. Returns ``(ts, u, udot, status)`` at the times
-    ``saveat``; ``status`` is :data:`diffmb.simulation.STATUS`'s code (0 = success). The initial
-    velocity is projected onto the constraints first.
-    """
-    from ..simulation import simulate
-
-    if solver not in ("tsit5", "dopri8"):
-        raise ValueError(f"solver {solver!r} not in ['dopri8', 'tsit5']")
-    tr = simulate(MaximalDAE(sysm, alpha, beta), u0, udot0, t1=t1, dt=1e-3, t0=t0,
-                  saveat=saveat, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
-                  throw=False)
-    return tr.ts, tr.q, tr.v, tr.status
+    def diverged(self, y):
+        """A centre-of-mass speed or quaternion rate beyond :data:`~diffmb.systems.MAX_SPEED`."""
+        return jnp.any(jnp.abs(y[1]) > MAX_SPEED)

@@ -24,7 +24,8 @@ entry of the matrices. Truncation to any N_c / N_u is slicing (:func:`truncate`)
 Responses are exact for these linear systems: closed-form modal superposition for a constant
 load from rest (:func:`step_response`, :func:`unconstrained_step_response`), and the exact
 zero-order-hold discretisation of each damped mode for sampled piecewise-constant loads
-(:func:`modal_zoh_response`, :func:`unconstrained_zoh_response`).
+(:func:`modal_zoh_response`, :func:`unconstrained_zoh_response`; the same recursion stepped by
+:func:`diffmb.simulate` is the discrete system :class:`ModalZOHSystem`).
 """
 
 from __future__ import annotations
@@ -252,9 +253,9 @@ def _transition(omega: Array, zeta: Array, t: Array):
     return (e * (c + sig / wd * s), e * s / wd, -e * omega**2 / wd * s, e * (c - sig / wd * s))
 
 
-@functools.partial(jax.jit, static_argnames="method")
+@jax.jit
 def modal_zoh_response(
-    omega: Array, zeta: Array, force: Array, dt: ArrayLike, method: str = "fft"
+    omega: Array, zeta: Array, force: Array, dt: ArrayLike
 ) -> tuple[Array, Array]:
     """Exact sampled response of ``η̈ + 2ζω η̇ + ω² η = g(t)`` from rest, g held constant on
     ``[t_k, t_k + dt)`` (zero-order hold). ``omega`` (N,) > 0, ``0 ≤ zeta < 1`` (scalar or (N,)).
@@ -262,26 +263,16 @@ def modal_zoh_response(
     Returns ``(eta, eta_dot)``, each (nt, N), at ``t_k = k dt``, k = 0..nt−1 (η(0) = 0).
     Each mode's transition matrix Φ = exp(A dt) and input vector Γ = A⁻¹(Φ − I)[0, 1]ᵀ are in
     closed form, so the result is exact (to rounding) for any ω dt and differentiable in ω, ζ, g.
-    ``method="fft"``: the discrete convolution ``x_k = Σ_{j<k} Φ^{k−1−j} Γ g_j`` with
-    ``Φ^m = exp(A m dt)`` evaluated in closed form, done by FFT (fast to compile and run);
-    ``method="scan"``: the recursion ``x_{k+1} = Φ x_k + Γ g_k`` stepped by :func:`diffmb.simulate`
-    (:class:`ModalZOHSystem`).
+    The discrete convolution ``x_k = Σ_{j<k} Φ^{k−1−j} Γ g_j`` with ``Φ^m = exp(A m dt)``
+    evaluated in closed form is done by FFT (fast to compile and run); the recursion
+    ``x_{k+1} = Φ x_k + Γ g_k`` itself is :class:`ModalZOHSystem`, stepped by
+    :func:`diffmb.simulate`.
     """
     zeta = jnp.broadcast_to(jnp.asarray(zeta, dtype=jnp.float64), omega.shape)
     p00, p01, p10, p11 = _transition(omega, zeta, dt)
     g0 = -2.0 * zeta / omega * p01 - (p11 - 1.0) / omega**2  # Γ = A⁻¹ (Φ − I) [0, 1]ᵀ
     g1 = p01
     nt = force.shape[0]
-    if method == "scan":
-        if nt == 1:
-            return jnp.zeros((1, omega.shape[0])), jnp.zeros((1, omega.shape[0]))
-        from ..simulation import simulate
-
-        tr = simulate(ModalZOHSystem(omega, zeta, force, dt), None, None, t1=float(nt - 1),
-                      dt=1.0, throw=False)
-        return tr.q, tr.v
-    if method != "fft":
-        raise ValueError(f"method must be 'fft' or 'scan', got {method!r}")
     tm = (jnp.arange(nt, dtype=jnp.float64) * dt)[:, None]  # lags m = 0..nt-1
     q00, q01, q10, q11 = _transition(omega[None, :], zeta[None, :], tm)
     hq = q00 * g0 + q01 * g1  # (nt, N): response at lag m+1 to a unit held sample

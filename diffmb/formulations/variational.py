@@ -1,6 +1,7 @@
-"""Symplectic variational integrator in absolute coordinates (Xu & Zhong (2014), eqs. 33-39).
+"""Symplectic variational integrator in absolute coordinates (Xu & Zhong 2014, section 4,
+eqs. 33-39).
 
-Xu & Zhong (2014), section 4 (Xu & Zhong (2014)). The system is a
+The mechanism is a
 :class:`~diffmb.formulations.maximal.MaximalSystem`: ``u = [r_c, q]`` per body (7 numbers each),
 constraints ``C(u) = [g(u); Phi(u)]`` (quaternion norms, then joints).
 
@@ -36,10 +37,17 @@ residual is below ``atol`` (default 1e-12) and the last update is below ``atol +
 Gradients of a step are obtained by the implicit function theorem (optimistix's default
 ``ImplicitAdjoint``): the Newton iterations are never unrolled in reverse mode.
 
-What is ``v``: in :class:`VariationalTrajectory`, ``q`` is ``u`` (7 numbers per body: centre of
-mass, quaternion) and ``v`` is ``udot`` (7 numbers per body: centre-of-mass velocity and
-quaternion rate ``qdot = 1/2 q (x) [0, omega_body]``) recovered from the node momentum ``p`` by
-the constrained Legendre map above; ``p`` is the node momentum ``f_k`` itself.
+The step is the discrete system :class:`VariationalSystem`, integrated by
+:func:`diffmb.simulate` on its fixed grid::
+
+    traj = diffmb.simulate(VariationalSystem(sysm), u0, udot0, t1=2.0, dt=0.002)
+
+In the returned :class:`~diffmb.simulation.Trajectory`, ``q`` is ``u`` (7 numbers per body:
+centre of mass, quaternion), ``v`` is ``udot`` (7 numbers per body: centre-of-mass velocity and
+quaternion rate ``qdot = 1/2 q (x) [0, omega_body]``) recovered from the node momentum by the
+constrained Legendre map above, and ``aux`` holds ``p`` (the node momenta ``f_k``), ``energy``
+(the Hamiltonian at the nodes) and ``newton_steps_max``. A failed Newton solve is the status
+``SOLVER_FAILURE`` of :data:`diffmb.STATUS`.
 """
 
 from __future__ import annotations
@@ -48,45 +56,19 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
-import numpy as np
 import optimistix as optx
 
 from ..systems import NONFINITE, SOLVER_FAILURE, SUCCESS, AbstractDiscreteSystem, check_initial
 from . import maximal as mx
 
 __all__ = [
-    "VariationalTrajectory",
     "discrete_lagrangian",
     "legendre",
     "project_momentum",
     "hamiltonian",
     "step",
-    "simulate_variational",
     "VariationalSystem",
-    "STATUS",
 ]
-
-#: status codes of :func:`simulate_variational`
-STATUS = {0: "success", 1: "Newton did not converge", 2: "non-finite state"}
-
-
-class VariationalTrajectory(eqx.Module):
-    """Saved nodes of a variational simulation.
-
-    ``ts`` (ns,), ``q`` = u (ns, 7n), ``v`` = udot (ns, 7n), ``p`` node momenta (ns, 7n),
-    ``energy`` the Hamiltonian at the nodes (ns,), ``status`` (0 = success, see ``STATUS``),
-    ``t_fail`` the node time at which the first step failed (inf if none), ``newton_steps_max``
-    the largest Newton iteration count of any step. Nodes after a failure are NaN.
-    """
-
-    ts: jax.Array
-    q: jax.Array
-    v: jax.Array
-    p: jax.Array
-    energy: jax.Array
-    status: jax.Array
-    t_fail: jax.Array
-    newton_steps_max: jax.Array
 
 
 def discrete_lagrangian(sysm: mx.MaximalSystem, ua, ub, h):
@@ -175,8 +157,11 @@ class VariationalSystem(AbstractDiscreteSystem):
     State y = (u_k, u_{k-1}, f_k, ν_k, n_max): positions, the previous node (the Newton guess
     extrapolates 2 u_k − u_{k−1}), the node momentum, the last multipliers and the largest Newton
     count so far. ``init(u0, w0)`` takes u̇0 (or, with ``momentum=True``, the momentum f_0) and
-    removes its constraint-force part. ``outputs`` gives q = u, v = u̇ (from the projected
-    momentum) and ``aux = {"p", "energy", "newton_steps_max"}``.
+    removes its constraint-force part; either should satisfy the constraints. ``outputs`` gives
+    q = u, v = u̇ (from the projected momentum) and ``aux = {"p", "energy",
+    "newton_steps_max"}``; saves after a failed step are NaN. ``rtol``, ``atol``: Newton's
+    tolerances (``atol`` bounds the scaled residual, see the module docstring); ``max_newton``:
+    iterations per step before the step counts as failed.
     """
 
     sysm: mx.MaximalSystem
@@ -184,17 +169,6 @@ class VariationalSystem(AbstractDiscreteSystem):
     rtol: float = eqx.field(static=True, default=1e-12)
     atol: float = eqx.field(static=True, default=1e-12)
     max_newton: int = eqx.field(static=True, default=32)
-
-    # replay protocol (diffmb.viz): q = u, one [r_c, quat] per body
-    @property
-    def body_names(self) -> tuple:
-        return self.sysm.body_names
-
-    def body_poses(self, q):
-        return mx.replay_poses(q)
-
-    def body_shapes(self) -> list:
-        return mx.replay_shapes(self.sysm)
 
     def init(self, q0, v0, params, dt):
         n = self.sysm.nq
@@ -225,64 +199,3 @@ class VariationalSystem(AbstractDiscreteSystem):
         nan = lambda a: jnp.where(ok.reshape((-1,) + (1,) * (a.ndim - 1)), a, jnp.nan)
         return nan(us), nan(vs), {"p": nan(pc), "energy": nan(H),
                                   "newton_steps_max": jnp.max(jnp.where(ok, nmax, 0))}
-
-
-@eqx.filter_jit
-def _simulate_jit(system, u0, w0, t0, t1, dt, saveat):
-    from ..simulation import simulate
-
-    return simulate(system, u0, w0, t1=t1, dt=dt, t0=t0, saveat=saveat, throw=False)
-
-
-def simulate_variational(
-    sysm: mx.MaximalSystem,
-    u0,
-    udot0=None,
-    *,
-    p0=None,
-    t1: float,
-    dt: float,
-    t0: float = 0.0,
-    saveat=None,
-    rtol: float = 1e-12,
-    atol: float = 1e-12,
-    max_newton: int = 32,
-    throw: bool = True,
-) -> VariationalTrajectory:
-    """Integrate ``sysm`` from ``u0`` with the symplectic variational integrator.
-
-    Args:
-        sysm: a :class:`~diffmb.formulations.maximal.MaximalSystem`.
-        u0: (7n,) initial positions and quaternions; should satisfy the constraints.
-        udot0: (7n,) initial ``udot`` (COM velocities, quaternion rates); the initial momentum is
-            its Legendre transform (eq. 37). Give either ``udot0`` or ``p0`` (default: at rest).
-        p0: (7n,) initial momentum ``f_0`` instead. Either way, the constraint-force part is
-            removed (the velocity is projected onto the constraint tangent space).
-        t1, dt, t0: horizon and fixed step; ``(t1 - t0) / dt`` must be a whole number.
-        saveat: save times (each a node ``t0 + k dt``), or None for every node.
-        rtol, atol: Newton tolerances (atol bounds the scaled residual, see module docs).
-        max_newton: Newton iterations per step before the step counts as failed.
-        throw: outside ``jit``, raise ``RuntimeError`` if a step failed (otherwise read
-            ``traj.status``; failed nodes are NaN).
-
-    Returns a :class:`VariationalTrajectory` (``q`` = u, ``v`` = udot, ``p``, ``energy``,
-    ``status``, ``t_fail``).
-    """
-    if udot0 is not None and p0 is not None:
-        raise ValueError("give udot0 or p0, not both")
-    system = VariationalSystem(sysm, momentum=p0 is not None, rtol=float(rtol), atol=float(atol),
-                               max_newton=int(max_newton))
-    save = None if saveat is None else tuple(np.atleast_1d(np.asarray(saveat, float)).tolist())
-    tr = _simulate_jit(system, u0, udot0 if p0 is None else p0, float(t0), float(t1), float(dt),
-                       save)
-    status = jnp.where(tr.status == SOLVER_FAILURE, 1, jnp.where(tr.status == SUCCESS, 0, 2))
-    traj = VariationalTrajectory(tr.ts, tr.q, tr.v, tr.aux["p"], tr.aux["energy"], status,
-                                 tr.t_fail, tr.aux["newton_steps_max"])
-    if throw and not isinstance(traj.status, jax.core.Tracer):
-        st = int(traj.status)
-        if st != 0:
-            raise RuntimeError(
-                f"variational integrator: {STATUS.get(st, st)} at t = {float(traj.t_fail)} "
-                f"(dt = {dt}); pass throw=False to get the partial trajectory"
-            )
-    return traj

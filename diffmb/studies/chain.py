@@ -1,14 +1,14 @@
 """Study: the four-box chain in absolute coordinates with the symplectic variational integrator.
 
-Xu & Zhong (2014) (Xu & Zhong 2014, Xu & Zhong (2014)), issue 7. The chain is the MJCF file
-``diffmb/assets/chain4.xml`` (issue 4 item 4), converted to absolute coordinates
-(:func:`diffmb.formulations.maximal.maximal_from_mjmodel`) and integrated by
-:func:`diffmb.formulations.variational.simulate_variational` at dt = 0.002 s.
+Xu & Zhong (2014). The chain is the MJCF file ``diffmb/assets/chain4.xml``, converted to
+absolute coordinates (:func:`diffmb.io.mjcf_maximal.maximal_from_mjmodel`) and integrated by
+:func:`diffmb.simulate` as the discrete system
+:class:`diffmb.formulations.variational.VariationalSystem` at dt = 0.002 s.
 
 Comparisons: the same chain as a tree of ball joints integrated by MuJoCo (RK4, dt = 5e-4 s;
 swap in ``diffmb.simulate`` when wanted), and as the index-reduced DAE with Baumgarte
-stabilisation (:func:`diffmb.formulations.maximal.simulate_dae`, diffrax Dopri8, rtol = atol =
-1e-10).
+stabilisation (:class:`diffmb.formulations.maximal.MaximalDAE` by :func:`diffmb.simulate`,
+diffrax Dopri8, rtol = atol = 1e-10).
 
 ``reproduce(out_dir, quick=False)`` writes ``results.json``, PNG figures and ``report.md``.
 ``--quick`` uses a 20 s horizon instead of 100 s (all other settings identical).
@@ -27,6 +27,8 @@ import numpy as np
 
 from ..formulations import maximal as mx
 from ..formulations import variational as vi
+from ..io.mjcf_maximal import maximal_from_mjmodel
+from ..simulation import simulate
 from ..spatial import quaternion as quat
 
 DT = 0.002
@@ -49,7 +51,7 @@ def chain_system():
     import mujoco
 
     mj = mujoco.MjModel.from_xml_path(str(chain_path()))
-    sysm, u0 = mx.maximal_from_mjmodel(mj)
+    sysm, u0 = maximal_from_mjmodel(mj)
     return mj, sysm, u0
 
 
@@ -63,17 +65,18 @@ def run_variational(sysm, u0, t1, dt=DT, p0=None, desc="variational", progress=T
     u = jnp.asarray(u0)
     p = vi.legendre(sysm, u, jnp.zeros_like(u)) if p0 is None else p0
     ts, us, ps, Hs, nmax = [np.zeros(1)], [np.asarray(u)[None]], [], [], 0
+    system = vi.VariationalSystem(sysm, momentum=True)
     for s in tqdm(range(n // SEG), desc=desc, leave=False, disable=not progress):
-        tr = vi.simulate_variational(sysm, u, p0=p, t1=SEG * dt, dt=dt)
+        tr = simulate(system, u, p, t1=SEG * dt, dt=dt)
         if s == 0:
-            ps.append(np.asarray(tr.p[:1]))
-            Hs.append(np.asarray(tr.energy[:1]))
+            ps.append(np.asarray(tr.aux["p"][:1]))
+            Hs.append(np.asarray(tr.aux["energy"][:1]))
         ts.append(s * SEG * dt + np.asarray(tr.ts[1:]))
         us.append(np.asarray(tr.q[1:]))
-        ps.append(np.asarray(tr.p[1:]))
-        Hs.append(np.asarray(tr.energy[1:]))
-        nmax = max(nmax, int(tr.newton_steps_max))
-        u, p = tr.q[-1], tr.p[-1]
+        ps.append(np.asarray(tr.aux["p"][1:]))
+        Hs.append(np.asarray(tr.aux["energy"][1:]))
+        nmax = max(nmax, int(tr.aux["newton_steps_max"]))
+        u, p = tr.q[-1], tr.aux["p"][-1]
     return (np.concatenate(ts), np.concatenate(us), np.concatenate(ps), np.concatenate(Hs),
             nmax)
 
@@ -139,7 +142,7 @@ def convergence_order(sysm, u0, progress=True):
     errs, self_diff = [], []
     prev = None
     for dt in ORDER_DTS:
-        tr = vi.simulate_variational(sysm, u0, t1=SEG * dt, dt=dt)
+        tr = simulate(vi.VariationalSystem(sysm), u0, t1=SEG * dt, dt=dt)
         k = [int(round(t / dt)) for t in ORDER_T]
         assert all(abs(kk * dt - t) < 1e-12 for kk, t in zip(k, ORDER_T, strict=True)), dt
         u = np.asarray(tr.q)[k]
@@ -316,9 +319,9 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     timings["mujoco_tree_s"] = time.perf_counter() - t
     t = time.perf_counter()
     ts_dae = np.round(np.arange(0.0, T + 0.5 * SAMPLE, SAMPLE), 10)
-    _, u_dae, ud_dae, st_dae = mx.simulate_dae(sysm, u0, jnp.zeros_like(u0), t1=T,
-                                                saveat=ts_dae, solver="dopri8")
-    u_dae, ud_dae = np.asarray(u_dae), np.asarray(ud_dae)
+    dae = simulate(mx.MaximalDAE(sysm), u0, jnp.zeros_like(u0), t1=T, dt=1e-3, saveat=ts_dae,
+                   solver="dopri8", rtol=1e-10, atol=1e-10, max_steps=1_000_000, throw=False)
+    u_dae, ud_dae, st_dae = np.asarray(dae.q), np.asarray(dae.v), dae.status
     timings["dae_s"] = time.perf_counter() - t
     E_dae = np.asarray(jax.jit(jax.vmap(mx.energy, in_axes=(None, 0, 0)))(sysm, u_dae, ud_dae))
     com_dae = _com(u_dae)
