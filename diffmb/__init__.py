@@ -80,6 +80,9 @@ from .simulation import Trajectory as Trajectory
 from .simulation import simulate as simulate
 from .systems import AbstractDiscreteSystem as AbstractDiscreteSystem
 from .systems import AbstractODESystem as AbstractODESystem
+from .systems import STATUS as STATUS
+from .systems import AbstractSecondOrderSystem as AbstractSecondOrderSystem
+from .systems import AbstractStatefulControl as AbstractStatefulControl
 from .systems import AbstractSystem as AbstractSystem
 from .systems import TreeSystem as TreeSystem
 from .systems import forward as forward
