@@ -153,7 +153,12 @@ def test_box_at_rest_carries_its_weight(box):
     pen = float(jnp.max(res.penetration[-1]))
     assert 0.2e-3 < pen < 0.4e-3
     assert pen == pytest.approx(M_BOX * G / 4 / _k_per_point(M_BOX, 4), rel=1e-2)
-    assert res["fn"] is res.fn
+    # at rest the contact forces carry the weight: Σ (f_n n + f_t) = (0, 0, m g), also read
+    # through the mapping interface
+    F = np.sum(np.asarray(res["fn"][-1])[:, None] * np.asarray(res["normal"][-1])
+               + np.asarray(res["ft"][-1]), axis=0)
+    assert np.allclose(F, [0.0, 0.0, M_BOX * G], rtol=0.0, atol=1e-3 * M_BOX * G)
+    assert set(res.keys()) == {"point", "normal", "penetration", "velocity", "fn", "ft", "pairs"}
     assert np.allclose(res.normal[-1], [0.0, 0.0, 1.0])
 
 
@@ -541,3 +546,115 @@ def test_jit_vmap_batch_of_drops(ball):
     zf, status = jax.vmap(drop)(heights)
     assert np.all(np.asarray(status) == 0)
     assert np.allclose(np.asarray(zf), H - delta0, rtol=0, atol=0.01 * delta0)
+
+
+# ---- numbers that have no meaning are refused where they enter ---------------------------------
+
+
+def _laws(**kw):
+    """Contacts on a ball with every parameter given (no model needed) and ``kw`` replaced."""
+    base = dict(stiffness=1e4, damping=50.0, tangential_stiffness=1e4, tangential_damping=50.0)
+    base.update(kw)
+    return Contacts([Sphere("ball", H, name="ball")], Plane(), **base)
+
+
+BAD = [
+    ("mu", lambda: _laws(mu=-1.0), ValueError, r"Contacts\.mu = -1: must be >= 0"),
+    ("mu", lambda: _laws(mu=np.nan), ValueError, r"Contacts\.mu = nan: must be finite"),
+    ("mu", lambda: _laws(mu=np.array([0.5, -0.1])), ValueError, r"Contacts\.mu\[1\]"),
+    ("stiffness", lambda: _laws(stiffness=0.0), ValueError, r"Contacts\.stiffness = 0: must be > 0"),
+    ("stiffness", lambda: _laws(stiffness=-5.0), ValueError, r"Contacts\.stiffness = -5"),
+    ("damping", lambda: _laws(damping=-1.0), ValueError, r"Contacts\.damping = -1: must be >= 0"),
+    ("exponent", lambda: _laws(normal="hunt_crossley", exponent=0.5), ValueError,
+     r"Contacts\.exponent = 0\.5: must be >= 1"),
+    ("normal", lambda: _laws(normal="hertz"), ValueError, r"Contacts\.normal = 'hertz'"),
+    ("tangential_damping", lambda: _laws(tangential_damping=0.0), ValueError,
+     r"Contacts\.tangential_damping = 0: must be > 0"),
+    ("dmax", lambda: Contacts([Sphere("ball", H)], Plane(), stiffness=1.0, damping=1.0,
+                              tangential_stiffness=1.0, tangential_damping=1.0, dmax=1.5),
+     ValueError, r"Contacts\.dmax = 1\.5: must be in \(0, 1\)"),
+    ("eps", lambda: CoulombContacts([Sphere("ball", H)], Plane(), stiffness=1.0, damping=1.0,
+                                    eps=0.0), ValueError, r"CoulombContacts\.eps = 0"),
+    ("radius", lambda: Sphere("ball", -0.1), ValueError, r"Sphere\.radius = -0\.1: must be > 0"),
+    ("radius", lambda: Sphere("ball", 0.0, name="b"), ValueError, r"Sphere 'b'\.radius = 0"),
+    ("radius", lambda: Capsule("ball", np.nan, 0.1), ValueError, r"Capsule\.radius = nan"),
+    ("half_sizes", lambda: Box("box", (0.1, 0.0, 0.1)), ValueError,
+     r"Box\.half_sizes\[1\] = 0: must be > 0"),
+    ("half_sizes", lambda: Box("box", (0.1, 0.1)), TypeError, r"Box\.half_sizes: expected shape"),
+    ("half_height", lambda: Cylinder("w", 0.1, -0.02), ValueError, r"Cylinder\.half_height"),
+    ("quat", lambda: Sphere("ball", 0.1, quat=(0.0, 0.0, 0.0, 0.0)), ValueError,
+     r"Sphere\.quat = .*nonzero"),
+    ("pos", lambda: Point("ball", (0.0, np.inf, 0.0)), ValueError, r"Point\.pos\[1\] = inf"),
+    ("body", lambda: Point(-1), ValueError, r"Point\.body = -1: must be >= 0"),
+    ("heights", lambda: HeightField([[0.0, np.nan], [0.0, 0.0]]), ValueError,
+     r"HeightField 'heightfield'\.heights\[0, 1\] = nan: must be finite"),
+    ("heights", lambda: HeightField(np.zeros(5)), TypeError, r"HeightField .*\.heights"),
+    ("spacing", lambda: HeightField(np.zeros((3, 3)), spacing=(0.1, 0.0)), ValueError,
+     r"HeightField 'heightfield'\.spacing\[1\] = 0: must be > 0"),
+    ("normal", lambda: Plane((0.0, 0.0, 0.0)), ValueError, r"Plane 'plane'\.normal = .*nonzero"),
+    ("offset", lambda: Plane(offset=np.nan, name="floor"), ValueError,
+     r"Plane 'floor'\.offset = nan: must be finite"),
+    ("amplitude", lambda: rough_terrain(0, amplitude=-0.01), ValueError,
+     r"rough_terrain\.amplitude = -0\.01: must be >= 0"),
+    ("wavelength", lambda: rough_terrain(0, wavelength=0.0), ValueError,
+     r"rough_terrain\.wavelength = 0: must be > 0"),
+]
+
+
+@pytest.mark.parametrize("field, make, exc, match", BAD, ids=[f"{b[0]}-{i}" for i, b in
+                                                             enumerate(BAD)])
+def test_meaningless_numbers_are_refused_naming_class_field_and_range(field, make, exc, match):
+    with pytest.raises(exc, match=match) as info:
+        make()
+    assert field in str(info.value)
+
+
+def test_geom_on_a_body_the_model_lacks_is_refused_naming_the_model(ball):
+    with pytest.raises(ValueError, match=r"Contacts\.geoms\[1\]\.body = 5: must be an index "
+                                         r"in \[0, 1\) \(model 'ball' has 1 body\)"):
+        Contacts([Sphere("ball", H), Sphere(5, H)], Plane(), model=ball)
+    with pytest.raises(ValueError, match=r"Contacts\.geoms\[0\]\.body = 'wheel': no such body "
+                                         r"in model 'ball'"):
+        Contacts([Sphere("wheel", H)], Plane(), model=ball)
+
+
+def test_traced_parameters_are_not_checked():
+    """Inside jit the numbers come from an optimiser's step: no check, no concretisation."""
+    mu = jax.jit(lambda m: _laws(mu=m).mu)(-1.0)
+    assert float(mu[0]) == -1.0
+    r = jax.jit(lambda r: Sphere("ball", r).radius)(-0.5)
+    assert float(r) == -0.5
+
+
+def test_sphere_started_deep_below_the_floor_is_refused_by_name(ball):
+    """0.5 m below the floor the compliant contact would launch the ball (to 18.6 m in 0.5 s
+    with the default law): simulate refuses it, naming the geom and the depth; a ball resting
+    at its static penetration starts normally."""
+    c = Contacts([Sphere("ball", H, name="ball")], Plane(name="floor"), model=ball, mu=0.5)
+    q_deep = jnp.array([0.0, 0.0, -0.5, 1.0, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"geom 'ball' \(sphere\) starts 0\.6 m deep in terrain "
+                                         r"'floor', more than 0\.5 of its size 0\.1 m"):
+        diffmb.simulate(ball, q_deep, None, t1=0.01, dt=1e-3, forces=(c,))
+    # the limit sits at half the radius: 0.049 m deep passes the check, 0.051 m does not
+    c.check_initial(ball, jnp.array([0.0, 0.0, H - 0.049, 1.0, 0.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match=r"starts 0\.051 m deep"):
+        c.check_initial(ball, jnp.array([0.0, 0.0, H - 0.051, 1.0, 0.0, 0.0, 0.0]))
+    # a box: its size is its smallest half-size; the check sees the deepest corner
+    b = Contacts([Box("ball", (0.2, 0.2, 0.02), name="slab")], Plane(), model=ball)
+    with pytest.raises(ValueError, match=r"geom 'slab' \(box\) starts 0\.015 m deep"):
+        b.check_initial(ball, jnp.array([0.0, 0.0, 0.005, 1.0, 0.0, 0.0, 0.0]))
+
+
+def test_heightfield_has_no_ground_beyond_its_extent():
+    """The ground exists on the grid's rectangle, edges included: just inside the edge the
+    distance is the field's, just beyond it the gap is NO_GROUND with the upward normal."""
+    from diffmb.contacts.terrain import NO_GROUND
+
+    hf, (sx, sy, h0) = _plane_field()  # x, y in [-1, 1]
+    for x in (-1.0, 1.0):
+        d, _ = hf.signed_distance(jnp.array([x, 0.0, 0.0]))
+        assert float(d) == pytest.approx(-(h0 + sx * x) / np.sqrt(1 + sx**2 + sy**2), rel=1e-12)
+        d, n = hf.signed_distance(jnp.array([x * (1 + 1e-9), 0.0, 0.0]))
+        assert float(d) == NO_GROUND and np.array_equal(np.asarray(n), [0.0, 0.0, 1.0])
+    d, _ = hf.signed_distance(jnp.array([0.5, 1.0 + 1e-9, -5.0]))
+    assert float(d) == NO_GROUND  # deep below the field's level, beside it: still no ground

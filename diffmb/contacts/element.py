@@ -303,6 +303,8 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
     if model is not None and not isinstance(model, Model):
         raise TypeError(f"{owner}.model = {model!r}: not a diffmb Model")
     _check_params(owner, len(geoms), kw)
+    if q is not None and model is not None:
+        check_value(owner, "q", q, shape=(model.nq,))
     if model is not None:
         for i, g in enumerate(geoms):
             body_index(model, g.body, f"{owner}.geoms[{i}]")  # now rather than inside a trace

@@ -276,7 +276,8 @@ def body_index(model: Model, body, owner: str = "geom") -> int:
                              f"bodies: {list(model.body_names)}")
         return model.body_names.index(body)
     check_index(owner, "body", int(body), model.n_bodies,
-                what=f"model {model.name!r} has {model.n_bodies} bodies")
+                what=f"model {model.name!r} has {model.n_bodies} "
+                     f"bod{'y' if model.n_bodies == 1 else 'ies'}")
     return int(body)
 
 

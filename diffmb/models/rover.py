@@ -59,7 +59,9 @@ def rover_path() -> pathlib.Path:
 def load():
     """``(model, forces, path)``: the rover Model and the file's elements with the differential
     held exactly (damping, limits, actuators; the file's wheels do not collide through MuJoCo's
-    contacts: add ground forces, e.g. :func:`wheel_soil` or rigid :func:`rigid_ground`)."""
+    contacts: add ground forces, e.g. the study's wheel–soil element
+    :func:`diffmb.studies.rover.rover_wheel_soil`, or rigid :class:`~diffmb.contacts.Contacts`
+    on Cylinder geoms of the wheel bodies)."""
     from ..io.mjcf import load_mjcf, mjcf_forces
 
     path = rover_path()
