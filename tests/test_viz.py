@@ -149,6 +149,21 @@ def test_mjcf_geoms_and_contact_forces(tmp_path):
     np.testing.assert_allclose(V[:, :, :2], 0, atol=1e-6)
 
 
+def test_terrain_of_a_contact_element_is_drawn(tmp_path):
+    from diffmb.contacts import CoulombContacts, HeightField
+    from diffmb.contacts.geometry import Sphere
+
+    model = chain_model(2)
+    H = np.add.outer(np.linspace(0, 0.3, 4), np.linspace(0, 0.1, 3))  # (nx, ny) = (4, 3)
+    hf = HeightField(H, origin=(-1.0, -0.5), spacing=(0.5, 0.5))
+    el = CoulombContacts([Sphere("link1", 0.05)], hf, model=model)
+    tr = _traj(np.linspace(0, 1, 3), np.zeros((3, 2)))
+    _, data = _page_data(viz.replay(model, tr, tmp_path / "t.html", forces=(el,)))
+    (t,) = data["terrain"]
+    assert t["kind"] == "hfield" and t["shape"] == [4, 3]
+    np.testing.assert_allclose(_f32(t["heights"]).reshape(4, 3), H, atol=1e-6)
+
+
 def test_stills_and_videos(tmp_path):
     from PIL import Image
 

@@ -663,13 +663,14 @@ def _force_layers(model, tr, batch, forces, idx, notes):
 
 
 def _terrains(forces, terrain):
+    from ..contacts.element import AbstractContacts
     from ..contacts.terrain import HeightField, Plane
+    from ..contacts.terramechanics import WheelSoil
 
     items = list(terrain) if isinstance(terrain, list | tuple) else ([terrain] if terrain else [])
     for f in forces or ():
-        t = getattr(f, "terrain", None)
-        if t is not None and not any(t is x for x in items):
-            items.append(t)
+        if isinstance(f, AbstractContacts | WheelSoil) and not any(f.terrain is x for x in items):
+            items.append(f.terrain)
     out = []
     for t in items:
         if isinstance(t, Plane):
