@@ -76,23 +76,17 @@ class Primitive:
         self.rgba = rgba + (1.0,) * (4 - len(rgba))
 
 
+@dataclasses.dataclass
 class PosedBodies:
     """Bodies whose poses are the trajectory's q itself: q = [p_1, quat_1, p_2, quat_2, ...]
-    (7 per body, quaternion wxyz), e.g. absolute coordinates, or poses computed by a study.
-    Implements the replay protocol (``body_names``, ``body_shapes()``, ``body_poses(q)``)."""
+    (7 per body, quaternion wxyz), e.g. poses computed by a study. ``shapes``: its
+    :class:`Primitive` list; ``body_names``: one name per body."""
 
-    def __init__(self, shapes, names):
-        self.shapes, self.body_names = list(shapes), tuple(names)
+    shapes: list
+    body_names: tuple
 
-    def body_shapes(self):
-        return self.shapes
-
-    def body_poses(self, q):
-        q = np.asarray(q, float)
-        if q.shape[-1] != 7 * len(self.body_names):
-            raise ValueError(f"PosedBodies: q has width {q.shape[-1]}, expected 7 x "
-                             f"{len(self.body_names)} bodies = {7 * len(self.body_names)}")
-        return q.reshape(*q.shape[:-1], len(self.body_names), 7)
+    def __post_init__(self):
+        self.shapes, self.body_names = list(self.shapes), tuple(self.body_names)
 
 
 def frames(ts, q, v=None, aux=None) -> Trajectory:
