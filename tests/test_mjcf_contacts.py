@@ -188,3 +188,49 @@ def test_contact_parameters_overridable_per_geom(tmp_path):
     assert abs(acc - expected) < 0.01 * expected
     with pytest.raises(ValueError, match="'nosuch'.*colliding geoms"):
         diffmb.mjcf_forces(f, contact_overrides={"nosuch": {"mu": 1.0}})
+
+
+_HFIELD_FLAT = """
+<mujoco>
+  <option gravity="0 0 -9.81"/>
+  <asset><hfield name="pad" nrow="11" ncol="11" size="1 1 0.2 0.1"/></asset>
+  <worldbody>
+    <geom name="pad" type="hfield" hfield="pad"/>
+    <body name="ball" pos="{x} 0 {z}"><freejoint/>
+      <geom name="ball" type="sphere" size="0.1" mass="1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("x, touches", [(0.3, True), (0.98, True), (3.0, False), (1.2, False)])
+def test_height_field_has_no_ground_outside_its_extent_as_mujoco(tmp_path, x, touches):
+    """A flat <hfield> pad (top at z = 0.1 over x, y in [-1, 1]) and a ball whose lowest point
+    is 1 cm below the pad's top: over the pad (its centre inside the extent, also 2 cm from the
+    edge) MuJoCo finds a contact and diffmb a normal force; 2 m (and 0.2 m) beyond the extent
+    MuJoCo finds none and diffmb gives none, and the ball falls freely there in both."""
+    z0 = 0.1 + 0.1 - 0.01
+    f = tmp_path / "pad.xml"
+    f.write_text(_HFIELD_FLAT.format(x=x, z=z0))
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    mj.hfield_data[:] = 0.5  # elevation 0.5 * 0.2 = 0.1 m everywhere
+    d = mujoco.MjData(mj)
+    mujoco.mj_forward(mj, d)
+    assert (d.ncon > 0) == touches
+    model = diffmb.io.mjcf.from_mjmodel(mj)
+    forces = diffmb.io.mjcf.mjcf_forces(mj)
+    q0 = jnp.asarray(model.qpos0)
+    (el,) = [f for f in forces if isinstance(f, diffmb.contacts.Contacts)]
+    fn0 = float(el.evaluate(model, q0, jnp.zeros(6)).fn[0])
+    if touches:
+        assert fn0 > 0.0
+        return
+    assert fn0 == 0.0
+    traj = diffmb.simulate(model, q0, None, t1=0.2, dt=1e-3, forces=forces, saveat=[0.0, 0.2])
+    res = diffmb.contacts.contact_forces(model, traj, forces)
+    for _ in range(200):  # MuJoCo's own run: no contact appears beside the pad
+        mujoco.mj_step(mj, d)
+        assert d.ncon == 0
+    zf = z0 - 0.5 * G * 0.2**2  # free fall
+    assert float(traj.q[-1, 2]) == pytest.approx(zf, abs=1e-9)
+    assert float(jnp.max(res.fn)) == 0.0
