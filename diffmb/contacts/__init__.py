@@ -19,7 +19,9 @@ Example: a box on the ground, simulated with the default solver::
 
 from . import law as law
 from . import terramechanics as terramechanics
+from .element import MAX_INITIAL_PENETRATION as MAX_INITIAL_PENETRATION
 from .element import AbstractContacts as AbstractContacts
+from .element import AbstractGroundForce as AbstractGroundForce
 from .element import ContactResult as ContactResult
 from .element import Contacts as Contacts
 from .element import CoulombContacts as CoulombContacts
@@ -38,6 +40,7 @@ from .law import hunt_crossley as hunt_crossley
 from .law import regularised_coulomb as regularised_coulomb
 from .law import spring_damper as spring_damper
 from .law import stiction as stiction
+from .terrain import NO_GROUND as NO_GROUND
 from .terrain import AbstractTerrain as AbstractTerrain
 from .terrain import HeightField as HeightField
 from .terrain import Plane as Plane

@@ -6,6 +6,14 @@
 of mass (torque = (p − com) × f), summed over every candidate point of every geom
 (:mod:`~diffmb.contacts.geometry`); the laws are :mod:`~diffmb.contacts.law`.
 
+The numbers are checked when the element is built from concrete values (a ``ValueError``
+naming the class, the field, the value and its range: ``stiffness`` > 0, ``damping`` ≥ 0,
+``mu`` ≥ 0, ``exponent`` ≥ 1, ``dissipation`` ≥ 0, ``tangential_*`` > 0, ``eps`` > 0,
+``timeconst``, ``dampratio`` > 0, 0 < ``dmin`` ≤ ``dmax`` < 1; geom bodies within ``model``);
+traced values are not checked. Before a run :func:`diffmb.simulate` calls
+:meth:`AbstractGroundForce.check_initial`: a geom that starts deeper in the terrain than
+:data:`MAX_INITIAL_PENETRATION` (0.5) of its own size is refused by name.
+
 Default parameters: mass-normalised (MuJoCo's solref/solimp)
 -----------------------------------------------------------
 MuJoCo's soft contact with ``solref = (T, ζ)`` and ``solimp = (dmin, dmax, ...)`` moves a
@@ -376,7 +384,8 @@ CoulombContacts.__init__.__doc__ = _DOC_ARGS
 class ContactResult(eqx.Module):
     """Contact points along a trajectory, world frame; ns saves (leading axes of the
     trajectory), nc candidate points of all contact elements: ``point`` (ns, nc, 3) m,
-    ``normal`` (ns, nc, 3), ``penetration`` (ns, nc) m, ``fn`` (ns, nc) N (≥ 0), ``ft``
+    ``normal`` (ns, nc, 3), ``penetration`` (ns, nc) m (−:data:`~diffmb.contacts.terrain.NO_GROUND`
+    for a point beyond a height field's extent), ``fn`` (ns, nc) N (≥ 0), ``ft``
     (ns, nc, 3) N, ``velocity`` (ns, nc, 3) m/s of the contact points; ``pairs``: (geom name,
     terrain name) of each point. ``result["fn"]`` works too."""
 
