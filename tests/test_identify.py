@@ -304,3 +304,46 @@ def test_fit_from_a_known_initial_state(tmp_path):
     with pytest.raises(ValueError, match="needs the record's q0 and v0"):
         fit(model, read_joint_csv(log, model, ["m_shoulder", "m_elbow", "m_wrist"]), names,
             forces=forces, simulate_kwargs={"dt": 0.002}, initial_state="known", progress=False)
+
+
+def test_constant_or_implausible_cells_are_refused_with_their_row():
+    """A measured channel that never changes and a cell beyond the plausible magnitude are
+    refused by name, with the data row (1-based, counted by hand from the arrays built here)."""
+    import diffmb
+
+    m = diffmb.load_mjcf(ARM)
+    t = np.arange(0, 1, 0.01)
+    q = np.column_stack([np.sin(t), np.cos(t), t])
+    const = q.copy()
+    const[:, 2] = 0.25
+    with pytest.raises(ValueError, match=r"const.csv: measured column 'q_wrist' is constant "
+                                         r"\(0.25 in all 100 data rows\)"):
+        check_record(Record(t=t, q=const, source="const.csv"), m)
+    huge = q.copy()
+    huge[41, 1] = 1e300
+    with pytest.raises(ValueError, match=r"huge.csv: data row 42 \(t = 0.41\), column 'q_elbow': "
+                                         r"1e\+300 is not a plausible value"):
+        check_record(Record(t=t, q=huge, source="huge.csv"), m)
+    ctrl = np.column_stack([np.sin(3 * t)] * 3)
+    ctrl[7, 2] = -5e12
+    with pytest.raises(ValueError, match=r"data row 8 \(t = 0.07\), column 'ctrl_m_wrist'"):
+        check_record(Record(t=t, q=q, ctrl=ctrl, source="u.csv"), m,
+                     ("m_shoulder", "m_elbow", "m_wrist"))
+    check_record(Record(t=t, q=q, ctrl=np.column_stack([np.sin(3 * t)] * 3)), m)  # plausible
+
+
+def test_non_finite_array_cell_is_named_with_row_and_column():
+    import diffmb
+    from diffmb.optim.sysid import load_data
+
+    m = diffmb.load_mjcf(ARM)
+    t = np.arange(0, 0.5, 0.01)
+    q = np.column_stack([np.sin(t), np.cos(t), t])
+    q[12, 0] = np.inf
+    with pytest.raises(ValueError, match=r"data\[0\]: data row 13 \(t = 0.12\), column "
+                                         r"'q_shoulder': non-finite value inf"):
+        load_data(m, {"t": t, "q": q})
+    t_nan = t.copy()
+    t_nan[3] = np.nan
+    with pytest.raises(ValueError, match=r"t must be 1-D, finite"):
+        load_data(m, {"t": t_nan, "q": np.zeros_like(q)})

@@ -266,3 +266,21 @@ def test_threaded_structured_jacobian_equals_plain_forward_mode(monkeypatch):
     np.testing.assert_allclose(np.asarray(r), np.asarray(sysid._res(z, args, spec)), rtol=1e-13)
     np.testing.assert_allclose(np.asarray(J), J_plain, rtol=1e-10,
                                atol=1e-10 * np.abs(J_plain).max())
+
+
+def test_a_force_that_is_no_element_is_refused(monkeypatch):
+    _no_compile(monkeypatch)
+    with pytest.raises(TypeError, match=r"forces\[1\]: expected a force element.*got function"):
+        _fit_names(_data(0), NAMES, forces=(JointDamping(), lambda *a: None))
+    with pytest.raises(TypeError, match=r"forces\['drag'\]: expected a force element.*got str"):
+        _fit_names(_data(0), NAMES, forces={"damping": JointDamping(), "drag": "0.1"})
+
+
+def test_fit_stopped_by_max_steps_is_not_converged():
+    # from the guess (mass 1.3, damping 0.2), one Levenberg–Marquardt step cannot meet a
+    # convergence test: the fit converged above in 4 iterations
+    r = _fit(_data(0), max_steps=1)
+    assert r.n_iter == 1 and not r.converged and not r.success
+    assert r.message == "stopped after max_steps = 1 iterations"
+    done = _fit(_data(0))
+    assert done.converged and done.success and done.message.startswith("converged")

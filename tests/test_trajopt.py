@@ -53,3 +53,9 @@ def test_binding_bounds_are_respected():
     assert np.abs(r.knots).max() > 4.9
     assert r.terminal_error < 1e-3
     assert r.effort > 12 * M**2 * X**2 / T**3  # the bound costs effort
+
+
+def test_a_force_that_is_no_element_is_refused():
+    with pytest.raises(TypeError, match=r"forces\[0\]: expected a force element.*got dict"):
+        trajopt(_slider(), [0.0], [0.0], t1=T, dt=0.05, target_q=[X], forces=({"k": 1.0},),
+                progress=False)

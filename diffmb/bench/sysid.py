@@ -1,4 +1,4 @@
-"""Side by side with ``mujoco.sysid`` (issue 19, item 6): the same arm, the same data, the same
+"""Side by side with ``mujoco.sysid``: the same arm, the same data, the same
 initial guess; wall time, rollouts, iterations, accuracy and 95 % intervals of both.
 
 The arm

@@ -96,6 +96,7 @@ locally optimal design), the input is known exactly, and the experiment starts f
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -104,7 +105,7 @@ import numpy as np
 
 from ..controls import KnotTable
 from ..model import JointType, Model
-from .params import ParamSet, Transforms, bounded
+from .params import ParamSet, Transforms, bounded, force_elements
 
 __all__ = ["fisher_information", "design_excitation", "ExcitationResult", "d_criterion",
            "e_criterion"]
@@ -158,8 +159,7 @@ class _Problem:
             measure = (measure,)
         self.measure = tuple(measure)
         self.model = model
-        self.named = isinstance(forces, Mapping)
-        self.fdict = dict(forces) if self.named else {f"_{i}": f for i, f in enumerate(forces)}
+        self.fdict, self.named = force_elements(forces)
         self.ps = ParamSet(model, [params] if isinstance(params, str) else list(params),
                            self.fdict)
         self.p0 = self.ps.flatten(self.ps.get(model, self.fdict))
@@ -408,39 +408,180 @@ def _default_init(knot_ts, lo, hi, t1, seed):
     return u
 
 
-def design_excitation(
-    model: Model,
-    params: Sequence[str],
-    *,
-    q0,
-    v0=None,
-    forces=(),
-    t1: float,
-    dt: float,
-    n_knots: int,
-    torque_limits,
-    joint_limits=None,
-    dofs: Sequence[int] | None = None,
-    criterion: str = "D",
-    noise_std,
-    measure: Sequence[str] = ("q",),
-    sample_dt: float | None = None,
-    initial_state: str = "estimated",
-    init=None,
-    steps: int = 100,
-    learning_rate: float = 0.1,
-    limit_margin: float = 0.05,
-    limit_weight: float = 1e3,
-    softmin_tau: float = 0.1,
-    reference=None,
-    max_std_ratio: float = 0.9,
-    ratio_margin: float = 0.02,
-    ratio_weight: float = 1e3,
-    seed: int = 0,
-    simulate_kwargs: Mapping | None = None,
-    progress: bool = True,
-    callback=None,
-) -> ExcitationResult:
+def _knot_setup(nv, dofs, torque_limits, n_knots, t1, init, seed):
+    """(dofs, lo, hi, knot times, the knots' transforms, the starting z (n_knots, nu))."""
+    dofs = tuple(range(nv)) if dofs is None else tuple(int(d) for d in dofs)
+    nu = len(dofs)
+    lo = np.broadcast_to(np.asarray(torque_limits[0], float), (nu,)).copy()
+    hi = np.broadcast_to(np.asarray(torque_limits[1], float), (nu,)).copy()
+    if np.any(~(hi > lo)):
+        raise ValueError("torque_limits: need hi > lo")
+    knot_ts = np.linspace(0.0, float(t1), int(n_knots))
+    U0 = _default_init(knot_ts, lo, hi, float(t1), seed) if init is None else np.asarray(
+        init, float)
+    if U0.shape != (knot_ts.size, nu):
+        raise ValueError(f"init must have shape ({knot_ts.size}, {nu}), got {U0.shape}")
+    tr = Transforms(tuple(bounded(lo[j], hi[j]) for _ in knot_ts for j in range(nu)))
+    try:
+        z0 = tr.inverse(U0.reshape(-1)).reshape(U0.shape)
+    except ValueError:
+        raise ValueError("init must lie strictly inside torque_limits") from None
+    return dofs, lo, hi, knot_ts, tr, z0
+
+
+def _limit_penalty(lim, limit_margin, limit_weight):
+    """traj -> (penalty, largest excess over the joint limits), traceable."""
+    if lim is None:
+        return lambda traj: (jnp.asarray(0.0), jnp.asarray(0.0))
+    qadr, jlo, jhi = lim
+    rng_ = jhi - jlo
+    qadr_j, jlo_j, jhi_j = jnp.asarray(qadr), jnp.asarray(jlo), jnp.asarray(jhi)
+    mlo, mhi = jnp.asarray(jlo + limit_margin * rng_), jnp.asarray(jhi - limit_margin * rng_)
+    rng_j = jnp.asarray(rng_)
+
+    def penalty(traj):
+        q = traj.q[:, qadr_j]
+        over = jnp.maximum(q - mhi, 0.0) + jnp.maximum(mlo - q, 0.0)
+        viol = jnp.max(jnp.maximum(q - jhi_j, 0.0) + jnp.maximum(jlo_j - q, 0.0))
+        return limit_weight * jnp.sum((over / rng_j) ** 2), viol
+
+    return penalty
+
+
+def _reference_variances(prob, reference, max_std_ratio):
+    """diag F_ref⁻¹ (scaled coordinates) of a reference control or Fisher matrix."""
+    n_p = prob.ps.size
+    if not 0.0 < float(max_std_ratio):
+        raise ValueError("max_std_ratio must be > 0")
+    if _is_matrix(reference, n_p):
+        ref = np.asarray(reference, float)
+    else:
+        ref = np.asarray(jax.jit(lambda: prob.fim(reference)[0])())
+    if ref.shape != (n_p, n_p) or not np.all(np.isfinite(ref)):
+        raise ValueError(f"reference: need a control or a finite ({n_p}, {n_p}) F")
+    var_ref = np.diag(np.linalg.inv(ref))
+    if np.any(~(var_ref > 0)):
+        raise ValueError("reference: its Fisher information is singular (some parameter "
+                         "has no finite variance); it cannot be a bound")
+    return var_ref
+
+
+def _objective(prob, make_control, tr, criterion, softmin_tau, penalty, var_ref,
+               max_std_ratio, ratio_margin, ratio_weight):
+    """z -> (−(criterion − penalty), (F, smoothed criterion, penalty, violation, largest std
+    ratio)), traceable."""
+    if var_ref is not None:
+        log_sref = jnp.asarray(0.5 * np.log(var_ref))
+        log_rho = float(np.log(max_std_ratio))
+
+    def objective(z):
+        U = tr.forward(z.reshape(-1)).reshape(z.shape)
+        F, traj = prob.fim(make_control(U)[0])
+        crit = d_criterion(F) if criterion == "D" else e_criterion(F, softmin_tau)
+        pen, viol = penalty(traj)
+        viol = jnp.where(jnp.all(traj.status == 0), viol, jnp.inf)
+        if var_ref is not None:  # log(σ_i / σ_ref,i)
+            var = jnp.diag(jnp.linalg.inv(F))
+            lr = 0.5 * jnp.log(jnp.clip(var, 1e-300, None)) - log_sref
+            pen = pen + ratio_weight * jnp.sum(
+                jnp.maximum(lr - log_rho + ratio_margin, 0.0) ** 2)
+            ratio = jnp.exp(jnp.max(lr))
+        else:
+            ratio = jnp.asarray(0.0)
+        return -(crit - pen), (F, crit, pen, viol, ratio)
+
+    return objective
+
+
+def _make_control(knot_ts, dofs, nv, U):
+    """(the control for simulate, its KnotTable) of knot values U (n_knots, nu)."""
+    table = KnotTable(jnp.asarray(knot_ts), U, "linear")
+    return (table if dofs == tuple(range(nv)) else _Scatter(table, dofs, nv)), table
+
+
+def _reference_std(prob, var_ref, F):
+    """({name: σ_ref}, {name: σ/σ_ref}) of the design F, or (None, None) without a reference."""
+    if var_ref is None:
+        return None, None
+    names = prob.ps.scalar_names
+    s_ref = np.sqrt(var_ref) * np.abs(np.asarray(prob.p0))
+    return (dict(zip(names, s_ref.tolist(), strict=True)),
+            dict(zip(names, (prob.std(F) / s_ref).tolist(), strict=True)))
+
+
+def _rank(viol, exact, ratio, reference, max_std_ratio):
+    """Order of iterates: the feasible one of largest criterion (feasible: within the joint
+    limits and, with a reference, every std ratio ≤ max_std_ratio); else, within the joint
+    limits, the smallest largest std ratio; else the least joint violation."""
+    ok_j = viol <= 0.0 and np.isfinite(exact)
+    ok_r = reference is None or ratio <= max_std_ratio
+    if ok_j and ok_r:
+        return (2, exact)
+    if ok_j:
+        return (1, -ratio)
+    return (0, -viol)
+
+
+def _adam(objective, z0, steps, learning_rate, criterion, rank, progress, callback):
+    """Adam (optax, cosine-decayed rate) on the objective: (history, the first iterate's
+    (criterion, F, violation), the best's (key, step, z, F, violation, criterion))."""
+    import optax
+
+    vg = jax.jit(jax.value_and_grad(objective, has_aux=True))
+    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, max(int(steps), 1), alpha=0.1))
+    z = jnp.asarray(z0)
+    state = opt.init(z)
+    history, best, first = [], None, None
+    bar = None
+    try:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=int(steps), desc=f"excitation ({criterion})", disable=not progress,
+                   leave=False)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        for k in range(int(steps) + 1):
+            (val, (F, crit, pen, viol, ratio)), g = vg(z)
+            Fn = np.asarray(F)
+            exact = _exact(criterion, Fn) if np.all(np.isfinite(Fn)) else -np.inf
+            viol = float(viol)
+            ratio = float(ratio) if np.isfinite(float(ratio)) else np.inf
+            info = {"step": k, "criterion": exact, "objective": float(-val),
+                    "smoothed": float(crit), "penalty": float(pen), "violation": viol}
+            key = rank(viol, exact, ratio, info)
+            history.append(info)
+            if first is None:
+                first = (exact, Fn, viol)
+            if best is None or key > best[0]:
+                best = (key, k, np.asarray(z), Fn, viol, exact)
+            if callback is not None:
+                callback(info)
+            if k == int(steps) or not np.all(np.isfinite(np.asarray(g))):
+                break
+            with jax.numpy_dtype_promotion("standard"):  # optax mixes int32 counts, floats
+                upd, state = opt.update(g, state, z)
+                z = optax.apply_updates(z, upd)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(crit=f"{exact:.4g}", viol=f"{viol:.2g}")
+    finally:
+        if bar is not None:
+            bar.close()
+    return history, first, best
+
+
+def design_excitation(model: Model, params: Sequence[str], *, q0, v0=None, forces=(), t1: float,
+                      dt: float, n_knots: int, torque_limits, joint_limits=None,
+                      dofs: Sequence[int] | None = None, criterion: str = "D", noise_std,
+                      measure: Sequence[str] = ("q",), sample_dt: float | None = None,
+                      initial_state: str = "estimated", init=None, steps: int = 100,
+                      learning_rate: float = 0.1, limit_margin: float = 0.05,
+                      limit_weight: float = 1e3, softmin_tau: float = 0.1, reference=None,
+                      max_std_ratio: float = 0.9, ratio_margin: float = 0.02,
+                      ratio_weight: float = 1e3, seed: int = 0,
+                      simulate_kwargs: Mapping | None = None, progress: bool = True,
+                      callback=None) -> ExcitationResult:
     """Design a piecewise-linear torque table that maximises the information on ``params``.
 
     Args:
@@ -471,165 +612,41 @@ def design_excitation(
             (module docstring). Start from the reference input (``init``) when it is a table.
         progress: tqdm bar; callback: ``callback(info)`` after each step.
     """
-    import optax
-
     if criterion not in ("D", "E"):
         raise ValueError(f"criterion must be 'D' or 'E', got {criterion!r}")
     prob = _Problem(model, params, q0=q0, v0=v0, forces=forces, t1=t1, dt=dt,
                     sample_dt=sample_dt, noise_std=noise_std, measure=measure, scaled=True,
                     initial_state=initial_state, simulate_kwargs=simulate_kwargs)
     nv = model.nv
-    dofs = tuple(range(nv)) if dofs is None else tuple(int(d) for d in dofs)
-    nu = len(dofs)
-    lo = np.broadcast_to(np.asarray(torque_limits[0], float), (nu,)).copy()
-    hi = np.broadcast_to(np.asarray(torque_limits[1], float), (nu,)).copy()
-    if np.any(~(hi > lo)):
-        raise ValueError("torque_limits: need hi > lo")
-    knot_ts = np.linspace(0.0, float(t1), int(n_knots))
-    U0 = _default_init(knot_ts, lo, hi, float(t1), seed) if init is None else np.asarray(
-        init, float)
-    if U0.shape != (knot_ts.size, nu):
-        raise ValueError(f"init must have shape ({knot_ts.size}, {nu}), got {U0.shape}")
-    tr = Transforms(tuple(bounded(lo[j], hi[j]) for _ in knot_ts for j in range(nu)))
-    try:
-        z0 = tr.inverse(U0.reshape(-1)).reshape(U0.shape)
-    except ValueError:
-        raise ValueError("init must lie strictly inside torque_limits") from None
+    dofs, lo, hi, knot_ts, tr, z0 = _knot_setup(nv, dofs, torque_limits, n_knots, t1, init, seed)
     lim = _joint_limits(model, forces, joint_limits)
-    if lim is not None:
-        qadr, jlo, jhi = lim
-        rng_ = jhi - jlo
-        qadr_j, jlo_j, jhi_j = jnp.asarray(qadr), jnp.asarray(jlo), jnp.asarray(jhi)
-        mlo, mhi = jnp.asarray(jlo + limit_margin * rng_), jnp.asarray(jhi - limit_margin * rng_)
-        rng_j = jnp.asarray(rng_)
-    all_dofs = dofs == tuple(range(nv))
-    n_p = prob.ps.size
-    if reference is not None:
-        if not 0.0 < float(max_std_ratio):
-            raise ValueError("max_std_ratio must be > 0")
-        if _is_matrix(reference, n_p):
-            ref = np.asarray(reference, float)
-        else:
-            ref = np.asarray(jax.jit(lambda: prob.fim(reference)[0])())
-        if ref.shape != (n_p, n_p) or not np.all(np.isfinite(ref)):
-            raise ValueError(f"reference: need a control or a finite ({n_p}, {n_p}) F")
-        var_ref = np.diag(np.linalg.inv(ref))
-        if np.any(~(var_ref > 0)):
-            raise ValueError("reference: its Fisher information is singular (some parameter "
-                             "has no finite variance); it cannot be a bound")
-        log_sref = jnp.asarray(0.5 * np.log(var_ref))
-        log_rho = float(np.log(max_std_ratio))
+    var_ref = None if reference is None else _reference_variances(prob, reference, max_std_ratio)
 
-    def std_log_ratio(F):
-        """log(σ_i / σ_ref,i) (n,), traceable."""
-        var = jnp.diag(jnp.linalg.inv(F))
-        return 0.5 * jnp.log(jnp.clip(var, 1e-300, None)) - log_sref
+    make_control = functools.partial(_make_control, knot_ts, dofs, nv)
 
-    def make_control(U):
-        table = KnotTable(jnp.asarray(knot_ts), U, "linear")
-        return (table if all_dofs else _Scatter(table, dofs, nv)), table
-
-    def objective(z):
-        U = tr.forward(z.reshape(-1)).reshape(z.shape)
-        F, traj = prob.fim(make_control(U)[0])
-        crit = d_criterion(F) if criterion == "D" else e_criterion(F, softmin_tau)
-        if lim is not None:
-            q = traj.q[:, qadr_j]
-            over = jnp.maximum(q - mhi, 0.0) + jnp.maximum(mlo - q, 0.0)
-            pen = limit_weight * jnp.sum((over / rng_j) ** 2)
-            viol = jnp.max(jnp.maximum(q - jhi_j, 0.0) + jnp.maximum(jlo_j - q, 0.0))
-        else:
-            pen, viol = jnp.asarray(0.0), jnp.asarray(0.0)
-        viol = jnp.where(jnp.all(traj.status == 0), viol, jnp.inf)
+    def rank(viol, exact, ratio, info):
         if reference is not None:
-            lr = std_log_ratio(F)
-            pen = pen + ratio_weight * jnp.sum(
-                jnp.maximum(lr - log_rho + ratio_margin, 0.0) ** 2)
-            ratio = jnp.exp(jnp.max(lr))
-        else:
-            ratio = jnp.asarray(0.0)
-        return -(crit - pen), (F, crit, pen, viol, ratio)
+            info["max_std_ratio"] = ratio
+        return _rank(viol, exact, ratio, reference, max_std_ratio)
 
-    vg = jax.jit(jax.value_and_grad(objective, has_aux=True))
-    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, max(int(steps), 1), alpha=0.1))
-    z = jnp.asarray(z0)
-    state = opt.init(z)
-    history = []
-    best = None  # (key, step, z, F, violation, criterion)
-    first = None
-    bar = None
-    try:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=int(steps), desc=f"excitation ({criterion})", disable=not progress,
-                   leave=False)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        for k in range(int(steps) + 1):
-            (val, (F, crit, pen, viol, ratio)), g = vg(z)
-            Fn = np.asarray(F)
-            exact = _exact(criterion, Fn) if np.all(np.isfinite(Fn)) else -np.inf
-            viol = float(viol)
-            ratio = float(ratio) if np.isfinite(float(ratio)) else np.inf
-            info = {"step": k, "criterion": exact, "objective": float(-val),
-                    "smoothed": float(crit), "penalty": float(pen), "violation": viol}
-            if reference is not None:
-                info["max_std_ratio"] = ratio
-            history.append(info)
-            if first is None:
-                first = (exact, Fn, viol)
-            # best: the feasible iterate of largest criterion (feasible: within the joint
-            # limits and, with a reference, every std ratio ≤ max_std_ratio); else, within the
-            # joint limits, the smallest largest std ratio; else the least joint violation
-            ok_j = viol <= 0.0 and np.isfinite(exact)
-            ok_r = reference is None or ratio <= max_std_ratio
-            if ok_j and ok_r:
-                key = (2, exact)
-            elif ok_j:
-                key = (1, -ratio)
-            else:
-                key = (0, -viol)
-            if best is None or key > best[0]:
-                best = (key, k, np.asarray(z), Fn, viol, exact)
-            if callback is not None:
-                callback(info)
-            if k == int(steps):
-                break
-            if not np.all(np.isfinite(np.asarray(g))):
-                break
-            with jax.numpy_dtype_promotion("standard"):  # optax mixes int32 counts, floats
-                upd, state = opt.update(g, state, z)
-                z = optax.apply_updates(z, upd)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(crit=f"{exact:.4g}", viol=f"{viol:.2g}")
-    finally:
-        if bar is not None:
-            bar.close()
-
-    crit_b, F_b, _ = first
-    key_best, k_best, z_best, F_a, viol_a, crit_a = best
+    objective = _objective(prob, make_control, tr, criterion, softmin_tau,
+                           _limit_penalty(lim, limit_margin, limit_weight), var_ref,
+                           max_std_ratio, ratio_margin, ratio_weight)
+    history, (crit_b, F_b, _), (key_best, k_best, z_best, F_a, viol_a, crit_a) = _adam(
+        objective, z0, steps, learning_rate, criterion, rank, progress, callback)
     U = np.asarray(tr.forward(jnp.asarray(z_best).reshape(-1))).reshape(z0.shape)
     control, table = make_control(jnp.asarray(U))
-    traj = prob.simulate(prob.p0, prob.q0, prob.v0, control)
     names = prob.ps.scalar_names
-    if reference is not None:
-        s_ref = np.sqrt(var_ref) * np.abs(np.asarray(prob.p0))
-        std_ref = dict(zip(names, s_ref.tolist(), strict=True))
-        ratios = prob.std(F_a) / s_ref
-        std_ratio = dict(zip(names, ratios.tolist(), strict=True))
-    else:
-        std_ref = std_ratio = None
+    std_ref, std_ratio = _reference_std(prob, var_ref, F_a)
     return ExcitationResult(
         control=control, table=table, knot_ts=knot_ts, knots=U, dofs=dofs,
         criterion=criterion, criterion_before=float(crit_b), criterion_after=float(crit_a),
         fim=F_a, fim_before=F_b,
         std=dict(zip(names, prob.std(F_a).tolist(), strict=True)),
         std_before=dict(zip(names, prob.std(F_b).tolist(), strict=True)),
-        names=names, scaled=True, traj=traj, joint_violation=max(float(viol_a), 0.0),
-        feasible=bool(viol_a <= 0.0), history=history, best_step=int(k_best),
-        torque_limits=(lo, hi), joint_limits=None if lim is None else lim,
-        std_reference=std_ref, std_ratio=std_ratio,
+        names=names, scaled=True, traj=prob.simulate(prob.p0, prob.q0, prob.v0, control),
+        joint_violation=max(float(viol_a), 0.0), feasible=bool(viol_a <= 0.0),
+        history=history, best_step=int(k_best), torque_limits=(lo, hi),
+        joint_limits=None if lim is None else lim, std_reference=std_ref, std_ratio=std_ratio,
         meets_reference=None if reference is None else bool(key_best[0] == 2),
     )

@@ -12,17 +12,19 @@ What it does, in order:
    :func:`~diffmb.io.urdf.load_urdf` and :func:`~diffmb.io.urdf.urdf_forces`; or a
    :class:`~diffmb.Model` with ``forces``. The simulation step ``dt`` defaults to the MJCF's
    ``timestep`` (1 ms for a URDF); the integrator is RK4.
-2. **Data**: CSV files in the convention of DESIGN.md (``t``, ``q_<joint>``, optional
-   ``v_<joint>``, inputs ``ctrl_<actuator>`` or ``tau_<joint>``), read by
+2. **Data**: CSV files of joint channels (``t``, ``q_<joint>``, optional ``v_<joint>``, inputs
+   ``ctrl_<actuator>`` or ``tau_<joint>``), read by
    :func:`~diffmb.optim.sysid.read_joint_csv`; inputs are interpolated linearly between samples
    and the simulated outputs to the sample times, which need not lie on the step grid. Refused
-   with a message naming the file, row and column: unknown or missing channels, NaN, a time gap
-   (an interval over 5 times the median: split the record into files), a saturated measured
-   channel (``SATURATION_RUN`` or more consecutive samples at the column's extreme value).
+   with a message naming the file, row and column: unknown or missing channels, a non-finite
+   value, an implausible one (beyond :data:`ABSURD`), a time gap (an interval over 5 times the
+   median: split the record into files), a constant measured channel, a saturated one
+   (``SATURATION_RUN`` or more consecutive samples at the column's extreme value).
 3. **Parameters**: names of :mod:`diffmb.optim.params` with shell wildcards in the body or joint
    name; default :data:`DEFAULT_PARAMS` (the mass of every moving body that has one, massless
-   frames left out, and the damping of every joint). Inertial parameters stay physically realisable (log-Cholesky of the pseudo-inertia for
-   ``body.<b>.inertial``, of the com second moment for ``body.<b>.inertia``, log(m) for masses).
+   frames left out, and the damping of every joint). Inertial parameters stay physically
+   realisable (log-Cholesky of the pseudo-inertia for ``body.<b>.inertial``, of the com second
+   moment for ``body.<b>.inertia``, log(m) for masses).
 4. **Sensors** (``sensors=``, the ``--sensors`` syntax): comma-separated
    ``<channel-pattern>.<field>``, field ``gain``, ``bias``, ``delay`` (identified with the
    parameters, :mod:`diffmb.optim.sensors`) or ``noise``.
@@ -38,7 +40,9 @@ What it does, in order:
    the sensitivity matrix is rank deficient ("body.l2.mass and body.l3.com[0] are identifiable
    only as body.l2.mass + 0.4·body.l3.com[0]"), with their estimates and standard errors.
 8. **Results**: ``DIR/results.json`` (``identified`` as ``{name: {"estimate", "std"}}``,
-   vectors as lists; ``ci95``; ``correlation``; ``base_parameters``; ``noise``; ``rms``) and
+   vectors as lists; ``ci95``; ``correlation``; ``base_parameters``; ``noise``; ``rms``;
+   ``converged``, ``success`` and ``message``: a fit that did not converge is reported, not
+   raised) and
    ``DIR/report.md`` with the fit, residual and correlation figures.
 """
 
@@ -53,9 +57,10 @@ from collections.abc import Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from ..forces.elements import Actuators
 from ..model import Model
 from .lsq import UnidentifiableWarning
-from .params import ParamSet, default_transform, expand
+from .params import ParamSet, control_consumer, default_transform, expand, force_elements
 from .sensors import Sensors, expand_sensors
 from .sysid import FitResult, Record, fit, joint_channels, load_data
 
@@ -66,6 +71,8 @@ DEFAULT_PARAMS = "body.*.mass,joint.*.damping"
 GAP_FACTOR = 5.0  # an interval over 5 x the median is a gap
 SATURATION_RUN = 8  # consecutive samples at a column's extreme value
 ZERO_START = 1e-3  # starting value of a positive parameter that the file sets to 0 (SI units)
+# largest plausible magnitude per channel group (SI units: rad, m, rad/s, m/s; N m, N, controls)
+ABSURD = {"q": 1e6, "v": 1e6, "tau": 1e9, "ctrl": 1e9}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -101,6 +108,9 @@ def load_robot(path, ignore=()) -> tuple[Model, dict, float]:
 
 
 def _named(forces) -> dict:
+    """{name: element}: a dict as given, a sequence named by the elements' classes."""
+    forces = forces if isinstance(forces, Mapping) else tuple(forces)
+    force_elements(forces)  # refuses anything that is not a force element
     if isinstance(forces, Mapping):
         return dict(forces)
     out: dict = {}
@@ -114,9 +124,36 @@ def _named(forces) -> dict:
     return out
 
 
-def check_record(rec: Record, model: Model) -> None:
-    """Refuse a record with a time gap or a saturated measured channel (``ValueError`` naming
-    the file, data rows, times and column)."""
+def _channels(rec: Record, model: Model, actuators: Sequence[str] = ()):
+    """(group, array, column names) of the record's measured and input channels."""
+    out = [(k, a, joint_channels(model, k)) for k, a in (("q", rec.q), ("v", rec.v),
+                                                         ("tau", rec.tau)) if a is not None]
+    if rec.ctrl is not None:
+        nu = rec.ctrl.shape[1]
+        out.append(("ctrl", rec.ctrl, [f"ctrl_{a}" for a in actuators] if len(actuators) == nu
+                    else [f"ctrl[{k}]" for k in range(nu)]))
+    return out
+
+
+def _check_magnitudes(rec: Record, model: Model, actuators: Sequence[str] = ()) -> None:
+    """Refuse a value beyond :data:`ABSURD` (non-finite ones are refused when read)."""
+    t = np.asarray(rec.t)
+    for k, a, chans in _channels(rec, model, actuators):
+        big = np.abs(np.asarray(a, float)) > ABSURD[k]
+        if big.any():
+            i, c = (int(x) for x in np.argwhere(big)[0])
+            raise ValueError(
+                f"{rec.source}: data row {i + 1} (t = {t[i]:.6g}), column {chans[c]!r}: "
+                f"{a[i, c]:.6g} is not a plausible value (|value| > {ABSURD[k]:g} in SI units); "
+                "fix or remove that row")
+
+
+def check_record(rec: Record, model: Model, actuators: Sequence[str] = ()) -> None:
+    """Refuse (``ValueError`` naming the file, data rows, times and column) a record with an
+    implausible value (:data:`ABSURD`), a time gap, a constant measured channel (no
+    information, and no noise level to weight it by) or a saturated one; ``actuators`` names
+    the ``ctrl`` columns in messages."""
+    _check_magnitudes(rec, model, actuators)
     t = np.asarray(rec.t)
     dt = np.diff(t)
     med = float(np.median(dt))
@@ -134,20 +171,28 @@ def check_record(rec: Record, model: Model) -> None:
         for c, name in enumerate(joint_channels(model, prefix)):
             col = a[:, c]
             if np.ptp(col) == 0.0:
-                continue
-            for ext, what in ((col.max(), "maximum"), (col.min(), "minimum")):
-                at = np.concatenate([[False], col == ext, [False]])
-                starts = np.nonzero(at[1:] & ~at[:-1])[0]
-                ends = np.nonzero(~at[1:] & at[:-1])[0]
-                runs = ends - starts
-                if runs.size and runs.max() >= SATURATION_RUN:
-                    i = int(np.argmax(runs))
-                    a0, a1 = int(starts[i]), int(ends[i]) - 1
-                    raise ValueError(
-                        f"{rec.source}: column {name!r} stays at its {what} {ext:.6g} for "
-                        f"{runs[i]} consecutive samples (data rows {a0 + 1}-{a1 + 1}, t = "
-                        f"{t[a0]:.6g}-{t[a1]:.6g} s): a saturated sensor or a clipped signal; "
-                        "remove those rows (split the file) or that channel")
+                raise ValueError(
+                    f"{rec.source}: measured column {name!r} is constant ({col[0]:.6g} in all "
+                    f"{col.size} data rows): it carries no information and no noise level to "
+                    "weight it by (a sensor that did not move or was not recorded); record "
+                    "a motion of that joint, or fit a model without it")
+            _check_saturation(rec, t, name, col)
+
+
+def _check_saturation(rec: Record, t, name: str, col) -> None:
+    for ext, what in ((col.max(), "maximum"), (col.min(), "minimum")):
+        at = np.concatenate([[False], col == ext, [False]])
+        starts = np.nonzero(at[1:] & ~at[:-1])[0]
+        ends = np.nonzero(~at[1:] & at[:-1])[0]
+        runs = ends - starts
+        if runs.size and runs.max() >= SATURATION_RUN:
+            i = int(np.argmax(runs))
+            a0, a1 = int(starts[i]), int(ends[i]) - 1
+            raise ValueError(
+                f"{rec.source}: column {name!r} stays at its {what} {ext:.6g} for "
+                f"{runs[i]} consecutive samples (data rows {a0 + 1}-{a1 + 1}, t = "
+                f"{t[a0]:.6g}-{t[a1]:.6g} s): a saturated sensor or a clipped signal; "
+                "remove those rows (split the file) or that channel")
 
 
 def noise_from_data(rec: Record, model: Model) -> dict:
@@ -295,6 +340,150 @@ def _jsonable(x):
     return [_jsonable(v) for v in a]
 
 
+def _model_and_forces(model, forces, dt, ignore):
+    """(Model, named force elements, dt, the file's path or None) from a file or a Model."""
+    if isinstance(model, (str, pathlib.Path)):
+        source = str(model)
+        model, fdict, dt_file = load_robot(model, ignore)
+        if forces is not None:
+            fdict.update(_named(forces))
+        return model, fdict, dt_file if dt is None else dt, source
+    if dt is None:
+        raise ValueError("identify: give dt (the simulation step) with a Model")
+    return model, _named(forces or ()), dt, None
+
+
+def _parameter_names(model, params, sensors, fdict) -> tuple[list, list]:
+    """(parameter names, channels whose noise is estimated); adds ``fdict["sensors"]``."""
+    default = params is None
+    names = expand(model, DEFAULT_PARAMS if default else params, fdict)
+    if default:  # bodies that no joint moves, and massless frames, carry no information
+        def moving_mass(n):
+            i = model.body_names.index(n.split(".")[1])
+            return model.body_node[i] >= 0 and float(model.body_mass[i]) > 0.0
+
+        names = [n for n in names if not n.startswith("body.") or moving_mass(n)]
+    sens_names, noise_chans = expand_sensors(model, sensors) if sensors else ([], [])
+    if sens_names:
+        fdict["sensors"] = Sensors(model)
+    names = names + sens_names
+    ParamSet(model, names, fdict)  # unknown names fail here, before anything compiles
+    return names, noise_chans
+
+
+def _zero_starts(model, names, fdict, init) -> tuple[dict, list]:
+    """A positive parameter (mass, damping, armature) that the file sets to 0 cannot start
+    there (its log): (init with ZERO_START for those, their names)."""
+    init = dict(init or {})
+    zero_started = []
+    for n in names:
+        if n in init or default_transform(n).kind != "positive":
+            continue
+        v = np.asarray(ParamSet(model, [n], fdict).get(model, fdict)[n])
+        if np.any(v <= 0.0):
+            init[n] = np.where(v > 0.0, v, ZERO_START) if v.ndim else ZERO_START
+            zero_started.append(n)
+    return init, zero_started
+
+
+def _records(model, data, fdict) -> tuple[list, dict]:
+    """(checked records, the elements to simulate: without the actuators when the record
+    holds joint torques)."""
+    act = control_consumer(fdict)
+    act_names = tuple(act.names) if isinstance(act, Actuators) else ()
+    recs = load_data(model, data, act_names)
+    for r in recs:
+        check_record(r, model, act_names)
+    if any(r.tau is not None for r in recs) and act is not None:
+        # torques measured at the joints: the actuators are not in the loop
+        fdict = {k: e for k, e in fdict.items() if e is not act}
+        act = None
+    if any(r.tau is None and r.ctrl is None for r in recs) and act is not None:
+        raise ValueError(f"{recs[0].source}: the model has actuators {list(act_names)} but the "
+                         "record has no ctrl_<actuator> (or tau_<joint>) columns: the input is "
+                         "unknown")
+    return recs, fdict
+
+
+def _prior_weights(model, recs) -> tuple[dict, dict]:
+    """(σ per channel from the data alone, the fit's weights 1/σ per dof)."""
+    sigma = {}
+    for r in recs:
+        for k, s in noise_from_data(r, model).items():
+            sigma[k] = max(sigma.get(k, 0.0), s)
+    weights = {}
+    if any(r.q is not None for r in recs):
+        weights["q"] = _dof_weights(model, sigma, "q")
+    if any(r.v is not None for r in recs):
+        weights["v"] = _dof_weights(model, sigma, "v")
+    return sigma, weights
+
+
+def _fit_with_noise(model, recs, names, sigma, weights, noise_chans, checkpoint, dt, kw):
+    """The fit; with ``noise_chans``, their σ re-estimated at the estimate and the fit repeated
+    once with those weights. Returns (fit, noise, simulated outputs or None, weights,
+    identifiability warnings)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnidentifiableWarning)
+        res = fit(model, recs, names, weights=weights, checkpoint=checkpoint, **kw)
+        noise, sim = {}, None
+        if noise_chans:
+            sigma2 = _residual_sigma(_simulate_fit(res, model, recs, dt), model, recs)
+            for c in noise_chans:
+                sigma[c] = sigma2[c]
+            weights = {k: _dof_weights(model, sigma, k) for k in weights}
+            init2 = {k: (v if np.ndim(v) == 0 else np.asarray(v)) for k, v in res.estimates.items()}
+            ck2 = None if checkpoint is None else pathlib.Path(checkpoint).with_suffix(
+                ".reweighted.npz")  # the second fit resumes too
+            res = fit(model, recs, names, weights=weights, checkpoint=ck2,
+                      **{**kw, "init": init2})
+            sim = _simulate_fit(res, model, recs, dt)  # the final fit's outputs, also plotted
+            sigma2 = _residual_sigma(sim, model, recs)
+            for c in noise_chans:
+                n_c = sum(r.t.shape[0] for r in recs)
+                noise[c] = {"estimate": sigma2[c], "std": sigma2[c] / np.sqrt(2.0 * n_c)}
+    unident_warn = [str(w.message) for w in caught if issubclass(w.category, UnidentifiableWarning)]
+    for w in caught:
+        if not issubclass(w.category, UnidentifiableWarning):
+            warnings.warn(w.message, w.category, stacklevel=3)
+    return res, noise, sim, weights, unident_warn
+
+
+def _results(res: FitResult, names, recs, source, model, sigma, noise, unident_warn, dt,
+             profiles, zero_started) -> dict:
+    """What ``results.json`` holds."""
+    p_hat = np.concatenate([np.reshape(np.asarray(res.estimates[n], float), -1) for n in names])
+    identified = {n: {"estimate": _jsonable(res.estimates[n]), "std": _jsonable(res.std[n])}
+                  for n in names}
+    ci = {n: _jsonable(np.stack([np.asarray(res.estimates[n]) - 1.96 * np.asarray(res.std[n]),
+                                 np.asarray(res.estimates[n]) + 1.96 * np.asarray(res.std[n])],
+                                axis=-1)) for n in names}
+    return {
+        "status": "complete",
+        "model": source or model.name,
+        "data": [r.source for r in recs],
+        "parameters": list(names),
+        "identified": identified,
+        "ci95": ci,
+        "noise": noise,
+        "noise_prior": sigma,
+        "base_parameters": base_parameters(res.jacobian, res.names, p_hat, res.cov),
+        "unidentifiable": list(res.unidentifiable),
+        "warnings": unident_warn,
+        "success": bool(res.success),
+        "converged": bool(res.converged),
+        "message": res.message,
+        "iterations": int(res.n_iter),
+        "cost": float(res.cost),
+        "s2": _jsonable(res.s2),
+        "rms": res.rms,
+        "dt": dt,
+        "correlation": {"names": list(res.names), "matrix": _jsonable(res.correlation)},
+        "profiles": profiles,
+        "started_from_zero_start": zero_started,
+    }
+
+
 def identify(model, data, *, params=None, sensors=None, forces=None, dt: float | None = None,
              out=None, checkpoint=None, shooting: str = "single", segments: int = 4,
              max_steps: int = 50, progress: bool = True, report: bool = True,
@@ -320,97 +509,24 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
             ``profile_points`` refits with the parameter held on a grid of ±3 standard errors
             around the estimate; the 95 % interval where the profiled cost stays within
             χ²₁(0.95)/2 · s² of the optimum, beside the Laplace interval.
+
+    Returns:
+        :class:`IdentifyResult`. A fit that ends without converging, or with a parameter the
+        data cannot identify, is returned, not raised: ``results["converged"]`` says whether
+        the solver met a convergence test (False when ``max_steps`` ended it),
+        ``results["success"]`` whether it did and every parameter is identifiable, and
+        ``results["message"]`` gives the reason (``fit.converged``, ``fit.success``,
+        ``fit.message``).
     """
-    source = None
-    if isinstance(model, (str, pathlib.Path)):
-        source = str(model)
-        model, fdict, dt_file = load_robot(model, ignore)
-        if forces is not None:
-            fdict.update(_named(forces))
-        dt = dt_file if dt is None else dt
-    else:
-        fdict = _named(forces or ())
-        if dt is None:
-            raise ValueError("identify: give dt (the simulation step) with a Model")
-    default = params is None
-    patterns = DEFAULT_PARAMS if default else params
-    names = expand(model, patterns, fdict)
-    if default:  # bodies that no joint moves, and massless frames, carry no information
-        def moving_mass(n):
-            i = model.body_names.index(n.split(".")[1])
-            return model.body_node[i] >= 0 and float(model.body_mass[i]) > 0.0
-
-        names = [n for n in names if not n.startswith("body.") or moving_mass(n)]
-    sens_names, noise_chans = expand_sensors(model, sensors) if sensors else ([], [])
-    if sens_names:
-        fdict["sensors"] = Sensors(model)
-    names = names + sens_names
-    ParamSet(model, names, fdict)  # unknown names fail here, before anything compiles
-
-    # a positive parameter (mass, damping, armature) that the file sets to 0 cannot start there
-    # (its log): start from ZERO_START instead, and say so in the results
-    init = dict(init or {})
-    zero_started = []
-    for n in names:
-        if n in init or default_transform(n).kind != "positive":
-            continue
-        v = np.asarray(ParamSet(model, [n], fdict).get(model, fdict)[n])
-        if np.any(v <= 0.0):
-            init[n] = np.where(v > 0.0, v, ZERO_START) if v.ndim else ZERO_START
-            zero_started.append(n)
-
-    act = next((e for e in fdict.values() if getattr(e, "uses_ctrl", False)), None)
-    act_names = tuple(getattr(act, "names", None) or ()) if act is not None else ()
-    recs = load_data(model, data, act_names)
-    for r in recs:
-        check_record(r, model)
-    if any(r.tau is not None for r in recs) and act is not None:
-        # torques measured at the joints: the actuators are not in the loop
-        fdict = {k: e for k, e in fdict.items() if e is not act}
-        act = None
-    if any(r.tau is None and r.ctrl is None for r in recs) and act is not None:
-        raise ValueError(f"{recs[0].source}: the model has actuators {list(act_names)} but the "
-                         "record has no ctrl_<actuator> (or tau_<joint>) columns: the input is "
-                         "unknown")
-
-    sigma = {}
-    for r in recs:
-        for k, s in noise_from_data(r, model).items():
-            sigma[k] = max(sigma.get(k, 0.0), s)
-    has_q = any(r.q is not None for r in recs)
-    has_v = any(r.v is not None for r in recs)
-    weights = {}
-    if has_q:
-        weights["q"] = _dof_weights(model, sigma, "q")
-    if has_v:
-        weights["v"] = _dof_weights(model, sigma, "v")
-
+    model, fdict, dt, source = _model_and_forces(model, forces, dt, ignore)
+    names, noise_chans = _parameter_names(model, params, sensors, fdict)
+    init, zero_started = _zero_starts(model, names, fdict, init)
+    recs, fdict = _records(model, data, fdict)
+    sigma, weights = _prior_weights(model, recs)
     kw = dict(forces=fdict, simulate_kwargs={"dt": dt}, shooting=shooting, segments=segments,
               max_steps=max_steps, progress=progress, init=init, bounds=bounds)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UnidentifiableWarning)
-        res = fit(model, recs, names, weights=weights, checkpoint=checkpoint, **kw)
-        noise, sim = {}, None
-        if noise_chans:
-            sigma2 = _residual_sigma(_simulate_fit(res, model, recs, dt), model, recs)
-            for c in noise_chans:
-                sigma[c] = sigma2[c]
-            weights = {k: _dof_weights(model, sigma, k) for k in weights}
-            init2 = {k: (v if np.ndim(v) == 0 else np.asarray(v)) for k, v in res.estimates.items()}
-            ck2 = None if checkpoint is None else pathlib.Path(checkpoint).with_suffix(
-                ".reweighted.npz")  # the second fit resumes too
-            res = fit(model, recs, names, weights=weights, checkpoint=ck2,
-                      **{**kw, "init": init2})
-            sim = _simulate_fit(res, model, recs, dt)  # the final fit's outputs, also plotted
-            sigma2 = _residual_sigma(sim, model, recs)
-            for c in noise_chans:
-                n_c = sum(r.t.shape[0] for r in recs)
-                noise[c] = {"estimate": sigma2[c], "std": sigma2[c] / np.sqrt(2.0 * n_c)}
-    unident_warn = [str(w.message) for w in caught if issubclass(w.category, UnidentifiableWarning)]
-    for w in caught:
-        if not issubclass(w.category, UnidentifiableWarning):
-            warnings.warn(w.message, w.category, stacklevel=2)
-
+    res, noise, sim, weights, unident_warn = _fit_with_noise(
+        model, recs, names, sigma, weights, noise_chans, checkpoint, dt, kw)
     profiles = {}
     for pn in profile:
         if pn not in names or np.ndim(res.estimates[pn]) != 0:
@@ -419,37 +535,9 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         profiles[pn] = profile_likelihood(res, model, recs, fdict, names, pn, weights=weights,
                                           n=profile_points,
                                           **{k: v for k, v in kw.items() if k != "forces"})
-    p_hat = np.concatenate([np.reshape(np.asarray(res.estimates[n], float), -1) for n in names])
-    combos = base_parameters(res.jacobian, res.names, p_hat, res.cov)
-    identified = {n: {"estimate": _jsonable(res.estimates[n]), "std": _jsonable(res.std[n])}
-                  for n in names}
-    ci = {n: _jsonable(np.stack([np.asarray(res.estimates[n]) - 1.96 * np.asarray(res.std[n]),
-                                 np.asarray(res.estimates[n]) + 1.96 * np.asarray(res.std[n])],
-                                axis=-1)) for n in names}
-    results = {
-        "status": "complete",
-        "model": source or model.name,
-        "data": [r.source for r in recs],
-        "parameters": list(names),
-        "identified": identified,
-        "ci95": ci,
-        "noise": noise,
-        "noise_prior": sigma,
-        "base_parameters": combos,
-        "unidentifiable": list(res.unidentifiable),
-        "warnings": unident_warn,
-        "success": bool(res.success),
-        "message": res.message,
-        "iterations": int(res.n_iter),
-        "cost": float(res.cost),
-        "s2": _jsonable(res.s2),
-        "rms": res.rms,
-        "dt": dt,
-        "correlation": {"names": list(res.names), "matrix": _jsonable(res.correlation)},
-        "profiles": profiles,
-        "started_from_zero_start": zero_started,
-    }
-    out_res = IdentifyResult(identified, res, results, res.model, res.forces, recs)
+    results = _results(res, names, recs, source, model, sigma, noise, unident_warn, dt, profiles,
+                       zero_started)
+    out_res = IdentifyResult(results["identified"], res, results, res.model, res.forces, recs)
     if out is not None:
         out = pathlib.Path(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -104,7 +104,9 @@ class UnidentifiableWarning(UserWarning):
 class Solution:
     """Outcome of :func:`solve`: ``z`` (n,), ``r`` (m,) and ``J`` (m, n) at z, ``cost`` = ½‖r‖²,
     ``history`` (one dict per iteration: iteration, cost, accepted, mu), ``n_iter``,
-    ``success``, ``message``, ``resumed_from`` (the iteration a checkpoint held, or None)."""
+    ``success``, ``message``, ``resumed_from`` (the iteration a checkpoint held, or None),
+    ``converged``: a convergence test held (``message`` says which; False when ``max_steps``
+    ended the loop, and always for Adam, which has none)."""
 
     z: np.ndarray
     r: np.ndarray
@@ -115,6 +117,7 @@ class Solution:
     success: bool
     message: str
     resumed_from: int | None
+    converged: bool = False
 
 
 _STATE_KEYS = ("mu", "nu", "k", "done", "message", "history")
@@ -234,26 +237,165 @@ def _relative_offset(J, r, g, A=None) -> float:
     return math.inf if rest == 0.0 else math.sqrt((p2 / n) / (rest / (m - n)))
 
 
-def solve(
-    res_jac: Callable,
-    z0,
-    *,
-    res: Callable | None = None,
-    solver: str = "lm",
-    max_steps: int = 100,
-    ftol: float = 1e-10,
-    xtol: float = 1e-10,
-    atol: float | None = None,
-    gtol: float = 0.0,
-    offset_tol: float = 0.0,
-    learning_rate: float = 1e-2,
-    progress: bool = True,
-    desc: str = "fit",
-    checkpoint=None,
-    callback: Callable | None = None,
-    fingerprint: dict | None = None,
-    params_of: Callable | None = None,
-) -> Solution:
+class _Loop:
+    """The iteration's state (what a checkpoint holds: z, μ, ν, the scaling D, the iteration,
+    the cost history and Adam's optax state) and its steps."""
+
+    def __init__(self, res_jac, res, z0, solver, learning_rate, xtol, atol):
+        self.res_jac, self.res, self.solver = res_jac, res, solver
+        self.xtol, self.atol = xtol, atol
+        self.z = np.array(z0, dtype=float)
+        self.st = {"mu": None, "nu": 2.0, "k": 0, "done": False, "message": "", "history": []}
+        self.D = None
+        self.opt = self.opt_state = None
+        self._last: dict = {}
+        if solver == "adam":
+            import optax
+
+            self.opt = optax.adam(learning_rate)
+            self.opt_state = self.opt.init(jnp.asarray(self.z))
+
+    def eval_rj(self, z):
+        """``res_jac`` with a one-entry cache (an accepted trial's J is reused)."""
+        key = np.asarray(z, float).tobytes()
+        if self._last.get("key") != key:
+            r_, J_ = self.res_jac(z)
+            self._last.update(key=key, rj=(np.asarray(r_), np.asarray(J_)))
+        return self._last["rj"]
+
+    def eval_r(self, z):
+        return np.asarray(self.res(z)) if self.res is not None else self.eval_rj(z)[0]
+
+    def resume(self, checkpoint, fingerprint) -> int:
+        """Load the state of ``checkpoint`` (refused when it belongs to another problem)."""
+        meta, arr = read_checkpoint(checkpoint)
+        _check_fingerprint(checkpoint, meta, fingerprint)
+        if arr["z"].shape != self.z.shape:
+            raise ValueError(f"checkpoint {checkpoint} belongs to a different problem (its "
+                             f"iterate has {arr['z'].size} unknowns, this problem "
+                             f"{self.z.size}); delete it or choose another path")
+        self.z = arr["z"].astype(float)
+        self.D = arr["D"] if "D" in arr else None
+        self.st.update({k: meta["state"][k] for k in _STATE_KEYS})
+        if self.solver == "adam":
+            leaves, tdef = jax.tree.flatten(self.opt_state)
+            saved = [arr.get(f"opt{i}") for i in range(len(leaves))]
+            if any(a is None or a.shape != np.shape(l) for a, l in zip(saved, leaves,
+                                                                       strict=True)):
+                raise ValueError(f"checkpoint {checkpoint}: its Adam state does not match this "
+                                 "problem; delete it or choose another path")
+            self.opt_state = jax.tree.unflatten(tdef, [jnp.asarray(a) for a in saved])
+        return self.st["k"]
+
+    def save(self, checkpoint, fingerprint, F, params_of):
+        if checkpoint is None:
+            return
+        arrays = {"z": self.z}
+        if self.D is not None:
+            arrays["D"] = self.D
+        if self.solver == "adam":
+            for i, leaf in enumerate(jax.tree.leaves(self.opt_state)):
+                arrays[f"opt{i}"] = np.asarray(leaf)
+        meta = {"fingerprint": fingerprint, "state": self.st, "cost": F}
+        if params_of is not None:
+            meta["params"] = _jsonable(params_of(self.z))
+        _save(pathlib.Path(checkpoint), meta, arrays)
+
+    def _small(self, h) -> bool:
+        if np.linalg.norm(h) <= self.xtol * np.linalg.norm(self.z) + self.atol:
+            self.st["done"], self.st["message"] = True, "converged (step below xtol)"
+            return True
+        return False
+
+    def lm_step(self, F, g, A) -> bool:
+        """One Levenberg–Marquardt trial (Nielsen's damping update); True when accepted."""
+        st = self.st
+        dA = np.diag(A).copy()
+        self.D = dA if self.D is None else np.maximum(self.D, dA)
+        Ds = np.where(self.D > 0, self.D, 1.0)
+        if st["mu"] is None:
+            st["mu"] = 1e-3
+        h = np.linalg.solve(A + st["mu"] * np.diag(Ds), -g)
+        if self._small(h):
+            return False
+        F_new = _cost(self.eval_r(self.z + h))
+        pred = 0.5 * float(h @ (st["mu"] * Ds * h - g))
+        rho = (F - F_new) / pred if pred > 0 else -1.0
+        if math.isfinite(F_new) and rho > 0:
+            self.z = self.z + h
+            st["mu"] *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+            st["nu"] = 2.0
+            return True
+        st["mu"] *= st["nu"]
+        st["nu"] *= 2.0
+        return False
+
+    def gn_step(self, F, J, r) -> bool:
+        """One Gauss–Newton step with backtracking (halving); True when accepted."""
+        h = np.linalg.lstsq(J, -r, rcond=None)[0]
+        if self._small(h):
+            return False
+        a = 1.0
+        for _ in range(30):
+            if _cost(self.eval_r(self.z + a * h)) < F:
+                self.z = self.z + a * h
+                return True
+            a *= 0.5
+        self.st["done"], self.st["message"] = True, "no descent along the Gauss–Newton step"
+        return False
+
+    def adam_step(self, g) -> bool:
+        import optax
+
+        upd, self.opt_state = self.opt.update(jnp.asarray(g), self.opt_state)
+        self.z = np.asarray(optax.apply_updates(jnp.asarray(self.z), upd))
+        return True
+
+    def iterate(self, r, J, F, ftol, gtol, offset_tol):
+        """One iteration from (r, J, F) at z: ``(r, J, F, accepted)`` after it, or None when the
+        relative offset says the iterate has converged."""
+        st, solver = self.st, self.solver
+        g = J.T @ r
+        A = J.T @ J if solver == "lm" or offset_tol > 0 else None
+        if offset_tol > 0 and solver != "adam" and _relative_offset(J, r, g, A) < offset_tol:
+            st["done"] = True
+            st["message"] = f"converged (relative offset below {offset_tol:g})"
+            return None
+        if solver == "lm":
+            accepted = self.lm_step(F, g, A)
+        elif solver == "gn":
+            accepted = self.gn_step(F, J, r)
+        else:
+            accepted = self.adam_step(g)
+        if accepted:
+            r, J = self.eval_rj(self.z)
+            F_prev, F = F, _cost(r)
+            if solver != "adam" and F_prev - F <= ftol * F_prev:
+                st["done"] = True
+                st["message"] = "converged (relative cost reduction below ftol)"
+            if gtol > 0 and np.max(np.abs(J.T @ r)) <= gtol:
+                st["done"], st["message"] = True, "converged (gradient below gtol)"
+        st["k"] += 1
+        st["history"].append({"iteration": st["k"], "cost": F, "accepted": bool(accepted),
+                              **({"mu": st["mu"]} if solver == "lm" else {})})
+        return r, J, F, accepted
+
+
+def _bar(max_steps, initial, desc, progress):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=max_steps, initial=min(initial, max_steps), desc=desc,
+                disable=not progress, leave=False)
+
+
+def solve(res_jac: Callable, z0, *, res: Callable | None = None, solver: str = "lm",
+          max_steps: int = 100, ftol: float = 1e-10, xtol: float = 1e-10,
+          atol: float | None = None, gtol: float = 0.0, offset_tol: float = 0.0,
+          learning_rate: float = 1e-2, progress: bool = True, desc: str = "fit",
+          checkpoint=None, callback: Callable | None = None, fingerprint: dict | None = None,
+          params_of: Callable | None = None) -> Solution:
     """Minimise ½‖r(z)‖² from ``z0`` (n,) (see the module docstring).
 
     Args:
@@ -269,6 +411,10 @@ def solve(
         params_of: ``z -> {name: value}``, the named parameters of an iterate: stored in the
             checkpoint (``meta["params"]``, with ``meta["cost"]``) for whoever reads it.
 
+    Returns:
+        :class:`Solution`; ``success`` is False when ``max_steps`` ended the loop before a
+        convergence test held (Adam, which has none, always runs ``max_steps``).
+
     Raises:
         ValueError: ``checkpoint`` exists but is not a checkpoint (see :func:`read_checkpoint`)
             or belongs to another problem (``fingerprint``, solver or size differ).
@@ -276,159 +422,44 @@ def solve(
     if solver not in SOLVERS:
         raise ValueError(f"solver must be 'lm', 'gn' or 'adam', got {solver!r}")
     atol = xtol * xtol if atol is None else float(atol)
-    fingerprint = dict(fingerprint or {})
-    fingerprint["solver"] = solver
-    last: dict = {}
-
-    def eval_rj(z):  # res_jac with a one-entry cache (an accepted trial's J is reused)
-        key = np.asarray(z, float).tobytes()
-        if last.get("key") != key:
-            r_, J_ = res_jac(z)
-            last.update(key=key, rj=(np.asarray(r_), np.asarray(J_)))
-        return last["rj"]
-
-    def eval_r(z):
-        return np.asarray(res(z)) if res is not None else eval_rj(z)[0]
-
-    z = np.array(z0, dtype=float)
-    st = {"mu": None, "nu": 2.0, "k": 0, "done": False, "message": "", "history": []}
-    D = None
-    opt = opt_state = None
-    if solver == "adam":
-        import optax
-
-        opt = optax.adam(learning_rate)
-        opt_state = opt.init(jnp.asarray(z))
+    fingerprint = {**(fingerprint or {}), "solver": solver}
+    loop = _Loop(res_jac, res, z0, solver, learning_rate, xtol, atol)
+    st = loop.st
     resumed_from = None
     if checkpoint is not None and pathlib.Path(checkpoint).exists():
-        meta, arr = read_checkpoint(checkpoint)
-        _check_fingerprint(checkpoint, meta, fingerprint)
-        if arr["z"].shape != z.shape:
-            raise ValueError(f"checkpoint {checkpoint} belongs to a different problem (its "
-                             f"iterate has {arr['z'].size} unknowns, this problem {z.size}); "
-                             "delete it or choose another path")
-        z = arr["z"].astype(float)
-        D = arr["D"] if "D" in arr else None
-        st.update({k: meta["state"][k] for k in _STATE_KEYS})
-        if solver == "adam":
-            leaves, tdef = jax.tree.flatten(opt_state)
-            saved = [arr.get(f"opt{i}") for i in range(len(leaves))]
-            if any(a is None or a.shape != np.shape(l) for a, l in zip(saved, leaves,
-                                                                       strict=True)):
-                raise ValueError(f"checkpoint {checkpoint}: its Adam state does not match this "
-                                 "problem; delete it or choose another path")
-            opt_state = jax.tree.unflatten(tdef, [jnp.asarray(a) for a in saved])
-        resumed_from = st["k"]
-
-    def save():
-        if checkpoint is None:
-            return
-        arrays = {"z": z}
-        if D is not None:
-            arrays["D"] = D
-        if solver == "adam":
-            for i, leaf in enumerate(jax.tree.leaves(opt_state)):
-                arrays[f"opt{i}"] = np.asarray(leaf)
-        meta = {"fingerprint": fingerprint, "state": st, "cost": F}
-        if params_of is not None:
-            meta["params"] = _jsonable(params_of(z))
-        _save(pathlib.Path(checkpoint), meta, arrays)
-
-    bar = None
-    try:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=max_steps, initial=min(st["k"], max_steps), desc=desc,
-                   disable=not progress, leave=False)
-    except ImportError:  # pragma: no cover
-        pass
-
+        resumed_from = loop.resume(checkpoint, fingerprint)
+    bar = _bar(max_steps, st["k"], desc, progress)
     try:  # the bar is closed also when an interrupt or an error ends the loop
-        r, J = eval_rj(z)
+        r, J = loop.eval_rj(loop.z)
         F = _cost(r)
         if not math.isfinite(F):
             raise FloatingPointError(f"{desc}: the residual is not finite at the initial guess")
         if not st["history"]:
             st["history"].append({"iteration": 0, "cost": F})
         while not st["done"] and st["k"] < max_steps:
-            g = J.T @ r
-            A = J.T @ J if solver == "lm" or offset_tol > 0 else None
-            accepted = False
-            if offset_tol > 0 and solver != "adam" and _relative_offset(J, r, g, A) < offset_tol:
-                st["done"] = True
-                st["message"] = f"converged (relative offset below {offset_tol:g})"
+            step = loop.iterate(r, J, F, ftol, gtol, offset_tol)
+            if step is None:
                 break
-            if solver == "lm":
-                dA = np.diag(A).copy()
-                D = dA if D is None else np.maximum(D, dA)
-                Ds = np.where(D > 0, D, 1.0)
-                if st["mu"] is None:
-                    st["mu"] = 1e-3
-                h = np.linalg.solve(A + st["mu"] * np.diag(Ds), -g)
-                if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
-                    st["done"], st["message"] = True, "converged (step below xtol)"
-                else:
-                    F_new = _cost(eval_r(z + h))
-                    pred = 0.5 * float(h @ (st["mu"] * Ds * h - g))
-                    rho = (F - F_new) / pred if pred > 0 else -1.0
-                    if math.isfinite(F_new) and rho > 0:
-                        accepted, z = True, z + h
-                        st["mu"] *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
-                        st["nu"] = 2.0
-                    else:
-                        st["mu"] *= st["nu"]
-                        st["nu"] *= 2.0
-            elif solver == "gn":
-                h = np.linalg.lstsq(J, -r, rcond=None)[0]
-                if np.linalg.norm(h) <= xtol * np.linalg.norm(z) + atol:
-                    st["done"], st["message"] = True, "converged (step below xtol)"
-                else:
-                    a = 1.0
-                    for _ in range(30):
-                        F_new = _cost(eval_r(z + a * h))
-                        if F_new < F:
-                            accepted, z = True, z + a * h
-                            break
-                        a *= 0.5
-                    if not accepted:
-                        st["done"], st["message"] = True, "no descent along the Gauss–Newton step"
-            else:
-                import optax
-
-                upd, opt_state = opt.update(jnp.asarray(g), opt_state)
-                z = np.asarray(optax.apply_updates(jnp.asarray(z), upd))
-                accepted = True
-            if accepted:
-                r, J = eval_rj(z)
-                F_prev, F = F, _cost(r)
-                if solver != "adam" and F_prev - F <= ftol * F_prev:
-                    st["done"] = True
-                    st["message"] = "converged (relative cost reduction below ftol)"
-                if gtol > 0 and np.max(np.abs(J.T @ r)) <= gtol:
-                    st["done"], st["message"] = True, "converged (gradient below gtol)"
-            st["k"] += 1
-            st["history"].append(
-                {"iteration": st["k"], "cost": F, "accepted": bool(accepted),
-                 **({"mu": st["mu"]} if solver == "lm" else {})}
-            )
-            save()
+            r, J, F, accepted = step
+            loop.save(checkpoint, fingerprint, F, params_of)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(cost=f"{F:.6g}")
             if callback is not None:
-                info = {"iteration": st["k"], "cost": F, "z": z.copy(), "accepted": accepted}
+                info = {"iteration": st["k"], "cost": F, "z": loop.z.copy(), "accepted": accepted}
                 if params_of is not None:
-                    info["params"] = params_of(z)
+                    info["params"] = params_of(loop.z)
                 callback(info)
     finally:
         if bar is not None:
             bar.close()
     if not st["done"]:
         st["message"] = f"stopped after max_steps = {max_steps} iterations"
-    success = st["done"] or solver == "adam"
-    save()
-    return Solution(z=z, r=r, J=J, cost=F, history=st["history"], n_iter=st["k"],
-                    success=bool(success), message=st["message"], resumed_from=resumed_from)
+    loop.save(checkpoint, fingerprint, F, params_of)
+    return Solution(z=loop.z, r=r, J=J, cost=F, history=st["history"], n_iter=st["k"],
+                    success=bool(st["done"] or solver == "adam"), message=st["message"],
+                    resumed_from=resumed_from, converged=bool(st["done"]))
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -544,24 +575,29 @@ class LSQResult:
             return self.cov / np.outer(d, d)
 
 
-def least_squares(
-    residual_fn: Callable,
-    params0: Mapping[str, float],
-    args=None,
-    *,
-    positive: Iterable[str] = (),
-    lower: Mapping[str, float] | None = None,
-    upper: Mapping[str, float] | None = None,
-    solver: str = "lm",
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
-    max_steps: int = 200,
-    rank_rtol: float = 1e-8,
-    learning_rate: float = 1e-2,
-    progress: bool = False,
-    checkpoint=None,
-    callback: Callable | None = None,
-) -> LSQResult:
+def _named_transforms(names, params0, positive, lower, upper) -> Transforms:
+    """The transform of each named parameter (see the module docstring)."""
+    positive = set(positive)
+    lower = dict(lower or {})
+    upper = dict(upper or {})
+    for n in list(positive) + list(lower) + list(upper):
+        if n not in params0:
+            raise ValueError(f"bound or positivity given for unknown parameter {n!r}")
+    items = []
+    for n in names:
+        try:
+            items.append(bounded(lower.get(n, 0.0 if n in positive else None), upper.get(n)))
+        except ValueError as e:
+            raise ValueError(f"parameter {n!r}: {e}") from None
+    return Transforms(tuple(items))
+
+
+def least_squares(residual_fn: Callable, params0: Mapping[str, float], args=None, *,
+                  positive: Iterable[str] = (), lower: Mapping[str, float] | None = None,
+                  upper: Mapping[str, float] | None = None, solver: str = "lm",
+                  rtol: float = 1e-10, atol: float = 1e-10, max_steps: int = 200,
+                  rank_rtol: float = 1e-8, learning_rate: float = 1e-2, progress: bool = False,
+                  checkpoint=None, callback: Callable | None = None) -> LSQResult:
     """Fit named scalar parameters by nonlinear least squares.
 
     Args:
@@ -588,19 +624,7 @@ def least_squares(
         raise ValueError("params0 is empty")
     if solver not in SOLVERS:
         raise ValueError(f"solver must be 'lm', 'gn' or 'adam', got {solver!r}")
-    positive = set(positive)
-    lower = dict(lower or {})
-    upper = dict(upper or {})
-    for n in list(positive) + list(lower) + list(upper):
-        if n not in params0:
-            raise ValueError(f"bound or positivity given for unknown parameter {n!r}")
-    items = []
-    for n in names:
-        try:
-            items.append(bounded(lower.get(n, 0.0 if n in positive else None), upper.get(n)))
-        except ValueError as e:
-            raise ValueError(f"parameter {n!r}: {e}") from None
-    tr = Transforms(tuple(items))
+    tr = _named_transforms(names, params0, positive, lower, upper)
     z0 = tr.inverse([float(params0[n]) for n in names], names)
 
     def fn_z(z, a):

@@ -177,7 +177,7 @@ def _body_param(model: Model, name: str, body: str, field: str) -> Param:
             return eqx.tree_at(lambda t: t.body_inertia, m, m.body_inertia.at[i].set(Ic)), f
 
         def check_diag(m, x):
-            Ic = _concrete(getattr(m, "body_inertia", None))
+            Ic = _concrete(m.body_inertia)
             if Ic is None or Ic.ndim != 3 or Ic.shape[1:] != (3, 3) or i >= Ic.shape[0]:
                 Ic = np.zeros((3, 3))  # model traced or batched: judge the diagonal alone
             else:
@@ -741,3 +741,28 @@ class Transforms:
                 raise ValueError(f"initial value of {nm}: {e}") from None
             i += k
         return z
+
+
+def force_elements(forces, owner: str = "forces") -> tuple[dict, bool]:
+    """``({name: element}, named)`` of ``forces``: a sequence of force elements (named ``_0``,
+    ``_1``, ...) or a dict ``{name: element}`` whose ``"sensors"`` entry may be a
+    :class:`~diffmb.optim.sensors.Sensors`. Anything else is refused with ``TypeError``."""
+    from ..forces.elements import AbstractForce
+    from .sensors import Sensors
+
+    named = isinstance(forces, Mapping)
+    items = dict(forces) if named else {f"_{i}": f for i, f in enumerate(forces)}
+    for k, e in items.items():
+        if named and k == "sensors" and isinstance(e, Sensors):
+            continue
+        if not isinstance(e, AbstractForce):
+            where = f"{owner}[{k!r}]" if named else f"{owner}[{k[1:]}]"
+            raise TypeError(f"{where}: expected a force element (a diffmb.forces.AbstractForce),"
+                            f" got {type(e).__name__}")
+    return items, named
+
+
+def control_consumer(fdict: Mapping):
+    """The first element of ``fdict`` that consumes the control vector (``uses_ctrl``), or None;
+    the ``"sensors"`` entry is no force element."""
+    return next((e for k, e in fdict.items() if k != "sensors" and e.uses_ctrl), None)

@@ -75,7 +75,7 @@ or is the checkpoint of another problem (other parameters, data or shooting), ra
 
 CSV
 ---
-:func:`read_joint_csv` reads DESIGN.md's format (with :func:`diffmb.io.csvdata.read_csv`) with
+:func:`read_joint_csv` reads the CSV format of :func:`diffmb.io.csvdata.read_csv` with
 channels ``q_<joint>`` [rad or m], ``v_<joint>`` [rad/s or m/s] and ``tau_<joint>`` [N m or N]
 (for a joint with several dofs, ``q_<joint>_<k>`` etc. with k from 0 over its q or v entries).
 Each group must be complete (all joints) or absent; a column that is none of these is an error
@@ -100,12 +100,21 @@ from threadpoolctl import ThreadpoolController
 
 from ..controls import KnotTable
 from ..dynamics.configuration import difference
+from ..forces.elements import Actuators
 from ..io.csvdata import read_csv, write_csv
 from ..model import JointType, Model
 from . import shooting as ms
 from .batch import available_cpus
 from .lsq import UnidentifiableWarning, covariance, original_jacobian, solve
-from .params import ParamSet, Transform, Transforms, bounded, default_transform
+from .params import (
+    ParamSet,
+    Transform,
+    Transforms,
+    bounded,
+    control_consumer,
+    default_transform,
+    force_elements,
+)
 
 __all__ = [
     "fit",
@@ -194,6 +203,15 @@ def write_joint_csv(path, model: Model, t, q=None, v=None, tau=None, fmt="%.10g"
     write_csv(path, t, channels, fmt=fmt, comment=comment)
 
 
+def _check_finite(source, t, a, names) -> None:
+    """Refuse a non-finite value, naming its data row, time and column."""
+    a = np.asarray(a, float)
+    if not np.all(np.isfinite(a)):
+        i, c = (int(x) for x in np.argwhere(~np.isfinite(a))[0])
+        raise ValueError(f"{source}: data row {i + 1} (t = {t[i]:.6g}), column {names[c]!r}: "
+                         f"non-finite value {a[i, c]}")
+
+
 def load_data(model: Model, data, actuators: Sequence[str] = ()) -> list[Record]:
     """Normalise ``data`` (Record, dict with t/q/v/tau/ctrl, CSV path, or a list of them);
     ``actuators``: the names of the ``ctrl_<actuator>`` channels a CSV may hold."""
@@ -216,20 +234,22 @@ def load_data(model: Model, data, actuators: Sequence[str] = ()) -> list[Record]
             raise TypeError(f"data[{i}]: expected a dict, Record or CSV path, got {type(d)}")
         t = np.asarray(rec.t, float)
         n = t.shape[0]
-        if t.ndim != 1 or n < 2 or np.any(np.diff(t) <= 0):
-            raise ValueError(f"{rec.source}: t must be 1-D, >= 2 samples, strictly increasing")
+        if t.ndim != 1 or n < 2 or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+            raise ValueError(f"{rec.source}: t must be 1-D, finite, >= 2 samples, strictly "
+                             "increasing")
         for k, w in (("q", model.nq), ("v", model.nv), ("tau", model.nv)):
             a = getattr(rec, k)
             if a is not None and np.shape(a) != (n, w):
                 raise ValueError(f"{rec.source}: {k} has shape {np.shape(a)}, expected ({n}, {w})")
-            if a is not None and not np.all(np.isfinite(a)):
-                bad = np.argwhere(~np.isfinite(a))[0]
-                raise ValueError(f"{rec.source}: {k} has non-finite values (first at sample "
-                                 f"{bad[0]}, t = {t[bad[0]]:.6g}, column {bad[1]})")
-        if rec.ctrl is not None and (np.ndim(rec.ctrl) != 2 or np.shape(rec.ctrl)[0] != n
-                                     or not np.all(np.isfinite(rec.ctrl))):
-            raise ValueError(f"{rec.source}: ctrl must be a finite ({n}, nu) array, got shape "
+            if a is not None:
+                _check_finite(rec.source, t, a, joint_channels(model, k))
+        if rec.ctrl is not None and (np.ndim(rec.ctrl) != 2 or np.shape(rec.ctrl)[0] != n):
+            raise ValueError(f"{rec.source}: ctrl must be a ({n}, nu) array, got shape "
                              f"{np.shape(rec.ctrl)}")
+        if rec.ctrl is not None:
+            nu = np.shape(rec.ctrl)[1]
+            _check_finite(rec.source, t, rec.ctrl, [f"ctrl_{a}" for a in actuators]
+                          if len(actuators) == nu else [f"ctrl[{c}]" for c in range(nu)])
         if rec.ctrl is not None and rec.tau is not None:
             raise ValueError(f"{rec.source}: the record holds both joint torques (tau) and "
                              "actuator controls (ctrl); give one input")
@@ -257,7 +277,10 @@ class FitResult:
     :func:`diffmb.optim.lsq.covariance`; ``jacobian``/``residuals``: the weighted residuals and
     their Jacobian in original coordinates at the estimate (columns: the parameters' scalar
     entries, then the segments' initial-state unknowns), e.g. for
-    :func:`diffmb.optim.identify.base_parameters`.
+    :func:`diffmb.optim.identify.base_parameters`. ``converged``: the solver stopped on a
+    convergence test (``message`` names it; False when ``max_steps`` ended the fit, and for
+    Adam); ``success`` is ``converged`` (or Adam's ``max_steps``) and every parameter
+    identifiable with a finite standard error in a physical model.
     """
 
     estimates: dict
@@ -280,6 +303,7 @@ class FitResult:
     rms: dict
     jacobian: np.ndarray | None = None  # ∂r/∂(parameters, initial states), kept rows
     residuals: np.ndarray | None = None  # weighted residuals r, kept rows
+    converged: bool = False
 
     @property
     def correlation(self) -> np.ndarray:
@@ -453,7 +477,7 @@ def _tangents(z, args, spec, Tp, Ts):
     ``Tp`` (K, n_p) in the parameters' z coordinates and ``Ts`` (K, 2 nv) in every segment's own
     initial state. One direction serves all segments at once: a segment's outputs depend on the
     parameters and on its own initial state only. The segments run one after the other (with
-    all K directions): vmapping them too made batches too wide for the cache."""
+    all K directions): vmapping them too makes batches too wide for the cache."""
     n_p, nv = spec.n_p, args[0].nv
     S = _states(z, args, spec, nv)
 
@@ -509,7 +533,7 @@ _BLAS: list = []  # the process's ThreadpoolController, made once (it scans the 
 
 def _one_blas_thread():
     """A context holding numpy's BLAS to one thread: its threads, spinning after each of the
-    fit's small products, would slow XLA's threads (each Jacobian 1.5x)."""
+    fit's small products, would slow XLA's threads."""
     if not _BLAS:
         _BLAS.append(ThreadpoolController())
     return _BLAS[0].limit(limits=1, user_api="blas")
@@ -517,7 +541,6 @@ def _one_blas_thread():
 
 _COMPILED: set = set()  # (spec, args' structure, chunk size) of _tangents compiled so far
 # directions per forward pass: wider batches spill the sweeps' per-lane arrays out of cache
-# (26 directions at once took 1.4x as long as two passes of 13 on the UR5 benchmark)
 MAX_LANES = 16
 
 
@@ -613,34 +636,427 @@ def _judge(ok, message, unident, scalar_names, std_flat, bad_states, s2):
     return False, f"{message}; not a successful fit: " + "; ".join(problems)
 
 
-def fit(
-    model: Model,
-    data,
-    params: Sequence[str],
-    *,
-    forces=(),
-    simulate_kwargs: Mapping | None = None,
-    solver: str = "lm",
-    shooting: str = "single",
-    segments: int = 4,
-    weights: Mapping | None = None,
-    bounds: Mapping | None = None,
-    transforms: Mapping | None = None,
-    init: Mapping | None = None,
-    continuity_weight: float | None = None,
-    input_interp: str = "linear",
-    max_steps: int = 100,
-    ftol: float = 1e-10,
-    xtol: float = 1e-10,
-    offset_tol: float = 1e-3,
-    learning_rate: float = 1e-2,
-    rank_rtol: float = 1e-8,
-    progress: bool = True,
-    checkpoint=None,
-    callback=None,
-    initial_state: str = "estimate",
-    threads: int | None = None,
-) -> FitResult:
+# ----------------------------------------------------------------------------------------------
+# The problem, built once: records, segments, unknowns, residual and Jacobian
+# ----------------------------------------------------------------------------------------------
+
+
+def _sim_options(simulate_kwargs, input_interp):
+    """(keywords of the segments' simulations, the user's control, its params)."""
+    if input_interp not in ("linear", "zoh"):
+        raise ValueError(f"input_interp must be 'linear' or 'zoh', got {input_interp!r}")
+    sk = dict(simulate_kwargs or {})
+    for bad in ("saveat", "t0", "t1"):
+        if bad in sk:
+            raise ValueError(f"simulate_kwargs[{bad!r}] is set by the data; remove it")
+    user_control = sk.pop("control", None)
+    sim_params = sk.pop("params", None)
+    sk["throw"] = False
+    sk.setdefault("adjoint", "direct")  # Jacobians are taken in forward mode (jacfwd)
+    return sk, user_control, sim_params
+
+
+def _records(model, data, fdict, user_control) -> list[Record]:
+    """The records, refused when their inputs do not match the elements that would take them."""
+    act = control_consumer(fdict)
+    recs = load_data(model, data, tuple(act.names) if isinstance(act, Actuators) else ())
+    if any(r.tau is not None or r.ctrl is not None for r in recs) and user_control is not None:
+        raise ValueError("the data hold inputs (tau or ctrl) and simulate_kwargs has a control: "
+                         "use one")
+    for r in recs:
+        if r.ctrl is not None and act is None:
+            raise ValueError(f"{r.source}: the record holds actuator controls (ctrl) but no "
+                             "force element consumes them: pass the actuators in forces")
+        if r.ctrl is not None and isinstance(act, Actuators) and r.ctrl.shape[1] != len(act.gear):
+            raise ValueError(f"{r.source}: ctrl has {r.ctrl.shape[1]} columns, the actuators "
+                             f"take {len(act.gear)}")
+        if r.tau is not None and act is not None:
+            raise ValueError(f"{r.source}: the record holds joint torques (tau) but the forces "
+                             "include actuators, which would take them as controls: drop the "
+                             "actuators, or give the inputs as ctrl_<actuator> channels")
+    return recs
+
+
+def _fixed_step(sk, fdict, params):
+    """(the fixed step dt or None, whether sensor delays need the dense trajectory)."""
+    sens = fdict.get("sensors")
+    dt_fixed = sk.get("dt") if sk.get("solver", "rk4") == "rk4" or sk.get("adaptive") is False \
+        else None
+    needs_delay = sens is not None and (any(n.endswith(".delay") for n in params)
+                                        or np.any(np.asarray(sens.delay) != 0))
+    if needs_delay and dt_fixed is None:
+        raise ValueError("fit: sensor delays need a fixed-step simulation (simulate_kwargs dt "
+                         "with solver 'rk4'): the trajectory is interpolated between steps")
+    return dt_fixed, needs_delay
+
+
+def _transforms(ps, model, fdict, bounds, transforms, init):
+    """(the parameters' Transforms, their starting point in transformed coordinates)."""
+    bounds = dict(bounds or {})
+    transforms = dict(transforms or {})
+    for k in list(bounds) + list(transforms) + list(init or {}):
+        if k not in ps.names:
+            raise KeyError(f"bounds/transforms/init given for {k!r}, not among params {ps.names}")
+    tr: list[Transform] = []
+    for p in ps.params:
+        if p.name in transforms:
+            t_ = transforms[p.name]
+        elif p.name in bounds:
+            t_ = bounded(*bounds[p.name])
+        else:
+            t_ = default_transform(p.name)
+        tr += [t_] * p.size
+    tr = Transforms(tuple(tr))
+    p0 = ps.get(model, fdict)
+    for k, v in (init or {}).items():
+        p0[k] = jnp.asarray(v, dtype=jnp.float64)
+    try:
+        return tr, tr.inverse(np.asarray(ps.flatten(p0)), ps.scalar_names)
+    except ValueError as e:
+        raise ValueError(f"{e} (pass init= or bounds=)") from None
+
+
+def _weights(weights, nv, recs, continuity_weight):
+    """(w_q (nv,), w_v (nv,), continuity weight)."""
+    wq = _as_weight((weights or {}).get("q"), nv, "q")
+    wv = _as_weight((weights or {}).get("v"), nv, "v")
+    for k in (weights or {}):
+        if k not in ("q", "v"):
+            raise KeyError(f"weights: unknown channel group {k!r} (use 'q' and 'v')")
+    wc = float(continuity_weight) if continuity_weight is not None else max(
+        wq.max() if any(r.q is not None for r in recs) else 0.0,
+        wv.max() if any(r.v is not None for r in recs) else 0.0,
+    )
+    return wq, wv, wc
+
+
+def _start_states(model, recs, segs, known):
+    """Per segment (q_ref, v0): the given initial state (``known``) or one from the samples."""
+    if known:
+        for r in recs:
+            if r.q0 is None or r.v0 is None:
+                raise ValueError(f"{r.source}: initial_state='known' needs the record's q0 and "
+                                 "v0 (the state the experiment started from)")
+    s0 = [ms.state_from_samples(model, recs[s.rec].t, recs[s.rec].q, recs[s.rec].v, s.a,
+                                recs[s.rec].q0, recs[s.rec].v0) for s in segs]
+    if known:
+        s0 = [(np.asarray(recs[s.rec].q0, float), np.asarray(recs[s.rec].v0, float))
+              for s in segs]
+    return s0
+
+
+def _group_segments(recs, segs) -> dict:
+    """{key: [segment index]}: segments that share one compiled simulation (same sample times
+    relative to their start, same channels and input shapes)."""
+    groups: dict = {}
+    for si, s in enumerate(segs):
+        r = recs[s.rec]
+        rel = r.t[s.a : s.b + 1] - r.t[s.a]
+        key = (
+            s.b - s.a,
+            hashlib.sha1(np.round(rel, 12).tobytes()).hexdigest(),
+            r.q is not None,
+            r.v is not None,
+            None if r.tau is None else r.tau.shape,
+            None if r.ctrl is None else r.ctrl.shape,
+        )
+        groups.setdefault(key, []).append(si)
+    return groups
+
+
+def _group_arrays(recs, segs, s0, idx, has):
+    """The stacked arrays of one group's segments (traced: new data values do not recompile)."""
+    has_q, has_v, has_tau, has_ctrl = has
+    sl = lambda si, a: a[segs[si].a : segs[si].b + 1]
+    mask = np.ones((len(idx), segs[idx[0]].b - segs[idx[0]].a + 1))
+    for gi, si in enumerate(idx):
+        if not segs[si].last:
+            mask[gi, -1] = 0.0  # that sample is the next segment's first
+    arr = {
+        "q_ref": jnp.asarray(np.stack([s0[si][0] for si in idx])),
+        "offset": jnp.asarray(np.array([recs[segs[si].rec].t[segs[si].a] for si in idx])),
+        "mask": jnp.asarray(mask),
+    }
+    if has_q:
+        arr["q"] = jnp.asarray(np.stack([sl(si, recs[segs[si].rec].q) for si in idx]))
+    if has_v:
+        arr["v"] = jnp.asarray(np.stack([sl(si, recs[segs[si].rec].v) for si in idx]))
+    for k, on in (("tau", has_tau), ("ctrl", has_ctrl)):
+        if on:
+            arr[f"{k}_t"] = jnp.asarray(np.stack([recs[segs[si].rec].t for si in idx]))
+            arr[k] = jnp.asarray(np.stack([getattr(recs[segs[si].rec], k) for si in idx]))
+    return mask, arr
+
+
+def _groups(recs, segs, s0, dt_fixed, needs_delay) -> list[dict]:
+    """Per group: its segments, relative sample times, channels, dense-output steps (samples
+    off the step grid, or delayed: interpolated from every step) and stacked arrays."""
+    gdata = []
+    for key, idx in _group_segments(recs, segs).items():
+        s_first = segs[idx[0]]
+        r0 = recs[s_first.rec]
+        rel = r0.t[s_first.a : s_first.b + 1] - r0.t[s_first.a]
+        has = (key[2], key[3], key[4] is not None, key[5] is not None)
+        n_dense = 0
+        if dt_fixed is not None:
+            n_steps = max(1, int(round(rel[-1] / dt_fixed)))
+            k = rel / rel[-1] * n_steps
+            if needs_delay or np.any(np.abs(k - np.round(k)) > 1e-9 * np.maximum(1.0, k)):
+                n_dense = n_steps
+        mask, arr = _group_arrays(recs, segs, s0, idx, has)
+        gdata.append({"idx": idx, "rel": rel, "T": float(rel[-1]), "has_q": has[0],
+                      "has_v": has[1], "has_tau": has[2], "has_ctrl": has[3],
+                      "n_dense": n_dense, "mask": mask, "arr": arr})
+    return gdata
+
+
+def _kept_rows(gdata, n_pairs, nv) -> np.ndarray:
+    """Mask of the residual rows kept for statistics (a masked duplicate sample is a zero row)."""
+    keep = []
+    for g in gdata:
+        nparts = int(g["has_q"]) + int(g["has_v"])
+        for mk in g["mask"]:
+            keep.append(np.concatenate([np.repeat(mk > 0, nv)] * nparts))
+    keep.append(np.ones(n_pairs * 2 * nv, bool))
+    return np.concatenate(keep)
+
+
+@dataclasses.dataclass
+class _Problem:
+    """A fit problem, built once by :func:`_problem`: the parameters and their transforms, the
+    records cut into segments, the static ``spec`` (one compilation per spec) and traced
+    ``args`` of the residual, the unknowns' start ``z0`` and the rows kept for statistics."""
+
+    model: Model
+    fdict: dict
+    named_forces: bool
+    ps: ParamSet
+    recs: list
+    segs: list
+    s0: list
+    gdata: list
+    spec: _Spec
+    args: tuple
+    z0: np.ndarray
+    keep: np.ndarray
+    fingerprint: dict
+
+    @property
+    def n_p(self) -> int:
+        return self.spec.n_p
+
+    def residual(self, z):
+        return _res(jnp.asarray(z), self.args, self.spec)
+
+    def res_jac(self, z, pool=None, threads: int = 1):
+        return _res_jac(z, self.args, self.spec, pool, threads)
+
+    def params_of(self, z) -> dict:
+        """{scalar name: value} of the parameters of an iterate."""
+        p = self.spec.transforms.forward(jnp.asarray(z[: self.n_p]))
+        return dict(zip(self.ps.scalar_names, np.asarray(p), strict=True))
+
+
+def _problem(model, data, params, forces, simulate_kwargs, shooting, segments, weights, bounds,
+             transforms, init, continuity_weight, input_interp, initial_state) -> _Problem:
+    """Validate everything and build the problem; refusals come before anything compiles."""
+    if shooting not in ("single", "multiple"):
+        raise ValueError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
+    if initial_state not in ("estimate", "known"):
+        raise ValueError(f"initial_state must be 'estimate' or 'known', got {initial_state!r}")
+    known = initial_state == "known"
+    if known and shooting != "single":
+        raise ValueError("initial_state='known' needs shooting='single' (the interior segments' "
+                         "states are unknowns of multiple shooting)")
+    sk, user_control, sim_params = _sim_options(simulate_kwargs, input_interp)
+    fdict, named = force_elements(forces)
+    params = [params] if isinstance(params, str) else params
+    if len(params) == 0:
+        raise ValueError("fit: no parameters to identify (params is empty); name at least one, "
+                         "e.g. 'body.<body>.mass'")
+    recs = _records(model, data, fdict, user_control)
+    dt_fixed, needs_delay = _fixed_step(sk, fdict, params)
+    ps = ParamSet(model, params, fdict)
+    tr, z0_p = _transforms(ps, model, fdict, bounds, transforms, init)
+    segs = ms.segments([r.t.shape[0] for r in recs], 1 if shooting == "single" else segments)
+    nv = model.nv
+    wq, wv, wc = _weights(weights, nv, recs, continuity_weight)
+    s0 = _start_states(model, recs, segs, known)
+    gdata = _groups(recs, segs, s0, dt_fixed, needs_delay)
+    pairs = ms.junctions(segs)
+    spec = _Spec(
+        names=ps.names, transforms=tr, pairs=tuple(pairs), n_p=ps.size, ns=len(segs), wc=wc,
+        groups=tuple((tuple(g["idx"]), tuple(float(x) for x in g["rel"]), g["T"], g["has_q"],
+                      g["has_v"], g["has_tau"], g["has_ctrl"], g["n_dense"]) for g in gdata),
+        input_interp=input_interp, sim=tuple(sorted(sk.items())), force_keys=tuple(fdict),
+        uniform=all(np.allclose(np.diff(r.t), (r.t[-1] - r.t[0]) / (len(r.t) - 1), rtol=1e-6,
+                                atol=0.0) for r in recs),
+        known_state=known,
+    )
+    S_given = jnp.asarray(np.stack([np.concatenate([np.zeros(nv), v0]) for _, v0 in s0]))
+    args = (model, tuple(fdict.values()), tuple(g["arr"] for g in gdata), jnp.asarray(wq),
+            jnp.asarray(wv), user_control, sim_params, S_given)
+    z0 = np.concatenate([z0_p] + ([] if known else [np.asarray(x) for x in S_given]))
+    keep = _kept_rows(gdata, len(pairs), nv)
+    _check_enough_data(recs, segs, gdata, pairs, wq, wv, wc, ps.size, int(z0.size), nv)
+    fp = {
+        "params": list(ps.scalar_names),
+        "n_unknowns": int(z0.size),
+        "n_residuals": int(keep.size),
+        "shooting": shooting,
+        "data": hashlib.sha1(b"".join(
+            np.ascontiguousarray(a).tobytes() for r in recs
+            for a in (r.t, r.q, r.v, r.tau, r.ctrl) if a is not None)).hexdigest(),
+    }
+    return _Problem(model, fdict, named, ps, recs, segs, s0, gdata, spec, args, z0, keep, fp)
+
+
+# ----------------------------------------------------------------------------------------------
+# Solving: the Jacobian's threads, parameters without effect, lsq.solve
+# ----------------------------------------------------------------------------------------------
+
+
+def _warn_no_effect(pb: _Problem, J0, stacklevel: int):
+    """Name the parameters whose Jacobian column at the start is zero; refuse if all are."""
+    z0_p = jnp.asarray(pb.z0[: pb.n_p])
+    tr = pb.spec.transforms
+    dead = _no_effect(J0, tr.jacobian(z0_p), np.asarray(tr.forward(z0_p)), pb.ps.scalar_names,
+                      pb.keep)
+    if dead and len(dead) == pb.n_p:
+        raise ValueError(
+            f"fit: no parameter has any effect on the simulated data ({', '.join(dead)}: the "
+            "Jacobian column is zero at the initial guess): no element or body uses it, or the "
+            "data do not excite it; nothing can be identified")
+    if dead:
+        warnings.warn(
+            f"fit: parameter(s) {', '.join(dead)} have no effect on the simulated data (zero "
+            "Jacobian column at the initial guess): no element or body uses them, or the data do "
+            "not excite them; they cannot be identified and stay at their initial values",
+            UnidentifiableWarning, stacklevel=stacklevel)
+
+
+def _solve(pb: _Problem, threads, solve_kw: dict, stacklevel: int):
+    """:func:`~diffmb.optim.lsq.solve` on the problem, the Jacobian's direction batches spread
+    over ``threads`` (default: the CPUs this process may use) with numpy's BLAS on one."""
+    n_threads = available_cpus() if threads is None else int(threads)
+    if n_threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads!r}")
+    with contextlib.ExitStack() as stack:
+        pool = None if n_threads == 1 else stack.enter_context(
+            ThreadPoolExecutor(n_threads, thread_name_prefix="diffmb-fit"))
+        stack.enter_context(_one_blas_thread())
+        # the Jacobian at the initial guess (reused by solve): parameters with no effect at all
+        r0, J0 = (np.asarray(a) for a in pb.res_jac(pb.z0, pool, n_threads))
+        _warn_no_effect(pb, J0, stacklevel + 1)
+        z0_key = np.asarray(pb.z0, float).tobytes()
+
+        def res_jac(z):
+            if np.asarray(z, float).tobytes() == z0_key:
+                return r0, J0
+            return pb.res_jac(z, pool, n_threads)
+
+        return solve(res_jac, pb.z0, res=pb.residual, desc="fit", fingerprint=pb.fingerprint,
+                     params_of=pb.params_of, **solve_kw)
+
+
+# ----------------------------------------------------------------------------------------------
+# Summary: covariance, verdict, estimates in the model, rms, fitted initial states
+# ----------------------------------------------------------------------------------------------
+
+
+def _statistics(pb: _Problem, out, rank_rtol, stacklevel: int):
+    """(p̂, J in original coordinates, :func:`~diffmb.optim.lsq.covariance` of all unknowns)."""
+    n_p, z = pb.n_p, out.z
+    zp = jnp.asarray(z[:n_p])
+    p_hat = np.asarray(pb.spec.transforms.forward(zp))
+    J = original_jacobian(out.J, pb.spec.transforms.jacobian(zp))  # states: not transformed
+    nv = pb.model.nv
+    state_names = [] if pb.spec.known_state else [
+        f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(pb.segs) for w in ("dq", "v")
+        for k in range(nv)]
+    all_names = tuple(pb.ps.scalar_names) + tuple(state_names)
+    with warnings.catch_warnings(), _one_blas_thread():
+        warnings.simplefilter("always")
+        # the rank test scales parameters by their size; initial states (whose value, often
+        # near 0, is no scale) by 1
+        scale = np.concatenate([np.where(p_hat != 0.0, np.abs(p_hat), 1.0),
+                                np.ones(z.size - n_p)])
+        stats = covariance(all_names, np.concatenate([p_hat, z[n_p:]]), J[pb.keep],
+                           out.r[pb.keep], rank_rtol, report=pb.ps.scalar_names,
+                           stacklevel=stacklevel + 1, scale=scale)
+    return p_hat, J, stats
+
+
+def _rms(pb: _Problem, r) -> dict:
+    """Unweighted rms residual per measured channel group (kept rows, weighted channels)."""
+    nv = pb.model.nv
+    wq, wv = np.asarray(pb.args[3]), np.asarray(pb.args[4])
+    rr = r[pb.keep]
+    off = 0
+    acc = {"q": [], "v": []}
+    for g in pb.gdata:
+        for mk in g["mask"]:
+            n_k = int((mk > 0).sum()) * nv
+            for nm, w, has in (("q", wq, g["has_q"]), ("v", wv, g["has_v"])):
+                if has:
+                    blk = rr[off : off + n_k].reshape(-1, nv)
+                    off += n_k
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        acc[nm].append(blk / np.where(w > 0, w, np.nan))
+    return {nm: float(np.sqrt(np.nanmean(np.concatenate(lst) ** 2)))
+            for nm, lst in acc.items() if lst}
+
+
+def _fitted_states(pb: _Problem, z, m_hat) -> list:
+    """[(q0, v0)] per segment at the estimate."""
+    nv, n_p = pb.model.nv, pb.n_p
+    out = []
+    for i, (q_ref, _) in enumerate(pb.s0):
+        s = np.asarray(pb.args[7][i]) if pb.spec.known_state else \
+            z[n_p + 2 * nv * i : n_p + 2 * nv * (i + 1)]
+        q0, v0 = ms.start_state(m_hat, jnp.asarray(q_ref), s)
+        out.append((np.asarray(q0), np.array(v0)))
+    return out
+
+
+def _summary(pb: _Problem, out, rank_rtol, stacklevel: int) -> FitResult:
+    """The :class:`FitResult` of a solved problem."""
+    p_hat, J, stats = _statistics(pb, out, rank_rtol, stacklevel + 1)
+    names = pb.ps.scalar_names
+    std_flat = np.array([stats["std"][n] for n in names])
+    unident = tuple(n for n in stats["bad"] if n in set(names))
+    success, message = _judge(out.success, out.message, unident, names, std_flat,
+                              [n for n in stats["bad"] if n not in set(names)], stats["s2"])
+    est = pb.ps.unflatten(jnp.asarray(p_hat))
+    stdd = pb.ps.unflatten(jnp.asarray(std_flat))
+    to_py = lambda a: float(a) if np.ndim(a) == 0 else np.asarray(a)
+    try:
+        m_hat, f_hat = pb.ps.set(pb.model, pb.fdict, est)
+    except ValueError as e:  # a non-physical estimate: keep the numbers, do not claim success
+        m_hat, f_hat = pb.ps.set(pb.model, pb.fdict, est, check=False)
+        success, message = False, f"{message}; not a physical model: {e}"
+    return FitResult(
+        estimates={k: to_py(v) for k, v in est.items()},
+        std={k: to_py(v) for k, v in stdd.items()},
+        cov=stats["cov"][: pb.n_p, : pb.n_p], names=tuple(names), cost=float(out.cost),
+        history=out.history, model=m_hat,
+        forces=f_hat if pb.named_forces else tuple(f_hat.values()),
+        success=success, message=message, n_iter=out.n_iter, resumed_from=out.resumed_from,
+        unidentifiable=unident, s2=stats["s2"], dof=stats["dof"], singular_values=stats["sv"],
+        initial_states=_fitted_states(pb, out.z, m_hat), rms=_rms(pb, out.r),
+        jacobian=J[pb.keep], residuals=np.asarray(out.r)[pb.keep], converged=out.converged,
+    )
+
+
+def fit(model: Model, data, params: Sequence[str], *, forces=(),
+        simulate_kwargs: Mapping | None = None, solver: str = "lm", shooting: str = "single",
+        segments: int = 4, weights: Mapping | None = None, bounds: Mapping | None = None,
+        transforms: Mapping | None = None, init: Mapping | None = None,
+        continuity_weight: float | None = None, input_interp: str = "linear",
+        max_steps: int = 100, ftol: float = 1e-10, xtol: float = 1e-10, offset_tol: float = 1e-3,
+        learning_rate: float = 1e-2, rank_rtol: float = 1e-8, progress: bool = True,
+        checkpoint=None, callback=None, initial_state: str = "estimate",
+        threads: int | None = None) -> FitResult:
     """Identify ``params`` (names, see :mod:`diffmb.optim.params`) from measured ``data``.
 
     Args:
@@ -675,315 +1091,19 @@ def fit(
             CPUs this process may use; 1: none).
 
     Returns:
-        :class:`FitResult` (``success`` False when a parameter is not identifiable).
+        :class:`FitResult`: ``success`` is True only when the solver converged (``message``
+        says on which test) and every parameter has a finite standard error; otherwise
+        ``message`` gives the reason (iteration cap, unidentifiable or non-physical estimate).
 
     Raises:
         ValueError: no parameters, a record too short for the unknowns, or no parameter with
             any effect (see "Refusals" in the module docstring). KeyError: an unknown name.
+        TypeError: an entry of ``forces`` that is not a force element.
     """
-    if shooting not in ("single", "multiple"):
-        raise ValueError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
-    if initial_state not in ("estimate", "known"):
-        raise ValueError(f"initial_state must be 'estimate' or 'known', got {initial_state!r}")
-    known = initial_state == "known"
-    if known and shooting != "single":
-        raise ValueError("initial_state='known' needs shooting='single' (the interior segments' "
-                         "states are unknowns of multiple shooting)")
-    if input_interp not in ("linear", "zoh"):
-        raise ValueError(f"input_interp must be 'linear' or 'zoh', got {input_interp!r}")
-    sk = dict(simulate_kwargs or {})
-    for bad in ("saveat", "t0", "t1"):
-        if bad in sk:
-            raise ValueError(f"simulate_kwargs[{bad!r}] is set by the data; remove it")
-    user_control = sk.pop("control", None)
-    sim_params = sk.pop("params", None)
-    sk["throw"] = False
-    sk.setdefault("adjoint", "direct")  # Jacobians are taken in forward mode (jacfwd)
-    named_forces = isinstance(forces, Mapping)
-    fdict = dict(forces) if named_forces else {f"_{i}": f for i, f in enumerate(forces)}
-
-    if isinstance(params, str):
-        params = [params]
-    if len(params) == 0:
-        raise ValueError("fit: no parameters to identify (params is empty); name at least one, "
-                         "e.g. 'body.<body>.mass'")
-    act = next((e for e in fdict.values() if getattr(e, "uses_ctrl", False)), None)
-    act_names = tuple(getattr(act, "names", None) or ()) if act is not None else ()
-    recs = load_data(model, data, act_names)
-    if any(r.tau is not None or r.ctrl is not None for r in recs) and user_control is not None:
-        raise ValueError("the data hold inputs (tau or ctrl) and simulate_kwargs has a control: "
-                         "use one")
-    for r in recs:
-        if r.ctrl is not None and act is None:
-            raise ValueError(f"{r.source}: the record holds actuator controls (ctrl) but no "
-                             "force element consumes them: pass the actuators in forces")
-        if r.ctrl is not None and r.ctrl.shape[1] != len(act.gear):
-            raise ValueError(f"{r.source}: ctrl has {r.ctrl.shape[1]} columns, the actuators "
-                             f"take {len(act.gear)}")
-        if r.tau is not None and act is not None:
-            raise ValueError(f"{r.source}: the record holds joint torques (tau) but the forces "
-                             "include actuators, which would take them as controls: drop the "
-                             "actuators, or give the inputs as ctrl_<actuator> channels")
-    sens = fdict.get("sensors")
-    dt_fixed = sk.get("dt") if sk.get("solver", "rk4") == "rk4" or sk.get("adaptive") is False \
-        else None
-    needs_delay = sens is not None and (any(n.endswith(".delay") for n in params)
-                                        or np.any(np.asarray(sens.delay) != 0))
-    if needs_delay and dt_fixed is None:
-        raise ValueError("fit: sensor delays need a fixed-step simulation (simulate_kwargs dt "
-                         "with solver 'rk4'): the trajectory is interpolated between steps")
-    ps = ParamSet(model, params, fdict)
-    n_p = ps.size
-    # --- transforms ---
-    bounds = dict(bounds or {})
-    transforms = dict(transforms or {})
-    for k in list(bounds) + list(transforms) + list(init or {}):
-        if k not in ps.names:
-            raise KeyError(f"bounds/transforms/init given for {k!r}, not among params {ps.names}")
-    tr: list[Transform] = []
-    for p in ps.params:
-        if p.name in transforms:
-            t_ = transforms[p.name]
-        elif p.name in bounds:
-            t_ = bounded(*bounds[p.name])
-        else:
-            t_ = default_transform(p.name)
-        tr += [t_] * p.size
-    tr = Transforms(tuple(tr))
-    p0 = ps.get(model, fdict)
-    for k, v in (init or {}).items():
-        p0[k] = jnp.asarray(v, dtype=jnp.float64)
-    try:
-        z0_p = tr.inverse(np.asarray(ps.flatten(p0)), ps.scalar_names)
-    except ValueError as e:
-        raise ValueError(f"{e} (pass init= or bounds=)") from None
-
-    # --- segments and groups ---
-    segs = ms.segments([r.t.shape[0] for r in recs],
-                             1 if shooting == "single" else segments)
-    nv = model.nv
-    ns = len(segs)
-    wq = _as_weight((weights or {}).get("q"), nv, "q")
-    wv = _as_weight((weights or {}).get("v"), nv, "v")
-    for k in (weights or {}):
-        if k not in ("q", "v"):
-            raise KeyError(f"weights: unknown channel group {k!r} (use 'q' and 'v')")
-    wc = float(continuity_weight) if continuity_weight is not None else max(
-        wq.max() if any(r.q is not None for r in recs) else 0.0,
-        wv.max() if any(r.v is not None for r in recs) else 0.0,
-    )
-    if known:
-        for r in recs:
-            if r.q0 is None or r.v0 is None:
-                raise ValueError(f"{r.source}: initial_state='known' needs the record's q0 and "
-                                 "v0 (the state the experiment started from)")
-    s0 = [ms.state_from_samples(model, recs[s.rec].t, recs[s.rec].q, recs[s.rec].v, s.a,
-                                      recs[s.rec].q0, recs[s.rec].v0) for s in segs]
-    if known:
-        s0 = [(np.asarray(recs[s.rec].q0, float), np.asarray(recs[s.rec].v0, float))
-              for s in segs]
-
-    groups: dict = {}
-    for si, s in enumerate(segs):
-        r = recs[s.rec]
-        rel = r.t[s.a : s.b + 1] - r.t[s.a]
-        key = (
-            s.b - s.a,
-            hashlib.sha1(np.round(rel, 12).tobytes()).hexdigest(),
-            r.q is not None,
-            r.v is not None,
-            None if r.tau is None else r.tau.shape,
-            None if r.ctrl is None else r.ctrl.shape,
-        )
-        groups.setdefault(key, []).append(si)
-
-    gdata = []  # per group: static info + stacked arrays
-    for key, idx in groups.items():
-        s_first = segs[idx[0]]
-        r0 = recs[s_first.rec]
-        rel = r0.t[s_first.a : s_first.b + 1] - r0.t[s_first.a]
-        L = s_first.b - s_first.a + 1
-        has_q, has_v, has_tau, has_ctrl = key[2], key[3], key[4] is not None, key[5] is not None
-        n_dense = 0
-        if dt_fixed is not None:
-            n_steps = max(1, int(round(rel[-1] / dt_fixed)))
-            k = rel / rel[-1] * n_steps
-            if needs_delay or np.any(np.abs(k - np.round(k)) > 1e-9 * np.maximum(1.0, k)):
-                n_dense = n_steps  # samples off the step grid, or delayed: interpolate
-        mask = np.ones((len(idx), L))
-        for gi, si in enumerate(idx):
-            if not segs[si].last:
-                mask[gi, -1] = 0.0  # that sample is the next segment's first
-        arr = {
-            "q_ref": jnp.asarray(np.stack([s0[si][0] for si in idx])),
-            "offset": jnp.asarray(np.array([recs[segs[si].rec].t[segs[si].a] for si in idx])),
-            "mask": jnp.asarray(mask),
-        }
-        if has_q:
-            arr["q"] = jnp.asarray(np.stack([recs[segs[si].rec].q[segs[si].a : segs[si].b + 1]
-                                             for si in idx]))
-        if has_v:
-            arr["v"] = jnp.asarray(np.stack([recs[segs[si].rec].v[segs[si].a : segs[si].b + 1]
-                                             for si in idx]))
-        if has_tau:
-            arr["tau_t"] = jnp.asarray(np.stack([recs[segs[si].rec].t for si in idx]))
-            arr["tau"] = jnp.asarray(np.stack([recs[segs[si].rec].tau for si in idx]))
-        if has_ctrl:
-            arr["ctrl_t"] = jnp.asarray(np.stack([recs[segs[si].rec].t for si in idx]))
-            arr["ctrl"] = jnp.asarray(np.stack([recs[segs[si].rec].ctrl for si in idx]))
-        gdata.append({"idx": idx, "rel": rel, "T": float(rel[-1]), "has_q": has_q,
-                      "has_v": has_v, "has_tau": has_tau, "has_ctrl": has_ctrl,
-                      "n_dense": n_dense, "mask": mask, "arr": arr})
-
-    pairs = ms.junctions(segs)
-
-    spec = _Spec(
-        names=ps.names,
-        transforms=tr,
-        groups=tuple(
-            (tuple(g["idx"]), tuple(float(x) for x in g["rel"]), g["T"], g["has_q"],
-             g["has_v"], g["has_tau"], g["has_ctrl"], g["n_dense"]) for g in gdata
-        ),
-        pairs=tuple(pairs),
-        n_p=n_p,
-        ns=ns,
-        wc=wc,
-        input_interp=input_interp,
-        sim=tuple(sorted(sk.items())),
-        force_keys=tuple(fdict),
-        uniform=all(np.allclose(np.diff(r.t), (r.t[-1] - r.t[0]) / (len(r.t) - 1), rtol=1e-6,
-                                atol=0.0) for r in recs),
-        known_state=known,
-    )
-    S_given = jnp.asarray(np.stack([np.concatenate([np.zeros(nv), v0]) for _, v0 in s0]))
-    args = (model, tuple(fdict.values()), tuple(g["arr"] for g in gdata), jnp.asarray(wq),
-            jnp.asarray(wv), user_control, sim_params, S_given)
-    z0 = np.concatenate([z0_p] + ([] if known else [np.asarray(x) for x in S_given]))
-    # rows kept for statistics (masked duplicate samples are zero rows)
-    keep = []
-    for g in gdata:
-        nparts = int(g["has_q"]) + int(g["has_v"])
-        for mk in g["mask"]:
-            keep.append(np.concatenate([np.repeat(mk > 0, nv)] * nparts))
-    keep.append(np.ones(len(pairs) * 2 * nv, bool))
-    keep = np.concatenate(keep)
-    _check_enough_data(recs, segs, gdata, pairs, wq, wv, wc, n_p, int(z0.size), nv)
-
-    fp = {
-        "params": list(ps.scalar_names),
-        "n_unknowns": int(z0.size),
-        "n_residuals": int(keep.size),
-        "shooting": shooting,
-        "data": hashlib.sha1(b"".join(
-            np.ascontiguousarray(a).tobytes() for r in recs
-            for a in (r.t, r.q, r.v, r.tau, r.ctrl) if a is not None)).hexdigest(),
-    }
-    n_threads = available_cpus() if threads is None else int(threads)
-    if n_threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads!r}")
-    with contextlib.ExitStack() as stack:
-        pool = None if n_threads == 1 else stack.enter_context(
-            ThreadPoolExecutor(n_threads, thread_name_prefix="diffmb-fit"))
-        stack.enter_context(_one_blas_thread())
-        # the Jacobian at the initial guess (reused by solve): parameters with no effect at all
-        r0, J0 = (np.asarray(a) for a in _res_jac(z0, args, spec, pool, n_threads))
-        dead = _no_effect(J0, tr.jacobian(jnp.asarray(z0_p)), np.asarray(tr.forward(
-            jnp.asarray(z0_p))), ps.scalar_names, keep)
-        if dead and len(dead) == n_p:
-            raise ValueError(
-                f"fit: no parameter has any effect on the simulated data ({', '.join(dead)}: the "
-                "Jacobian column is zero at the initial guess): no element or body uses it, or the "
-                "data do not excite it; nothing can be identified")
-        if dead:
-            warnings.warn(
-                f"fit: parameter(s) {', '.join(dead)} have no effect on the simulated data (zero "
-                "Jacobian column at the initial guess): no element or body uses them, or the data do "
-                "not excite them; they cannot be identified and stay at their initial values",
-                UnidentifiableWarning, stacklevel=2)
-        z0_key = np.asarray(z0, float).tobytes()
-
-        def res_jac(z):
-            if np.asarray(z, float).tobytes() == z0_key:
-                return r0, J0
-            return _res_jac(z, args, spec, pool, n_threads)
-
-        out = solve(res_jac, z0,
-                    res=lambda z: _res(jnp.asarray(z), args, spec), solver=solver,
-                    max_steps=max_steps, ftol=ftol, xtol=xtol, offset_tol=offset_tol,
-                    learning_rate=learning_rate, progress=progress, desc="fit",
-                    checkpoint=checkpoint, callback=callback, fingerprint=fp,
-                    params_of=lambda z: dict(zip(ps.scalar_names, np.asarray(tr.forward(
-                        jnp.asarray(z[:n_p]))), strict=True)))
-    z, r = out.z, out.r
-    zp = jnp.asarray(z[:n_p])
-    p_hat = np.asarray(tr.forward(zp))
-    J = original_jacobian(out.J, tr.jacobian(zp))  # nuisance states are not transformed
-    state_names = [] if known else [f"rec{s.rec}.seg{i}.{w}[{k}]" for i, s in enumerate(segs)
-                                    for w in ("dq", "v") for k in range(nv)]
-    all_names = tuple(ps.scalar_names) + tuple(state_names)
-    with warnings.catch_warnings(), _one_blas_thread():
-        warnings.simplefilter("always")
-        # the rank test scales parameters by their size; initial states (whose value, often
-        # near 0, is no scale) by 1
-        scale = np.concatenate([np.where(p_hat != 0.0, np.abs(p_hat), 1.0),
-                                np.ones(z.size - n_p)])
-        stats = covariance(all_names, np.concatenate([p_hat, z[n_p:]]), J[keep], r[keep],
-                           rank_rtol, report=ps.scalar_names, stacklevel=3, scale=scale)
-    cov = stats["cov"][:n_p, :n_p]
-    std_flat = np.array([stats["std"][n] for n in ps.scalar_names])
-    unident = tuple(n for n in stats["bad"] if n in set(ps.scalar_names))
-    success, message = _judge(out.success, out.message, unident, ps.scalar_names, std_flat,
-                              [n for n in stats["bad"] if n not in set(ps.scalar_names)],
-                              stats["s2"])
-    est = ps.unflatten(jnp.asarray(p_hat))
-    stdd = ps.unflatten(jnp.asarray(std_flat))
-    to_py = lambda a: float(a) if np.ndim(a) == 0 else np.asarray(a)
-    try:
-        m_hat, f_hat = ps.set(model, fdict, est)
-    except ValueError as e:  # a non-physical estimate: keep the numbers, do not claim success
-        m_hat, f_hat = ps.set(model, fdict, est, check=False)
-        success, message = False, f"{message}; not a physical model: {e}"
-    rms = {}
-    rr = r[keep]
-    off = 0
-    acc = {"q": [], "v": []}
-    for g in gdata:
-        for mk in g["mask"]:
-            n_k = int((mk > 0).sum()) * nv
-            for nm, w, has in (("q", wq, g["has_q"]), ("v", wv, g["has_v"])):
-                if has:
-                    blk = rr[off : off + n_k].reshape(-1, nv)
-                    off += n_k
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        acc[nm].append(blk / np.where(w > 0, w, np.nan))
-    for nm, lst in acc.items():
-        if lst:
-            a = np.concatenate(lst)
-            rms[nm] = float(np.sqrt(np.nanmean(a**2)))
-    init_states = []
-    for i, (q_ref, _) in enumerate(s0):
-        s = np.asarray(S_given[i]) if known else z[n_p + 2 * nv * i : n_p + 2 * nv * (i + 1)]
-        q0, v0 = ms.start_state(m_hat, jnp.asarray(q_ref), s)
-        init_states.append((np.asarray(q0), np.array(v0)))
-    return FitResult(
-        estimates={k: to_py(v) for k, v in est.items()},
-        std={k: to_py(v) for k, v in stdd.items()},
-        cov=cov,
-        names=tuple(ps.scalar_names),
-        cost=float(out.cost),
-        history=out.history,
-        model=m_hat,
-        forces=f_hat if named_forces else tuple(f_hat.values()),
-        success=success,
-        message=message,
-        n_iter=out.n_iter,
-        resumed_from=out.resumed_from,
-        unidentifiable=unident,
-        s2=stats["s2"],
-        dof=stats["dof"],
-        singular_values=stats["sv"],
-        initial_states=init_states,
-        rms=rms,
-        jacobian=J[keep],
-        residuals=np.asarray(r)[keep],
-    )
+    pb = _problem(model, data, params, forces, simulate_kwargs, shooting, segments, weights,
+                  bounds, transforms, init, continuity_weight, input_interp, initial_state)
+    out = _solve(pb, threads, dict(
+        solver=solver, max_steps=max_steps, ftol=ftol, xtol=xtol, offset_tol=offset_tol,
+        learning_rate=learning_rate, progress=progress, checkpoint=checkpoint,
+        callback=callback), stacklevel=3)
+    return _summary(pb, out, rank_rtol, stacklevel=3)
