@@ -635,6 +635,8 @@ def test_sphere_started_deep_below_the_floor_is_refused_by_name(ball):
     with pytest.raises(ValueError, match=r"geom 'ball' \(sphere\) starts 0\.6 m deep in terrain "
                                          r"'floor', more than 0\.5 of its size 0\.1 m"):
         diffmb.simulate(ball, q_deep, None, t1=0.01, dt=1e-3, forces=(c,))
+    # a traced start (a batch, a gradient) is not checked
+    jax.jit(lambda q: c.check_initial(ball, q) or q)(q_deep)
     # the limit sits at half the radius: 0.049 m deep passes the check, 0.051 m does not
     c.check_initial(ball, jnp.array([0.0, 0.0, H - 0.049, 1.0, 0.0, 0.0, 0.0]))
     with pytest.raises(ValueError, match=r"starts 0\.051 m deep"):

@@ -243,9 +243,13 @@ class AbstractContacts(AbstractGroundForce):
         """Refuse a geom that starts deeper in the terrain than :data:`MAX_INITIAL_PENETRATION`
         times its own size (a ValueError naming the geom, its depth and the limit); nothing
         under a trace. Points (no size) are not checked."""
-        if not (is_concrete(q) and is_concrete(self)):
+        if not (is_concrete(q) and is_concrete(self) and is_concrete(model)):
             return
-        pen = np.asarray(_penetrations(self, model, jnp.asarray(q, dtype=jnp.float64)))
+        with jax.ensure_compile_time_eval():  # concrete also inside an outer trace
+            pen = _penetrations(self, model, jnp.asarray(q, dtype=jnp.float64))
+        if not is_concrete(pen):
+            return
+        pen = np.asarray(pen)
         gi = np.asarray(self.point_geom)
         for i, (g, name) in enumerate(zip(self.geoms, _geom_names(self), strict=True)):
             size = float(g.thickness())
