@@ -3,15 +3,20 @@
     diffmb reproduce <study>|all --out DIR [--quick]
     diffmb identify <study> --data FILE.csv --out DIR [--resume]
     diffmb identify --model ROBOT.xml|.urdf --data FILE.csv --out DIR [--params P] [--sensors S]
-    diffmb bench [--quick] --out DIR
+    diffmb bench [--quick] [--only NAMES] --out DIR
     diffmb list
-    diffmb replay RESULT.npz | --model FILE --traj FILE.csv --out DIR [--format html|gif|mp4|png]
+    diffmb replay RESULT.npz | --model FILE [--floating-base] --traj FILE.csv --out DIR
+                  [--format html|gif|mp4|png]
 
 Each study is a module ``diffmb.studies.<name>`` with ``reproduce(out_dir, quick)`` (and, where
 it identifies parameters, ``identify(data_csv, out_dir, checkpoint=path)``); the benchmarks are
-the modules of ``diffmb.bench``; this file is only the registry. User errors print one line and
-exit with code 2; Ctrl-C exits with 130 and SIGTERM with 143, with a one-line message instead of
-a traceback.
+the modules of ``diffmb.bench``; this file is only the registry.
+
+Exit codes (:data:`EXIT_CODES`): 0 success (a fit that converged); 1 bad input (a data, model or
+checkpoint file that cannot be used, or a study that failed); 2 usage (a wrong, missing or
+conflicting argument); 3 a fit that stopped without converging (its last estimates are written,
+the reason goes to stderr); 130 Ctrl-C; 143 SIGTERM. Errors are one line naming the file, row,
+column or argument, never a traceback.
 
 ``identify`` checkpoints its fit in ``DIR/checkpoint.npz`` after every iteration. An existing
 checkpoint in DIR is never silently reused nor overwritten: without ``--resume`` the command
@@ -52,8 +57,24 @@ STUDIES = {
     "excitation": "diffmb.studies.excitation",
 }
 
+EXIT_CODES = {"ok": 0, "bad_input": 1, "usage": 2, "not_converged": 3, "interrupted": 130,
+              "terminated": 143}
+
+# a record implying more simulation steps than this is refused before anything compiles
+MAX_SIM_STEPS = 200_000
+MAX_FIT_ITERATIONS = 50  # identify --model: Levenberg–Marquardt iterations at most
+
+
 class CLIError(Exception):
-    """A user error: printed as one line, exit code 2."""
+    """A usage error (a wrong, missing or conflicting argument): one line, exit code 2."""
+
+    code = EXIT_CODES["usage"]
+
+
+class InputError(CLIError):
+    """Bad input (a data, model or checkpoint file that cannot be used): one line, exit code 1."""
+
+    code = EXIT_CODES["bad_input"]
 
 
 class _Terminated(BaseException):
@@ -145,30 +166,132 @@ def _reproduce_interrupted(args, out: Path, names, failed, how: str) -> str:
 CHECKPOINT = "checkpoint.npz"  # identify's resumable state, in --out
 
 
+def _names(text) -> tuple:
+    return tuple(x.strip() for x in (text or "").split(",") if x.strip())
+
+
+def _model_path(path, flag="--model") -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"{flag} {p}: no such file")
+    if p.suffix.lower() not in (".xml", ".urdf"):
+        raise CLIError(f"{flag} {p}: unknown model file type {p.suffix!r} (MJCF .xml or .urdf)")
+    return p
+
+
+def _file_dt(path: Path) -> float:
+    """The simulation step ``identify`` uses for a file: the MJCF's timestep, 1 ms for a URDF."""
+    if path.suffix.lower() == ".urdf":
+        return 1e-3
+    import mujoco
+
+    try:
+        return float(mujoco.MjModel.from_xml_path(str(path)).opt.timestep)
+    except ValueError as e:  # MuJoCo's compiler refuses the file
+        raise InputError(f"{path}: {str(e).strip()}") from None
+
+
+def check_record_steps(data: Path, dt: float, limit: int) -> int:
+    """Refuse (``InputError``) a record whose duration implies more than ``limit`` simulation
+    steps of ``dt``; the estimated number of steps otherwise. Reads only the CSV."""
+    from .io.csvdata import read_csv
+
+    try:
+        t, _ = read_csv(data, channels=[])
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    span = float(t[-1] - t[0])
+    steps = span / dt
+    if steps > limit:
+        raise InputError(
+            f"{data}: the record spans {span:.6g} s (t = {t[0]:.6g} to {t[-1]:.6g}, "
+            f"{t.size} rows), about {steps:.3g} simulation steps of dt = {dt:g} s, more than "
+            f"the limit of {limit} (--max-sim-steps); t must be in seconds (is it in "
+            "milliseconds?); to run it anyway, raise --max-sim-steps")
+    return int(round(steps))
+
+
 def _identify_model(args):
     """``identify --model FILE``: :func:`diffmb.optim.identify.identify` on any robot file, as
     ``identify(data, out, checkpoint=...)`` like a study's."""
-    from .optim.identify import identify
-
-    model = Path(args.model)
-    if not model.is_file():
-        raise CLIError(f"--model {model}: no such file")
+    model = _model_path(args.model)
+    if args.floating_base and model.suffix.lower() != ".urdf":
+        raise CLIError(f"--floating-base applies to a URDF; {model} is an MJCF, whose free "
+                       "joint (if any) is stated in the file")
+    dt = args.dt if args.dt is not None else _file_dt(model)
 
     def run(data, out, checkpoint=None):
+        from .optim.identify import identify
+
+        check_record_steps(data, dt, args.max_sim_steps)  # before anything compiles
+        kw = dict(params=args.params, sensors=args.sensors, out=out, checkpoint=checkpoint,
+                  shooting="multiple" if args.segments > 1 else "single",
+                  segments=args.segments, ignore=_names(args.ignore),
+                  profile=_names(args.profile), max_steps=args.max_steps)
         try:
-            res = identify(model, data, params=args.params, sensors=args.sensors, dt=args.dt,
-                           out=out, checkpoint=checkpoint,
-                           shooting="multiple" if args.segments > 1 else "single",
-                           segments=max(args.segments, 1),
-                           ignore=tuple(x.strip() for x in (args.ignore or "").split(",")
-                                        if x.strip()),
-                           profile=tuple(x.strip() for x in (args.profile or "").split(",")
-                                         if x.strip()), max_steps=args.max_steps)
-        except (KeyError, NotImplementedError, FileNotFoundError) as e:  # a bad name or file
+            if args.floating_base:
+                m, forces = _floating_urdf(model)
+                res = identify(m, data, forces=forces, dt=dt, **kw)
+                res.results.update(model=str(model), floating_base=True)  # the file, not its name
+                if (Path(out) / "results.json").is_file():
+                    _write_json(Path(out) / "results.json", res.results)
+            else:
+                res = identify(model, data, dt=args.dt, **kw)
+        except KeyError as e:  # an unknown parameter, channel or profile name
             raise CLIError(str(e).strip("'\"")) from None
+        except ValueError as e:
+            if str(e).startswith("--"):  # names the argument it refuses (--sensors, ...)
+                raise CLIError(str(e)) from None
+            raise
+        except (NotImplementedError, FileNotFoundError) as e:  # what the file asks for
+            raise InputError(str(e).strip("'\"")) from None
+        if args.replay:
+            _identify_replay(res, out, dt)
         return res.results
 
     return run
+
+
+def _floating_urdf(path: Path):
+    """A URDF with its root link on a free joint, and the forces MuJoCo would apply."""
+    from .io import load_model
+    from .io.urdf import urdf_forces
+
+    m = load_model(path, floating_base=True)
+    return m, urdf_forces(path, m, floating_base=True)
+
+
+def _identify_replay(res, out: Path, dt: float) -> None:
+    """``identify --replay``: DIR/replay.html with the measured motion and the fitted model's
+    (simulated from the fitted initial state, the sensor models applied) overlaid, and
+    DIR/fitted.npz, the fitted motion, which ``diffmb replay`` reads; one pair per record
+    (``replay_<k>``, ``fitted_<k>`` for the k-th record after the first)."""
+    import numpy as np
+
+    from . import viz
+    from .io.trajectory import save_trajectory
+    from .optim.identify import _simulate_fit
+    from .simulation import Trajectory
+
+    def traj(t, q):
+        n = len(t)
+        return Trajectory(ts=np.asarray(t), q=np.asarray(q), v=np.zeros((n, res.model.nv)),
+                          status=np.int32(0), t_fail=np.inf, num_steps=np.int32(n))
+
+    sims = _simulate_fit(res.fit, res.model, res.records, dt)
+    written = []
+    for k, (rec, (q_fit, _)) in enumerate(zip(res.records, sims)):
+        if rec.q is None:
+            print(f"[diffmb] identify --replay: {rec.source} has no q_<joint> columns; no "
+                  "replay of it", file=sys.stderr)
+            continue
+        tag = "" if k == 0 else f"_{k}"
+        measured, fitted = traj(rec.t, rec.q), traj(rec.t, q_fit)
+        save_trajectory(fitted, out / f"fitted{tag}.npz", model=res.model)
+        written.append(viz.replay(res.model, [measured, fitted], out / f"replay{tag}.html",
+                                  labels=["measured", "fitted"]))
+    for p in written:
+        print(f"[diffmb] replay -> {p}", file=sys.stderr)
 
 
 def _identify(args) -> int:
@@ -180,6 +303,10 @@ def _identify(args) -> int:
         for flag in ("params", "sensors", "ignore", "dt", "profile"):
             if getattr(args, flag) is not None:
                 raise CLIError(f"identify: --{flag} applies to --model FILE, not to a study")
+        for flag in ("floating_base", "replay"):
+            if getattr(args, flag):
+                raise CLIError(f"identify: --{flag.replace('_', '-')} applies to --model FILE, "
+                               "not to a study")
         mod = _study_module(args.study)
         if not hasattr(mod, "identify"):
             raise CLIError(f"study {args.study!r} has no identification")
@@ -189,7 +316,7 @@ def _identify(args) -> int:
     what = args.study if args.study is not None else str(args.model)
     data = Path(args.data)
     if not data.is_file():
-        raise CLIError(f"{data}: no such data file")
+        raise CLIError(f"--data {data}: no such file")
     resumable = "checkpoint" in inspect.signature(ident).parameters
     if args.resume and not resumable:
         raise CLIError(f"{what}: its identification cannot be resumed")
@@ -199,7 +326,7 @@ def _identify(args) -> int:
         try:
             meta, _ = read_checkpoint(ck)
         except ValueError as e:
-            raise CLIError(str(e)) from None
+            raise InputError(str(e)) from None
         k, done = meta["state"]["k"], meta["state"]["done"]
         if not args.resume:
             raise CLIError(
@@ -217,20 +344,55 @@ def _identify(args) -> int:
             cmd += [f"--{flag}", str(getattr(args, flag))]
     if getattr(args, "segments", 1) > 1:
         cmd += ["--segments", str(args.segments)]
+    if args.study is None:
+        if args.max_steps != MAX_FIT_ITERATIONS:
+            cmd += ["--max-steps", str(args.max_steps)]
+        if args.max_sim_steps != MAX_SIM_STEPS:
+            cmd += ["--max-sim-steps", str(args.max_sim_steps)]
+        cmd += ["--floating-base"] * bool(args.floating_base) + ["--replay"] * bool(args.replay)
     resume_cmd = shlex.join(cmd + ["--data", str(data), "--out", str(out), "--resume"])
     if resumable:
         args.on_interrupt = lambda how: _identify_interrupted(out, ck, resume_cmd, how)
     try:
         res = ident(data, out, checkpoint=ck) if resumable else ident(data, out)
     except ValueError as e:  # bad data or checkpoint: the message names the file and reason
-        raise CLIError(str(e)) from None
+        raise InputError(str(e)) from None
+    except (OverflowError, FloatingPointError, ZeroDivisionError) as e:
+        raise InputError(f"{data}: the fit failed on these data ({type(e).__name__}: {e})") \
+            from None
     args.on_interrupt = None
     results = out / "results.json"
     if isinstance(res, dict) and _status(results) == "interrupted":  # not left stale
         _write_json(results, {"status": "complete", **res})
     if isinstance(res, dict):
         print(json.dumps(res.get("identified", res), indent=2, default=float))
+    converged, reason = fit_convergence(res)
+    if not converged:
+        print(f"diffmb: identify {what}: the fit did not converge ({reason}); the last "
+              f"estimates are in {results}; raise --max-steps, start from a closer guess or "
+              "record a more informative motion", file=sys.stderr)
+        return EXIT_CODES["not_converged"]
     return 0
+
+
+def fit_convergence(res) -> tuple[bool, str]:
+    """(converged, reason) from an identification's results: its ``converged`` (or ``success``)
+    flag and ``reason`` (or ``message``), at the top level or under ``"fit"``. Results that
+    state no flag count as converged."""
+    if not isinstance(res, dict):
+        return True, ""
+    for d in (res, res.get("fit")):
+        if not isinstance(d, dict):
+            continue
+        for key in ("converged", "success"):
+            flag = d.get(key)
+            if isinstance(flag, bool) or hasattr(flag, "dtype"):  # a Python or numpy bool
+                return bool(flag), str(d.get("reason") or d.get("message") or "no reason given")
+    fit = res.get("fit")
+    msg = fit.get("message") if isinstance(fit, dict) else None
+    if isinstance(msg, str) and msg.startswith("stopped after"):  # the solver's iteration cap
+        return False, msg
+    return True, ""
 
 
 def _status(path: Path):
@@ -270,75 +432,126 @@ def _identify_interrupted(out: Path, ck: Path, resume_cmd: str, how: str) -> str
 
 
 def _bench(args) -> int:
-    from .bench import UnknownBenchmark, run_all, select, write_json
+    from . import bench
 
     try:
-        select(args.only)  # unknown names fail before anything runs
-    except UnknownBenchmark as e:
+        bench.select(args.only)  # unknown names fail before anything runs
+    except bench.UnknownBenchmark as e:
         raise CLIError(str(e)) from None
     out = _out_dir(args.out)
-    res = run_all(out, quick=args.quick, only=args.only)
-    write_json(out / "bench.json", res)
-    num = lambda x, spec: "null" if x is None else format(x, spec)
-    for case, r in res.items():
-        print(f"{case:48s} {r['value']:12.4g} {r['unit']:10s} vs {r['peer']}: "
-              f"{num(r['peer_value'], '.4g')}  ratio {num(r['ratio'], '.3g')}")
+    bench.print_table(bench.run_and_write(out, quick=args.quick, only=args.only))
     return 0
 
 
 def _replay(args) -> int:
-    """``diffmb replay``: a trajectory saved by ``Trajectory.save`` (its model from the recorded
-    file or the embedded text, or --model), or a CSV record (``t``, ``q_<joint>`` columns) on
-    --model, written to DIR/replay.<format> (diffmb.viz)."""
-    import numpy as np
-
+    """``diffmb replay``: a trajectory saved by :func:`diffmb.io.save_trajectory` (its model from
+    the recorded file or the embedded text, with the recorded floating base; or --model), or a
+    CSV record on --model with the channels ``identify --model`` reads (``t``, ``q_<joint>``,
+    ``v_<joint>``, ``tau_<joint>``, ``ctrl_<actuator>``: the poses come from q, the other
+    channels are checked but not drawn), written to DIR/replay.<format> (diffmb.viz)."""
     from . import viz
-    from .simulation import Trajectory
+    from .io import load_trajectory, model_from_info
 
+    if args.result is not None and args.traj is not None:
+        raise CLIError("replay: give RESULT.npz or --traj FILE.csv, not both")
+    if args.result is None and (args.traj is None or args.model is None):
+        raise CLIError("replay: give RESULT.npz, or both --model FILE and --traj FILE.csv")
+    if args.floating_base and args.model is not None and Path(args.model).suffix.lower() != ".urdf":
+        raise CLIError(f"replay: --floating-base applies to a URDF --model, not {args.model}")
     try:
         if args.result is not None:
-            if args.traj is not None:
-                raise CLIError("give RESULT.npz or --traj FILE.csv, not both")
             if not Path(args.result).is_file():
-                raise CLIError(f"{args.result}: no such file")
-            traj, info = Trajectory.load(args.result)
-            model = (_replay_model(args.model) if args.model
-                     else viz.model_from_info(info, where=str(args.result)))
+                raise InputError(f"{args.result}: no such file")
+            traj, info = load_trajectory(args.result)
+            model = (_replay_model(args.model, args.floating_base) if args.model else
+                     model_from_info(info, where=str(args.result),
+                                     floating_base=True if args.floating_base else None))
         else:
-            if args.traj is None or args.model is None:
-                raise CLIError("give RESULT.npz, or both --model FILE and --traj FILE.csv")
-            from .optim.sysid import read_joint_csv
-
-            model = _replay_model(args.model)
-            rec = read_joint_csv(args.traj, model)
-            if rec.q is None:
-                raise CLIError(f"{args.traj}: no q_<joint> columns (joints "
-                               f"{list(model.joint_names)})")
-            n = len(rec.t)
-            traj = Trajectory(ts=rec.t, q=rec.q, v=np.zeros((n, model.nv)), status=np.int32(0),
-                              t_fail=np.inf, num_steps=np.int32(n))
+            model = _replay_model(args.model, args.floating_base)
+            traj = _replay_record(args.traj, model)
         out = _out_dir(args.out)
         path = viz.replay(model, traj, out / f"replay.{args.format}", frames=args.frames)
     except (ValueError, FileNotFoundError, TypeError, NotImplementedError, RuntimeError) as e:
-        raise CLIError(str(e)) from None
+        raise InputError(str(e)) from None
     print(f"[diffmb] replay -> {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0
 
 
-def _replay_model(path):
-    from .io.mjcf import load_mjcf
-    from .io.urdf import load_urdf
+def _replay_model(path, floating_base=False):
+    from .io import load_model
 
     p = Path(path)
     if not p.is_file():
-        raise CLIError(f"--model {p}: no such file")
-    if p.suffix.lower() not in (".xml", ".urdf"):
-        raise CLIError(f"--model {p}: unknown model file type {p.suffix!r} (MJCF .xml or .urdf)")
-    return load_urdf(p) if p.suffix.lower() == ".urdf" else load_mjcf(p)
+        raise InputError(f"--model {p}: no such file")
+    return load_model(p, floating_base=floating_base or None)
+
+
+def _replay_record(path, model):
+    """The q of a CSV record as a Trajectory; the file may hold every channel ``identify
+    --model`` reads for ``model`` (its actuators' ``ctrl_<actuator>`` included)."""
+    from .optim.sysid import read_joint_csv
+    from .viz import frames
+
+    if not Path(path).is_file():
+        raise InputError(f"--traj {path}: no such file")
+    rec = read_joint_csv(path, model, _actuator_names(model))
+    if rec.q is None:
+        raise InputError(f"{path}: no q_<joint> columns to draw the poses from (joints "
+                         f"{list(model.joint_names)})")
+    return frames(rec.t, rec.q, rec.v)
+
+
+def _actuator_names(model) -> tuple:
+    """The names of the ``ctrl_<actuator>`` channels of ``model``'s file (MJCF actuators)."""
+    if model.source is None or model.source.kind != "mjcf":
+        return ()
+    from .io.mjcf import read_actuators
+
+    return tuple(read_actuators(model.source.path)["names"])
+
+
+def _number(flag, **bounds):
+    """An argparse type: a float checked by :func:`diffmb.validation.check_value`, refused as a
+    usage error naming ``flag``."""
+    def parse(text):
+        from .validation import check_value
+
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        try:
+            check_value("", flag, v, **bounds)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"got {text}; {str(e).split(': ', 1)[-1]}") \
+                from None
+        return v
+    return parse
+
+
+def _integer(flag, **bounds):
+    """An argparse type: an integer within ``bounds`` (see :func:`_number`)."""
+    real = _number(flag, **bounds)
+
+    def parse(text):
+        try:
+            int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        return int(real(text))
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (exit code 2), pointing at ``--help``."""
+
+    def error(self, message):
+        self.exit(EXIT_CODES["usage"], f"{self.prog}: error: {message} (see: {self.prog} "
+                  "--help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="diffmb", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="diffmb", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("reproduce", help="run a study and write results.json, figures, report.md")
     r.add_argument("study", help=f"one of {', '.join(STUDIES)}, or all")
@@ -360,15 +573,24 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--ignore", default=None,
                    help="with --model: MJCF features to simulate without, e.g. "
                         "'unsupported_contacts'")
-    i.add_argument("--dt", type=float, default=None,
-                   help="with --model: simulation step [s] (default: the MJCF timestep; 1 ms "
-                        "for a URDF)")
+    i.add_argument("--floating-base", action="store_true",
+                   help="with --model FILE.urdf: the root link moves freely (a free joint, "
+                        "channels q_root_joint_0..6 = [x, y, z, qw, qx, qy, qz])")
+    i.add_argument("--dt", type=_number("--dt", lo=0.0, lo_open=True, hi=1.0), default=None,
+                   help="with --model: simulation step [s], in (0, 1] (default: the MJCF "
+                        "timestep; 1 ms for a URDF)")
     i.add_argument("--profile", default=None,
                    help="with --model: comma-separated scalar parameters whose profile "
                         "likelihood (refits on a grid) is reported beside the Laplace interval")
-    i.add_argument("--max-steps", type=int, default=50,
-                   help="with --model: Levenberg–Marquardt iterations at most (default 50)")
-    i.add_argument("--segments", type=int, default=1,
+    i.add_argument("--max-steps", type=_integer("--max-steps", lo=1),
+                   default=MAX_FIT_ITERATIONS,
+                   help="with --model: Levenberg–Marquardt iterations at most (default "
+                        f"{MAX_FIT_ITERATIONS}); a fit stopped by it exits with code 3")
+    i.add_argument("--max-sim-steps", type=_integer("--max-sim-steps", lo=1),
+                   default=MAX_SIM_STEPS,
+                   help="with --model: refuse a record whose duration implies more simulation "
+                        f"steps than this (default {MAX_SIM_STEPS}), before anything compiles")
+    i.add_argument("--segments", type=_integer("--segments", lo=1), default=1,
                    help="with --model: multiple shooting with this many segments per record "
                         "(default 1: single shooting)")
     i.add_argument("--data", required=True, help="CSV: first column t [s], then named channels")
@@ -377,19 +599,25 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint in --out (without it, an existing "
                         "checkpoint is refused)")
-    b = sub.add_parser("bench", help="benchmarks against peers measured in the same run")
-    b.add_argument("--out", required=True)
-    b.add_argument("--quick", action="store_true")
-    b.add_argument("--only", default=None,
-                   help="comma-separated subset of: core, sim, variational, contacts, sysid "
-                        "(default: all)")
+    i.add_argument("--replay", action="store_true",
+                   help="with --model: also write DIR/replay.html (the measured and the fitted "
+                        "motion overlaid) and DIR/fitted.npz (the fitted trajectory, for "
+                        "'diffmb replay')")
+    from .bench import add_arguments
+
+    add_arguments(sub.add_parser("bench", help="benchmarks against peers measured in the same "
+                                 "run; writes DIR/bench.json"))
     sub.add_parser("list", help="list the studies")
     v = sub.add_parser("replay", help="write a replay (HTML page, GIF, MP4 or PNG) of a saved "
                        "trajectory or a CSV record")
     v.add_argument("result", nargs="?", default=None,
-                   help="a trajectory saved by Trajectory.save (.npz)")
+                   help="a trajectory saved by diffmb.io.save_trajectory (.npz)")
     v.add_argument("--model", default=None, help="robot file (MJCF .xml or .urdf)")
-    v.add_argument("--traj", default=None, help="CSV record: t, then q_<joint> columns")
+    v.add_argument("--floating-base", action="store_true",
+                   help="with a URDF --model: its root link on a free joint (q_root_joint_*)")
+    v.add_argument("--traj", default=None,
+                   help="CSV record: t, then q_<joint> columns (and any other channel identify "
+                        "--model reads: v_, tau_, ctrl_<actuator>; not drawn)")
     v.add_argument("--out", required=True, help="output directory (writes DIR/replay.<format>)")
     v.add_argument("--format", default="html", choices=("html", "gif", "mp4", "png"))
     v.add_argument("--frames", action="store_true", help="draw every body's axes")
@@ -455,6 +683,11 @@ def _after_interrupt(args, how: str) -> str:
     return f"diffmb: {args.cmd} {how}"
 
 
+def _one_line(text: str) -> str:
+    """``text`` on one line (a loader's multi-line message joined with spaces)."""
+    return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+
+
 def _interrupted(code: int, message: str, hard: bool) -> int:
     print(message, file=sys.stderr)
     if hard:  # the process's own command line: leave at once, without the interpreter's
@@ -469,14 +702,19 @@ def main(argv=None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``: then an interruption ends the
     process at once with its exit code); returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        if argv is None:
+            raise
+        return e.code if isinstance(e.code, int) else EXIT_CODES["usage"]
     signals = _Signals()
     signals.install()
     try:
         return _run(args)
     except CLIError as e:
-        print(f"diffmb: error: {e}", file=sys.stderr)
-        return 2
+        print(f"diffmb: error: {_one_line(str(e))}", file=sys.stderr)
+        return e.code
     except KeyboardInterrupt:
         signals.restore()
         msg = _after_interrupt(args, "interrupted (Ctrl-C)")

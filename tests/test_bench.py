@@ -1,10 +1,13 @@
 """The benchmarks ship inside the package and their runner fails clearly; nothing is timed here."""
 
+import argparse
+import ast
 import importlib
 import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +106,63 @@ def test_sigterm_gives_code_143_without_traceback(tmp_path):
                         str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 143, p.stderr
     assert "terminated (SIGTERM)" in p.stderr and "Traceback" not in p.stderr
+
+
+def _subcommands():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_bench_help_names_every_benchmark(capsys):
+    assert cli.main(["bench", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    assert f"subset of: {', '.join(bench.BENCHMARKS)} (default: all)" in text
+    for name in bench.BENCHMARKS:
+        assert name in text
+
+
+def test_help_of_every_subcommand_matches_the_docs(capsys):
+    """Every option of every subcommand's --help is in the command-line section of docs/api.md
+    (and each subcommand is listed there), and nothing documented there is missing from it."""
+    api = (PACKAGE.parent / "docs" / "api.md").read_text()
+    section = api.split("## 6. Command line", 1)[1].split("\n## ", 1)[0]
+    documented = set()
+    for line in section.splitlines():
+        documented |= set(re.findall(r"(--[a-z][a-z-]*)", line))
+    offered = set()
+    for name, p in _subcommands().items():
+        assert f"diffmb {name}" in section, name
+        assert cli.main([name, "--help"]) == 0
+        text = capsys.readouterr().out
+        opts = {o for a in p._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+        for o in opts:
+            assert o in text, (name, o)
+            assert o in documented, f"diffmb {name} {o} is not in docs/api.md"
+        offered |= opts
+    assert documented <= offered, documented - offered
+
+
+def test_the_bench_package_does_not_import_the_command_line():
+    """The command line imports the benchmarks, never the other way (no import circle)."""
+    for path in (PACKAGE / "bench").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mods = [("." * node.level) + (node.module or "")]
+                mods += [m + "." + a.name for m in mods for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            else:
+                continue
+            for m in mods:
+                assert not re.fullmatch(r"(diffmb|\.\.)\.?cli(\..*)?", m), (path.name, m)
+
+
+def test_python_m_diffmb_bench_refuses_unknown_names_with_code_2(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "diffmb.bench", "--only", "warp", "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert p.returncode == 2, p.stderr
+    assert f"unknown benchmark 'warp'; {VALID}" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()

@@ -126,6 +126,31 @@ def run_module(module: str, args, env, what: str, timeout: float, cpu: int | Non
     return p.stdout.strip().splitlines()[-1]
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of ``diffmb bench`` and ``python -m diffmb.bench`` (one definition for both)."""
+    parser.add_argument("--out", required=True, help="output directory (writes DIR/bench.json "
+                        "and each benchmark's DIR/bench_<name>.json)")
+    parser.add_argument("--quick", action="store_true", help="shorter horizons and batches")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated subset of: {', '.join(BENCHMARKS)} (default: all)")
+    return parser
+
+
+def run_and_write(out_dir: Path, quick: bool = False, only: str | None = None) -> dict:
+    """:func:`run_all`, then ``out_dir/bench.json``; the results."""
+    res = run_all(out_dir, quick=quick, only=only)
+    write_json(Path(out_dir) / "bench.json", res)
+    return res
+
+
+def print_table(res: dict) -> None:
+    """One line per case: our value, the peer's, their ratio."""
+    num = lambda x, spec: "null" if x is None else format(x, spec)  # noqa: E731
+    for name, r in res.items():
+        print(f"{name:48s} {r['value']:12.4g} {r['unit']:10s} vs {r['peer']}: "
+              f"{num(r['peer_value'], '.4g')}  ratio {num(r['ratio'], '.3g')}")
+
+
 def main_for(name: str, run, argv=None) -> int:
     """``python -m diffmb.bench.<name> --out DIR [--quick]``: run one benchmark (which writes
     ``DIR/bench_<name>.json``) and print its cases."""
@@ -143,7 +168,24 @@ def main_for(name: str, run, argv=None) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m diffmb.bench [--quick] [--only NAMES] --out DIR``: the same as ``diffmb bench``."""
-    from ..cli import main as cli_main
-
-    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
+    """``python -m diffmb.bench [--quick] [--only NAMES] --out DIR``: the same as ``diffmb bench``
+    (unknown names and an unusable --out exit 2, Ctrl-C 130)."""
+    ap = add_arguments(argparse.ArgumentParser(prog="python -m diffmb.bench",
+                                               description=__doc__.split("\n\n")[0]))
+    a = ap.parse_args(argv)
+    try:
+        select(a.only)
+    except UnknownBenchmark as e:
+        ap.error(str(e))
+    out = Path(a.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        ap.error(f"--out {out}: cannot create the directory ({e.strerror or e})")
+    try:
+        print_table(run_and_write(out, quick=a.quick, only=a.only))
+    except KeyboardInterrupt:
+        print(f"\npython -m diffmb.bench: interrupted (Ctrl-C); {out} is incomplete",
+              file=sys.stderr)
+        return 130
+    return 0
