@@ -12,6 +12,11 @@ kinds:
   * ``"cubic"``: C¹ piecewise cubic Hermite with Catmull–Rom/finite-difference slopes
     (three-point non-uniform formula inside, one-sided at the ends); exact for linear data.
   * ``"zoh"``: zero-order hold (value of the last knot at or before t).
+
+Tables and CPGs check their numbers when built from concrete values (finite knots and values,
+strictly increasing times, one row of values per knot; a CPG's frequency, gains and rates), and
+the indices a CPG drives against the Model it runs on; a wrong value raises ``ValueError``, a
+wrong type or shape ``TypeError``, naming the class, the field and the admissible range.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+
+from .validation import check_choice, check_index, check_value, is_concrete
 
 __all__ = ["KnotTable", "piecewise_linear", "cubic", "zero_order_hold", "CPG", "GAITS"]
 
@@ -38,20 +45,35 @@ class KnotTable(eqx.Module):
     uniform: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
-        if self.kind not in ("linear", "cubic", "zoh"):
-            raise ValueError(f"KnotTable: unknown kind {self.kind!r} (linear, cubic, zoh)")
-        try:
-            ts = np.asarray(self.ts)
-        except Exception:  # traced knots: cannot check
-            return
-        if ts.ndim != 1 or ts.size < 2 or np.any(np.diff(ts) <= 0):
-            raise ValueError("KnotTable: ts must be 1-D, at least 2 knots, strictly increasing")
+        check_choice("KnotTable", "kind", self.kind, ("linear", "cubic", "zoh"))
+        check_value("KnotTable", "ts", self.ts)
+        if np.ndim(self.ts) != 1:
+            raise TypeError(f"KnotTable.ts: expected a 1-D array of knot times, got shape "
+                            f"{np.shape(self.ts)}")
+        k = np.shape(self.ts)[0]
+        if k < 2:
+            raise ValueError(f"KnotTable.ts: {k} knot(s); a table needs at least 2")
+        if is_concrete(self.ts):
+            ts = np.asarray(self.ts, dtype=float)
+            bad = np.flatnonzero(np.diff(ts) <= 0)
+            if bad.size:
+                i = int(bad[0]) + 1
+                raise ValueError(f"KnotTable.ts[{i}] = {ts[i]:.9g}: must be > ts[{i - 1}] = "
+                                 f"{ts[i - 1]:.9g} (knot times strictly increasing)")
+        if self.values is not None:
+            check_value("KnotTable", "values", self.values)
+            _check_rows("KnotTable.values", self.values, k)
 
     def __call__(self, t, q=None, v=None, params=None):
         vals = params if self.params_are_values else self.values
+        if vals is None:
+            raise TypeError("KnotTable: the table takes its values from simulate's params "
+                            "(params_are_values=True), and params is None")
         vals = jnp.asarray(vals, dtype=jnp.float64)
         ts = jnp.asarray(self.ts, dtype=jnp.float64)
         k = ts.shape[0]
+        _check_rows("KnotTable values (from params)" if self.params_are_values
+                    else "KnotTable.values", vals, k)
         if self.uniform:
             h0 = (ts[-1] - ts[0]) / (k - 1)
             i = jnp.clip(jnp.floor((t - ts[0]) / h0).astype(jnp.int32), 0, k - 2)
@@ -78,6 +100,14 @@ class KnotTable(eqx.Module):
         )
 
 
+def _check_rows(what, vals, k):
+    """One row of values per knot: shape (k,) or (k, ...)."""
+    shape = np.shape(vals)
+    if len(shape) == 0 or shape[0] != k:
+        raise TypeError(f"{what}: expected shape ({k},) or ({k}, nu), one row per knot "
+                        f"(len(ts) = {k}), got {tuple(shape)}")
+
+
 def _slopes(ts, y):
     """Finite-difference slopes at the knots (three-point non-uniform, one-sided at the ends)."""
     h = jnp.diff(ts)
@@ -102,6 +132,36 @@ def cubic(ts, values=None):
 
 def zero_order_hold(ts, values=None):
     return KnotTable(jnp.asarray(ts, float), values, "zoh", values is None)
+
+
+def _indices(field, idx):
+    """A tuple of non-negative ints (checked against the Model when the CPG runs)."""
+    try:
+        arr = np.asarray(idx)
+    except Exception:  # noqa: BLE001 - ragged or foreign input
+        arr = np.asarray(None)
+    integral = np.issubdtype(arr.dtype, np.integer) or arr.size == 0 or (
+        np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr))
+        and np.all(arr == np.round(arr)))
+    if arr.ndim != 1 or not integral:
+        raise TypeError(f"CPG.{field} = {idx!r}: expected a sequence of integer indices")
+    out = tuple(int(i) for i in arr)
+    check_value("CPG", field, np.asarray(out, dtype=np.int64), lo=0)
+    return out
+
+
+def _number(field, x, shape, **bounds):
+    """``x`` as float64 of ``shape`` (a scalar broadcasts), values checked when concrete."""
+    check_value("CPG", field, x, **bounds)
+    a = jnp.asarray(x, dtype=jnp.float64)
+    if a.shape == shape:
+        return a
+    if a.ndim == 0 or (a.ndim == 1 and a.size == 1):
+        return jnp.broadcast_to(a.reshape(()), shape)
+    if shape == ():
+        raise TypeError(f"CPG.{field}: expected a scalar, got shape {a.shape}")
+    raise TypeError(f"CPG.{field}: expected shape ({shape[0]},), one value per driven joint, or "
+                    f"a scalar, got {a.shape}")
 
 
 # phase of each leg in cycles, legs ordered (left fore, right fore, left hind, right hind)
@@ -150,20 +210,24 @@ class CPG(eqx.Module):
 
     def __init__(self, joints, frequency, amplitudes, offsets=0.0, phase_lags=0.0, *,
                  output="targets", dofs=None, kp=0.0, kd=0.0, alpha=10.0, coupling=2.0):
-        n = len(joints)
-        f = lambda x: jnp.broadcast_to(jnp.asarray(x, dtype=jnp.float64), (n,))  # noqa: E731
-        if output not in ("targets", "torque"):
-            raise ValueError(f"CPG: output must be 'targets' or 'torque', got {output!r}")
-        if output == "torque" and (dofs is None or len(dofs) != n):
-            raise ValueError("CPG: output='torque' needs dofs, one v index per joint")
-        self.joints = tuple(int(j) for j in joints)
-        self.dofs = None if dofs is None else tuple(int(d) for d in dofs)
+        check_choice("CPG", "output", output, ("targets", "torque"))
+        self.joints = _indices("joints", joints)
+        n = len(self.joints)
+        if n == 0:
+            raise ValueError("CPG.joints = (): a CPG drives at least one joint")
+        self.dofs = None if dofs is None else _indices("dofs", dofs)
+        if output == "torque" and (self.dofs is None or len(self.dofs) != n):
+            raise ValueError(f"CPG.dofs = {dofs!r}: output='torque' needs dofs, one v index per "
+                             f"joint ({n} joints)")
         self.output = output
-        self.frequency = jnp.asarray(frequency, dtype=jnp.float64).reshape(())
-        self.amplitudes, self.offsets, self.phase_lags = f(amplitudes), f(offsets), f(phase_lags)
-        self.kp, self.kd = f(kp), f(kd)
-        self.alpha = jnp.asarray(alpha, dtype=jnp.float64).reshape(())
-        self.coupling = jnp.asarray(coupling, dtype=jnp.float64).reshape(())
+        self.frequency = _number("frequency", frequency, (), lo=0.0)
+        self.amplitudes = _number("amplitudes", amplitudes, (n,))
+        self.offsets = _number("offsets", offsets, (n,))
+        self.phase_lags = _number("phase_lags", phase_lags, (n,))
+        self.kp = _number("kp", kp, (n,), lo=0.0)
+        self.kd = _number("kd", kd, (n,), lo=0.0)
+        self.alpha = _number("alpha", alpha, (), lo=0.0, lo_open=True)
+        self.coupling = _number("coupling", coupling, (), lo=0.0)
 
     @classmethod
     def gait(cls, pattern: str, legs, frequency, amplitudes, offsets=0.0, **kw):
@@ -178,7 +242,19 @@ class CPG(eqx.Module):
         return cls(joints, frequency, amplitudes, offsets, lags, **kw)
 
     def init_state(self, model=None):
+        """The pattern at t = 0 (n, 2); with a ``model``, first checks that the driven joints
+        and dofs are indices of it."""
+        if model is not None:
+            self.check_model(model)
         return jnp.stack([jnp.cos(self.phase_lags), jnp.sin(self.phase_lags)], axis=-1)
+
+    def check_model(self, model):
+        """Refuse joints (q indices) or dofs (v indices) outside ``model`` (``ValueError``)."""
+        check_index("CPG", "joints", self.joints, model.nq,
+                    what=f"model {model.name!r} has nq = {model.nq}")
+        if self.dofs is not None:
+            check_index("CPG", "dofs", self.dofs, model.nv,
+                        what=f"model {model.name!r} has nv = {model.nv}")
 
     def dynamics(self, z):
         """ż (n, 2) at oscillator states z (n, 2)."""
@@ -198,6 +274,11 @@ class CPG(eqx.Module):
         return self.offsets + self.amplitudes * z[:, 0]
 
     def __call__(self, t, q, v, params, z):
+        # shapes are static: indices beyond q or v would be clamped by JAX, so refuse them here
+        check_index("CPG", "joints", self.joints, np.shape(q)[0], what=f"q has {np.shape(q)[0]}")
+        if self.dofs is not None:
+            check_index("CPG", "dofs", self.dofs, np.shape(v)[0],
+                        what=f"v has {np.shape(v)[0]}")
         qt = self.targets(z)
         dz = self.dynamics(z)
         if self.output == "targets":

@@ -7,6 +7,7 @@ axes, T = rho n^2 D^4 C_T(J) in its J form), finite differences for gradients.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.test_util import check_grads
 
 import diffmb
@@ -138,3 +139,55 @@ def test_body_aerodynamics_element_matches_mujoco_applied_force():
         mujoco.mj_forward(mj, d)
         a = jax.jit(lambda q, v, u: diffmb.forward(model, q, v, forces=(el,), ctrl=u))(q, v, u)
         np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("change, field, exc", [
+    ({"CD0": -0.01}, "CD0", ValueError),  # negative drag would feed energy in
+    ({"K": -0.05}, "K", ValueError),
+    ({"rho": -1.2}, "rho", ValueError),
+    ({"S": 0.0}, "S", ValueError),
+    ({"c": np.nan}, "c", ValueError),
+    ({"Cma": np.inf}, "Cma", ValueError),
+    ({"CLa": "abc"}, "CLa", TypeError),
+])
+def test_aero_derivatives_refuse_numbers_without_meaning(change, field, exc):
+    with pytest.raises(exc, match=rf"^AeroDerivatives\.{field}\b"):
+        P.aero.from_dict({**A, **change})
+
+
+def test_propeller_and_element_refuse_bad_numbers_and_shapes():
+    from diffmb.forces import BodyAerodynamics
+    from diffmb.forces.aero import PropellerParams
+
+    f = lambda x: jnp.asarray(np.asarray(x, float))  # noqa: E731
+    with pytest.raises(ValueError, match=r"^PropellerParams\.diameter = -0.3: must be > 0"):
+        PropellerParams(f(-0.3), f(1.2), f([0.1, 0.0, 0.0]), f([0.01, 0.0, 0.0]))
+    with pytest.raises(TypeError, match=r"^PropellerParams\.ct: expected shape"):
+        PropellerParams(f(0.3), f(1.2), f([0.1, 0.0]), f([0.01, 0.0, 0.0]))
+    with pytest.raises(TypeError, match=r"^BodyAerodynamics\.point: expected shape"):
+        BodyAerodynamics(P.aero, "airframe", point=(0.0, 0.0))
+    with pytest.raises(TypeError, match=r"^BodyAerodynamics\.surfaces: expected shape"):
+        BodyAerodynamics(P.aero, "airframe", surfaces=(0, 1))
+    with pytest.raises(ValueError, match=r"^BodyAerodynamics\.surfaces\[2\] = -1"):
+        BodyAerodynamics(P.aero, "airframe", surfaces=(0, 1, -1))
+
+
+def test_aero_element_refuses_a_control_too_short_for_its_surfaces():
+    """JAX would clamp ctrl[5] to the last entry and deflect the wrong surface."""
+    from diffmb.forces import BodyAerodynamics
+
+    bld = diffmb.ModelBuilder("plane")
+    bld.add_body("airframe", mass=2.0, inertia=[0.2, 0.1, 0.3], joints=[dict(type="free")])
+    model = bld.build()
+    el = BodyAerodynamics(P.aero, "airframe", surfaces=(0, 1, 5))
+    q, v = np.array([0.0, 0, 0, 1, 0, 0, 0]), np.r_[12.0, 0, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match=r"BodyAerodynamics\.surfaces\[2\] = 5.*\[0, 3\)"):
+        diffmb.forward(model, q, v, forces=(el,), ctrl=np.zeros(3))
+    with pytest.raises(TypeError, match=r"BodyAerodynamics.*control vector.*\(nu,\)"):
+        diffmb.forward(model, q, v, forces=(el,), ctrl=np.zeros((2, 3)))
+    with pytest.raises(TypeError, match=r"BodyAerodynamics.*control is None"):
+        diffmb.forward(model, q, v, forces=(el,))
+    u = np.deg2rad([2.0, -3.0, 4.0])  # the rudder read from entry 5 acts as from entry 2
+    a5 = diffmb.forward(model, q, v, forces=(el,), ctrl=np.r_[u[:2], 0.0, 0.0, 0.0, u[2]])
+    a2 = diffmb.forward(model, q, v, forces=(BodyAerodynamics(P.aero, "airframe"),), ctrl=u)
+    np.testing.assert_allclose(np.asarray(a5), np.asarray(a2), rtol=1e-13, atol=1e-13)

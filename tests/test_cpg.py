@@ -4,6 +4,7 @@ other states (scipy), joints tracking it through position actuators, gradients."
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy.integrate import solve_ivp
 
 import diffmb
@@ -75,3 +76,85 @@ def test_gradient_through_the_gait_parameters(tmp_path):
     h = 1e-6
     fd = (final(1.5 + h, 0.4) - final(1.5 - h, 0.4)) / (2 * h)
     assert np.isfinite(float(g[0])) and abs(float(g[0]) - float(fd)) < 1e-6 * max(1, abs(fd))
+
+
+# ---------------------------------------------------------------- numbers checked where they enter
+
+
+@pytest.mark.parametrize("kw, field, exc", [
+    (dict(frequency=np.nan), "frequency", ValueError),
+    (dict(frequency=np.inf), "frequency", ValueError),
+    (dict(frequency=-1.0), "frequency", ValueError),
+    (dict(amplitudes=[0.1, 0.2, 0.3]), "amplitudes", TypeError),  # 3 values for 2 joints
+    (dict(offsets=[0.0, np.nan]), "offsets", ValueError),
+    (dict(kp=-5.0, output="torque", dofs=[0, 1]), "kp", ValueError),
+    (dict(alpha=0.0), "alpha", ValueError),  # no attraction to the limit cycle
+    (dict(coupling=-2.0), "coupling", ValueError),
+    (dict(joints=[0, -1]), "joints", ValueError),
+    (dict(joints=[0, 1.5]), "joints", TypeError),
+    (dict(output="torque"), "dofs", ValueError),  # torque output needs its dofs
+    (dict(output="position"), "output", ValueError),
+])
+def test_cpg_refuses_numbers_without_meaning(kw, field, exc):
+    args = dict(joints=[0, 1], frequency=1.0, amplitudes=0.3) | kw
+    with pytest.raises(exc, match=rf"^CPG\.{field}"):
+        CPG(**args)
+
+
+def _two_dof():
+    bld = diffmb.ModelBuilder("two_link")
+    bld.gravity = np.zeros(3)
+    bld.add_body("a", mass=1.0, inertia=[0.1, 0.1, 0.1],
+                 joints=[dict(type="hinge", axis=[0, 1, 0], name="j1")])
+    bld.add_body("b", parent="a", pos=[0.3, 0, 0], mass=1.0, inertia=[0.1, 0.1, 0.1],
+                 joints=[dict(type="hinge", axis=[0, 1, 0], name="j2")])
+    return bld.build()
+
+
+def test_cpg_refuses_a_joint_outside_the_model():
+    """JAX clamps q[7] to q[1]: the CPG would silently drive another joint."""
+    model = _two_dof()
+    cpg = CPG([0, 7], 1.0, 0.3, output="torque", dofs=[0, 1], kp=5.0, kd=0.1)
+    with pytest.raises(ValueError, match=r"CPG\.joints\[1\] = 7: .*\[0, 2\).*'two_link'.*nq = 2"):
+        cpg.init_state(model)
+    with pytest.raises(ValueError, match=r"CPG\.joints\[1\] = 7"):
+        diffmb.simulate(model, np.zeros(2), np.zeros(2), t1=0.01, dt=1e-3, control=cpg)
+    cpg = CPG([0, 1], 1.0, 0.3, output="torque", dofs=[0, 9], kp=5.0)
+    with pytest.raises(ValueError, match=r"CPG\.dofs\[1\] = 9: .*nv = 2"):
+        diffmb.simulate(model, np.zeros(2), np.zeros(2), t1=0.01, dt=1e-3, control=cpg)
+    # a CPG within the model runs: the torque on dof 0 at t = 0 is kp (q* − q) = 5 · 0.3
+    ok = CPG([0, 1], 1.0, 0.3, output="torque", dofs=[0, 1], kp=5.0)
+    tau, _ = ok(0.0, jnp.zeros(2), jnp.zeros(2), None, ok.init_state(model))
+    np.testing.assert_allclose(np.asarray(tau), [1.5, 1.5], rtol=1e-15)
+
+
+def test_knot_tables_refuse_bad_knots_and_values():
+    from diffmb.controls import KnotTable, cubic, piecewise_linear
+
+    with pytest.raises(ValueError, match=r"^KnotTable\.values\[1, 0\] = nan: must be finite"):
+        piecewise_linear([0.0, 1.0, 2.0], np.array([[0.0], [np.nan], [1.0]]))
+    with pytest.raises(TypeError, match=r"^KnotTable\.values: expected shape \(3,\) or \(3, nu\)"):
+        piecewise_linear([0.0, 1.0, 2.0], np.zeros((2, 2)))  # one row short
+    with pytest.raises(ValueError, match=r"^KnotTable\.ts\[1\] = inf: must be finite"):
+        piecewise_linear([0.0, np.inf], np.zeros(2))
+    with pytest.raises(ValueError, match=r"^KnotTable\.ts\[2\] = 0.5: must be > ts\[1\] = 1"):
+        piecewise_linear([0.0, 1.0, 0.5], np.zeros(3))
+    with pytest.raises(ValueError, match=r"^KnotTable\.kind = 'spline'"):
+        KnotTable(jnp.array([0.0, 1.0]), jnp.zeros(2), "spline")
+    table = cubic([0.0, 1.0, 2.0])  # values from params: their rows are checked when called
+    with pytest.raises(TypeError, match=r"KnotTable values \(from params\): expected shape \(3,"):
+        table(0.5, None, None, jnp.zeros((4, 2)))
+
+
+def test_sensors_refuse_bad_gains_biases_and_delays():
+    from diffmb.optim.sensors import Sensors
+
+    model = _two_dof()  # channels q_j1, q_j2, v_j1, v_j2
+    with pytest.raises(ValueError, match=r"^Sensors\.delay\['q_j2'\] = -0.01: must be >= 0"):
+        Sensors(model, delay=[0.0, -0.01, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"^Sensors\.gain\['v_j1'\] = nan: must be finite"):
+        Sensors(model, gain=[1.0, 1.0, np.nan, 1.0])
+    with pytest.raises(TypeError, match=r"^Sensors\.bias: expected a scalar or shape \(4,\)"):
+        Sensors(model, bias=np.zeros(3))
+    s = Sensors(model, gain=2.0, delay=[0.0, 0.01, 0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(s.gain), [2.0] * 4)

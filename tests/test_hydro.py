@@ -362,3 +362,95 @@ def test_fossen_added_mass_converted_at_the_boundary():
     M = hydro.added_inertia_from_fossen(-MA, derivatives=True)
     assert np.allclose(M[3:, 3:], MA[:3, :3]) and np.allclose(M[:3, :3], MA[3:, 3:])
     assert np.allclose(M[:3, 3:], MA[3:, :3]) and np.allclose(M, M.T)
+
+
+# ---------------------------------------------------------------- numbers checked where they enter
+
+
+@pytest.mark.parametrize("kw, field, exc", [
+    (dict(density=-1000.0), "density", ValueError),  # would reverse buoyancy
+    (dict(density=np.nan), "density", ValueError),
+    (dict(volume=-0.01), "volume", ValueError),  # would reverse buoyancy
+    (dict(volume=np.inf), "volume", ValueError),
+    (dict(quad_force=[5.0, -1.0, 1.0]), "quad_force", ValueError),  # drag feeding energy in
+    (dict(lin_torque=-0.1), "lin_torque", ValueError),
+    (dict(current=[0.1, np.nan, 0.0]), "current", ValueError),
+    (dict(rot=2.0 * np.eye(3)), "rot", ValueError),  # not a rotation
+    (dict(rot=np.diag([1.0, 1.0, -1.0])), "rot", ValueError),  # a reflection
+    (dict(pos=np.zeros((2, 3))), "pos", TypeError),  # two rows for one entry
+    (dict(current=[1.0, 2.0]), "current", TypeError),
+    (dict(volume="abc"), "volume", TypeError),
+])
+def test_hydrodynamics_refuses_numbers_without_meaning(kw, field, exc):
+    with pytest.raises(exc, match=rf"^Hydrodynamics\.{field}"):
+        hydro.Hydrodynamics([0], **kw)
+
+
+@pytest.mark.parametrize("make, field, exc", [
+    (lambda: hydro.MujocoInertiaBoxFluid([0], density=-1.0), "density", ValueError),
+    (lambda: hydro.MujocoInertiaBoxFluid([0], density=1.0, viscosity=np.nan), "viscosity",
+     ValueError),
+    (lambda: hydro.MujocoInertiaBoxFluid([0], density=1.0, wind=[0.0, 1.0]), "wind", TypeError),
+    (lambda: hydro.MujocoInertiaBoxFluid([0, -2], density=1.0), "bodies", ValueError),
+    (lambda: hydro.MujocoEllipsoidFluid([0], [0.1, 0.0, 0.1], density=1.0), "semiaxes",
+     ValueError),
+    (lambda: hydro.MujocoEllipsoidFluid([0], [0.1, 0.1, 0.1], density=1.0,
+                                        coef=[0.5, -0.25, 1.5, 1.0, 1.0]), "coef", ValueError),
+    (lambda: hydro.MujocoEllipsoidFluid([0], [0.1, 0.1, 0.1], density=1.0, coef=[0.5, 0.25]),
+     "coef", TypeError),
+    (lambda: hydro.MujocoEllipsoidFluid([0], [0.1, 0.1, 0.1], density=1.0,
+                                        virtual_mass=[1.0, -1.0, 1.0],
+                                        virtual_inertia=[0.0, 0.0, 0.0]), "virtual_mass",
+     ValueError),
+])
+def test_mujoco_fluid_elements_refuse_numbers_without_meaning(make, field, exc):
+    with pytest.raises(exc, match=rf"^Mujoco\w+Fluid\.{field}"):
+        make()
+
+
+def test_hydrodynamics_refuses_a_body_outside_the_model():
+    bld = diffmb.ModelBuilder("one_body")
+    bld.add_body("hull", mass=1.0, inertia=[0.1, 0.1, 0.1], joints=[dict(type="free")])
+    model = bld.build()
+    q, v = np.array([0.0, 0, 0, 1, 0, 0, 0]), np.zeros(6)
+    for el in (hydro.Hydrodynamics([1], volume=0.01),
+               hydro.MujocoInertiaBoxFluid([1], density=1000.0)):
+        with pytest.raises(ValueError, match=r"bodies\[0\] = 1: .*\[0, 1\).*'one_body'"):
+            diffmb.forward(model, q, v, forces=(el,))
+
+
+def test_a_negative_fluid_density_in_the_file_is_refused(tmp_path):
+    path = tmp_path / "negative.xml"
+    path.write_text(SPHERE.format(r=0.1, density=2000.0, blunt=0.2).replace(
+        'density="1000"', 'density="-1000"'))
+    with pytest.raises(ValueError, match=rf"{path.name}.*density=\"-1000\".*>= 0"):
+        diffmb.mjcf_forces(path, fluid="potential")
+    with pytest.raises(ValueError, match=rf"{path.name}.*positive fluid density.*-1000"):
+        diffmb.load_mjcf(path, added_mass="potential")
+    with pytest.raises(ValueError, match=rf"{path.name}.*density=\"-1000\".*>= 0"):
+        diffmb.mjcf_forces(path, fluid="mujoco")
+
+
+def test_hydrodynamics_knows_no_file_format():
+    """The physics imports nothing from io, mujoco or above forces; the MjModel readers live in
+    diffmb.io.mjcf_fluid."""
+    import ast
+    import pathlib
+
+    import diffmb.io.mjcf_fluid as reader
+
+    src = pathlib.Path(hydro.__file__).read_text()
+    names = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.append("." * node.level + (node.module or ""))
+    below = ("..dynamics", "..model", "..spatial", "..validation")  # beside forces: ".x"
+    outside = [n for n in names if n.startswith("..") and not n.startswith(below)
+               or "mujoco" in n or n.startswith("diffmb")]
+    assert names and not outside, outside
+    assert "MjModel" not in src and "mj." not in src
+    for f in ("mujoco_fluid_forces", "potential_flow_from_mjmodel",
+              "potential_added_inertia_from_mjmodel"):
+        assert callable(getattr(reader, f)) and not hasattr(hydro, f)

@@ -20,6 +20,11 @@ The propeller model is the usual advance-ratio polynomial, written so that it is
 
 with n in rev/s. Q is the magnitude of the aerodynamic torque absorbed by the propeller; it acts
 on the rotor against its spin.
+
+The parameter objects check their numbers when built from concrete values: every number finite;
+air density, diameter, wing area, span and chord positive; the zero-lift drag C_D0 and the
+induced-drag factor K non-negative (a negative one would feed energy into the airframe). A wrong
+value raises ``ValueError``, a wrong type or shape ``TypeError``, naming class, field and range.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import jax.numpy as jnp
 
 from ..dynamics.kinematics import body_pose, body_velocity
 from ..spatial.safe import safe_norm
+from ..validation import check_index, check_value
 from .elements import AbstractForce
 
 __all__ = [
@@ -59,6 +65,12 @@ class PropellerParams(eqx.Module):
     rho: jnp.ndarray
     ct: jnp.ndarray  # (3,) ct0, ct1, ct2
     cq: jnp.ndarray  # (3,) cq0, cq1, cq2
+
+    def __check_init__(self):
+        check_value("PropellerParams", "diameter", self.diameter, lo=0.0, lo_open=True)
+        check_value("PropellerParams", "rho", self.rho, lo=0.0, lo_open=True)
+        check_value("PropellerParams", "ct", self.ct, shape=(3,))
+        check_value("PropellerParams", "cq", self.cq, shape=(3,))
 
 
 def propeller_thrust_torque(prop: PropellerParams, spin_rad_s, v_axial):
@@ -114,9 +126,19 @@ class AeroDerivatives(eqx.Module):
     Cnda: jnp.ndarray
     Cndr: jnp.ndarray
 
+    def __check_init__(self):
+        for k in self.__dataclass_fields__:
+            bounds = (dict(lo=0.0, lo_open=True) if k in ("rho", "S", "b", "c")
+                      else dict(lo=0.0) if k in ("CD0", "K") else {})
+            check_value("AeroDerivatives", k, getattr(self, k), **bounds)
+
     @classmethod
     def from_dict(cls, d: dict) -> AeroDerivatives:
-        return cls(**{k: jnp.asarray(float(d[k])) for k in cls.__dataclass_fields__})
+        missing = [k for k in cls.__dataclass_fields__ if k not in d]
+        if missing:
+            raise ValueError(f"AeroDerivatives.from_dict: missing {missing}")
+        return cls(**{k: jnp.asarray(float(check_value("AeroDerivatives", k, d[k])))
+                      for k in cls.__dataclass_fields__})
 
     def to_dict(self) -> dict:
         return {k: float(getattr(self, k)) for k in self.__dataclass_fields__}
@@ -187,15 +209,33 @@ class BodyAerodynamics(AbstractForce):
 
     def __init__(self, aero: AeroDerivatives, body: str, point=(0.0, 0.0, 0.0),
                  surfaces=(0, 1, 2)):
+        o = "BodyAerodynamics"
+        if not isinstance(aero, AeroDerivatives):
+            raise TypeError(f"{o}.aero: expected an AeroDerivatives, got {type(aero).__name__}")
+        if not isinstance(body, str):
+            raise TypeError(f"{o}.body = {body!r}: expected a body name (str)")
         self.aero = aero
         self.body = body
-        self.point = jnp.asarray(point, dtype=jnp.float64).reshape(3)
+        self.point = jnp.asarray(check_value(o, "point", point, shape=(3,)), dtype=jnp.float64)
+        check_value(o, "surfaces", surfaces, shape=(3,), lo=0)
+        if not all(float(i) == int(i) for i in surfaces):
+            raise TypeError(f"{o}.surfaces = {surfaces!r}: expected 3 integer control indices "
+                            "(aileron, elevator, rudder)")
         self.surfaces = tuple(int(i) for i in surfaces)
 
     def __call__(self, model, t, q, v, ctrl):
+        o = "BodyAerodynamics"
+        if ctrl is None:
+            raise TypeError(f"{o}: consumes the control vector (surfaces {self.surfaces}), but "
+                            f"the control is None; pass ctrl= or control=")
+        ctrl = jnp.asarray(ctrl, dtype=jnp.float64)
+        if ctrl.ndim != 1:
+            raise TypeError(f"{o}: expected a control vector of shape (nu,), got {ctrl.shape}")
+        check_index(o, "surfaces", self.surfaces, ctrl.shape[0],
+                    what=f"the control vector has {ctrl.shape[0]} entries")
         R, p = body_pose(model, q, self.body)
         w, vp = body_velocity(model, q, v, self.body, self.point)
-        u = jnp.asarray(ctrl, dtype=jnp.float64)[jnp.asarray(self.surfaces)]
+        u = ctrl[jnp.asarray(self.surfaces)]
         F, M = body_aero(self.aero, R.T @ vp, R.T @ w, u)
         Fw, Mw = R @ F, R @ M
         b = model.body_index(self.body)

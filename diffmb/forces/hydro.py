@@ -87,8 +87,9 @@ def _field(owner, name, x, shape, **bounds):
         return jnp.broadcast_to(a, shape)
     except (ValueError, TypeError):
         want = "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
-        raise TypeError(f"{owner}.{name}: expected shape {want} (one row per entry) or one that "
-                        f"broadcasts to it, got {a.shape}") from None
+        rows = " (one row per entry)" if name not in ("wind", "current") else ""
+        raise TypeError(f"{owner}.{name}: expected shape {want}{rows} or one that broadcasts to "
+                        f"it, got {a.shape}") from None
 
 
 def _rotations(owner, name, R, tol=1e-6):
@@ -147,7 +148,7 @@ def _wrenches(model: Model, kin, bodies, x, F, T):
 
 
 def _refuse_added(model: Model, what: str):
-    if getattr(model, "has_added_inertia", False):
+    if model.has_added_inertia:
         raise ValueError(
             f"{model.name}: {what} (MuJoCo's fluid model) applies the added-mass velocity terms "
             "itself, and this Model already carries added inertia (Model.body_added_inertia), "
@@ -624,7 +625,7 @@ class Hydrodynamics(AbstractForce):
                 * model.gravity
             T = jnp.einsum("kij,kj->ki", R, gl)
             f = _wrenches(model, kin, self.bodies, x, F, T)
-        if self.current_added_mass and getattr(model, "has_added_inertia", False):
+        if self.current_added_mass and model.has_added_inertia:
             fc = self._current_correction(model, kin)
             f = fc if f is None else f + fc
         return jnp.zeros(model.nv), f

@@ -781,7 +781,7 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
             "load_mjcf(path, added_mass='potential') for the added inertia), or fluid=False "
             "to simulate without them.")
     if fluid == "mujoco":
-        return list(hydro.mujoco_fluid_forces(mj))
+        return list(hydro.mujoco_fluid_forces(mj, where=where))
     if fluid == "potential":
         return [hydro.potential_flow_from_mjmodel(mj, where=where)]
     return []

@@ -48,14 +48,25 @@ def _geom_name(mj, g):
     return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
 
 
-def mujoco_fluid_forces(mj) -> tuple:
+def _check_fluid(mj, where):
+    """Refuse a negative or non-finite ``<option density viscosity>`` or a non-finite wind."""
+    for name, x in (("density", mj.opt.density), ("viscosity", mj.opt.viscosity)):
+        if not (np.isfinite(x) and x >= 0):
+            raise ValueError(f"{where}: <option {name}=\"{x:g}\">: must be finite and >= 0")
+    if not np.all(np.isfinite(mj.opt.wind)):
+        raise ValueError(f"{where}: <option wind=\"{' '.join(f'{w:g}' for w in mj.opt.wind)}\">"
+                         ": must be finite")
+
+
+def mujoco_fluid_forces(mj, where="<MjModel>") -> tuple:
     """The fluid force elements of a compiled ``mujoco.MjModel``, as MuJoCo applies them.
 
     Empty when ``density`` and ``viscosity`` are both 0. A body with at least one geom whose
     ``fluidshape="ellipsoid"`` uses the ellipsoid model on those geoms (with the compiler's
     virtual masses and inertias, ``geom_fluid``), every other body with mass ≥ 1e-15 the
-    inertia-box model.
+    inertia-box model. ``where`` names the file in messages.
     """
+    _check_fluid(mj, where)
     rho, mu = float(mj.opt.density), float(mj.opt.viscosity)
     if rho == 0.0 and mu == 0.0:
         return ()
@@ -124,7 +135,7 @@ def potential_added_inertia_from_mjmodel(mj, density=None, where="<MjModel>") ->
     summed: hydrodynamic interaction between geoms of one body is neglected). ``density``
     defaults to ``<option density>``."""
     rho = float(mj.opt.density if density is None else density)
-    if not rho > 0:
+    if not (rho > 0 and np.isfinite(rho)):
         raise ValueError(f"{where}: added_mass='potential' needs a positive fluid density, got "
                          f"{rho}: set <option density=...> in the file (1000 for water)")
     M = np.zeros((mj.nbody - 1, 6, 6))
@@ -148,6 +159,7 @@ def potential_flow_from_mjmodel(mj, *, current=None, where="<MjModel>") -> Hydro
     - linear drag: Stokes on the equivalent sphere, 3πμD and πμD³, D = ⅔ Σ r (MuJoCo's).
     """
     rho, mu = float(mj.opt.density), float(mj.opt.viscosity)
+    _check_fluid(mj, where)
     if not rho > 0:
         raise ValueError(f"{where}: fluid='potential' needs a positive fluid density, got {rho}: "
                          "set <option density=...> in the file (1000 for water)")

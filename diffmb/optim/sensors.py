@@ -15,6 +15,10 @@ channels take a sensor model; a channel of a ball or free joint is refused by na
 needs a fixed-step simulation (``dt``): the simulated trajectory is saved at every step and
 interpolated to the delayed sample times (cubic Hermite for positions, whose slope is the
 velocity; linear for velocities).
+
+Built from concrete values, gains and biases must be finite and delays finite and ≥ 0, each a
+scalar or one value per channel: a wrong value raises ``ValueError``, a wrong shape
+``TypeError``, naming the field and the channel.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model import JointType, Model
+from ..validation import check_value, is_concrete
 
 __all__ = ["Sensors", "SENSOR_FIELDS", "sensor_channels", "expand_sensors"]
 
@@ -46,6 +51,26 @@ def sensor_channels(model: Model) -> tuple[tuple[str, ...], np.ndarray]:
     return tuple(names), np.asarray(ok, bool)
 
 
+def _per_channel(channels, field, x, default, **bounds):
+    """(n,) float64 from None (the default), a scalar or one value per channel; concrete values
+    checked channel by channel (finite, ``bounds``)."""
+    n = len(channels)
+    if x is None:
+        return jnp.full((n,), default, jnp.float64)
+    check_value("Sensors", field, x, finite=False)  # a number or an array of numbers
+    a = jnp.asarray(x, jnp.float64)
+    if a.shape != (n,):
+        if a.size != 1:
+            raise TypeError(f"Sensors.{field}: expected a scalar or shape ({n},), one value per "
+                            f"channel {list(channels)}, got {a.shape}")
+        a = jnp.full((n,), a.reshape(()), jnp.float64)
+    if is_concrete(a):
+        an = np.asarray(a)
+        for i, c in enumerate(channels):
+            check_value("Sensors", f"{field}[{c!r}]", an[i], **bounds)
+    return a
+
+
 class Sensors(eqx.Module):
     """Gain, bias and delay per channel (defaults 1, 0, 0 s); see the module docstring."""
 
@@ -55,11 +80,12 @@ class Sensors(eqx.Module):
     delay: jnp.ndarray
 
     def __init__(self, model: Model, gain=None, bias=None, delay=None):
+        if not isinstance(model, Model):
+            raise TypeError(f"Sensors.model: expected a diffmb Model, got {type(model).__name__}")
         self.channels, _ = sensor_channels(model)
-        n = len(self.channels)
-        mk = lambda x, d: jnp.full((n,), d, jnp.float64) if x is None else jnp.asarray(  # noqa: E731
-            x, jnp.float64).reshape(n)
-        self.gain, self.bias, self.delay = mk(gain, 1.0), mk(bias, 0.0), mk(delay, 0.0)
+        self.gain = _per_channel(self.channels, "gain", gain, 1.0)
+        self.bias = _per_channel(self.channels, "bias", bias, 0.0)
+        self.delay = _per_channel(self.channels, "delay", delay, 0.0, lo=0.0)
 
     def index(self, model: Model, name: str, channel: str) -> int:
         """Index of ``channel``; ``KeyError`` naming the parameter for an unknown channel or one
