@@ -12,26 +12,22 @@ Dynamics: ABA with RK4; Kane's formulation (:mod:`diffmb.dynamics.kane`, built f
 its partial velocities; the free joint's generalized speeds) checked against ABA on random
 states with the same hydrodynamic forces and added inertia.
 
-Gait optimisation: contact with stiction makes reverse-mode gradients of a multi-second walk
-explode (measured: |∂v̄/∂f| up to 1e12 at dt = 2 ms) and the speed a rough function of the gait
-(a 0.01 rad change of an amplitude moves v̄ by 10 %). The optimiser therefore differentiates a
-*surrogate*: the same robot with regularised Coulomb friction (ε = 0.1 m/s) and a softer
-Hunt–Crossley floor (time constant 0.05 s; its force is continuous at touch-down, so the
-fixed-step trajectory is continuous in the parameters: reverse mode then agrees with central
-differences at h = 1e-5 (to 1 % for most parameters, 20 % for a leg phase, measured), where
-with the linear spring–damper's force jump it was off by 8×), speed and power measured over exactly one gait cycle after one
-cycle of start-up (t ∈ [1/f, 2/f], so the window does not cut a step), and gradients averaged
-over K Gaussian perturbations of the parameters (randomised smoothing; Duchi et al. 2012).
+Gait optimisation: with stiction, reverse-mode gradients of a multi-second walk are unusable
+(they explode, and the speed is a rough function of the gait). The optimiser therefore
+differentiates a *surrogate*: the same robot with regularised Coulomb friction (ε = 0.1 m/s) and
+a softer Hunt–Crossley floor (time constant 0.05 s; its force is continuous at touch-down, so the
+fixed-step trajectory is continuous in the parameters and reverse mode agrees with finite
+differences), speed and power measured over exactly one gait cycle after one cycle of start-up
+(t ∈ [1/f, 2/f], so the window does not cut a step), and gradients averaged over K Gaussian
+perturbations of the parameters (randomised smoothing; Duchi et al. 2012).
 
-The surrogate's one-cycle optimum is not the reference model's: walked in the stiction model
-over the report's window [2 s, horizon], gaits the surrogate ranks alike differ by 2× in speed
-(measured: an optimised gait with a slow start-up walked 0.165 m/s in steady state but 0.119 m/s
-in [2, 4] s, 0.152 m/s over [2, 10] s; another was fast until 6 s and then stalled). A second,
-forward-only stage therefore judges candidates in the reference model: every Adam iterate of
-every restart (the starts included), and, for the gradient-free baseline, as many of the points
-it evaluated (the lowest surrogate J), each walked for the report's horizon in one batched call
-and scored by the same J over the report's window; each method keeps its best. Every gait,
-before and after, is then reported from a walk in the reference model.
+The surrogate's one-cycle optimum is not the reference model's, so a second, forward-only stage
+judges candidates in the reference model: every Adam iterate of every restart (the starts
+included), and, for the gradient-free baseline, as many of the points it evaluated (the lowest
+surrogate J), each walked for the report's horizon in one batched call and scored by the same J
+over the report's window [2 s, horizon]; each method keeps its best. Every gait, before and
+after, is then reported from a walk in the reference model. The measurements behind these
+choices are in ``docs/performance.md`` (underwater gait optimisation).
 
 ``reproduce(out_dir, quick)`` writes ``results.json``, figures and ``report.md``;
 ``identify(data_csv, out_dir)`` fits drag and added mass of one module to a free-swimming record
