@@ -503,3 +503,38 @@ def test_study_replay_saves_the_trajectory_for_the_cli(tmp_path):
     np.testing.assert_allclose(np.asarray(again.q), np.asarray(tr.q))
     assert main(["replay", str(tmp_path / "study" / "replay.npz"), "--out",
                  str(tmp_path / "o")]) == 0
+
+
+def _imports(path):
+    """(module, names) of every import statement in a source file, relative ones resolved."""
+    import ast
+    import pathlib
+
+    path = pathlib.Path(path)
+    pkg = list(path.relative_to(pathlib.Path(diffmb.__file__).parent.parent).with_suffix("").parts)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, ()) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = pkg[:len(pkg) - node.level] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            out.append((mod, tuple(a.name for a in node.names)))
+    return out
+
+
+def test_files_are_read_in_io_and_drawn_in_viz():
+    """viz reads no compiled MjModel and uses no private name of io; the model, the systems and
+    simulate import neither io nor viz (a model's file is its ``source`` field)."""
+    import pathlib
+
+    root = pathlib.Path(diffmb.__file__).parent
+    for f in sorted((root / "viz").glob("*.py")):
+        for mod, names in _imports(f):
+            assert not mod.startswith("mujoco"), (f.name, mod)
+            if mod.startswith("diffmb.io"):
+                assert not any(n.startswith("_") for n in names), (f.name, mod, names)
+    for name in ("model.py", "simulation.py", "systems.py"):
+        mods = [m for m, names in _imports(root / name)
+                for m in [m] + [f"{m}.{n}" for n in names]]
+        assert not [m for m in mods if m.startswith(("diffmb.io", "diffmb.viz"))], name

@@ -8,7 +8,7 @@ Shapes (:class:`Primitive`) follow MuJoCo's size conventions, in the frame of th
 (r, half-height) along the shape's local z; ``ellipsoid`` radii (3); ``plane`` half-sizes
 (x, y) (0: sized to the motion); ``mesh`` vertices/faces. ``body = -1`` is the world.
 
-Where the shapes come from:
+Where the shapes come from (the files are read by :mod:`diffmb.io.geometry`):
 
 * a :class:`~diffmb.Model` loaded by ``load_mjcf``: the file's geoms as MuJoCo compiles them
   (meshes included, as MuJoCo centres them; height fields become terrain); geom groups above 2
@@ -29,20 +29,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import pathlib
-import sys
 
+import jax
 import numpy as np
 
 from ..dynamics.kinematics import body_poses
-from ..io.urdf import rpy_to_matrix
 from ..model import Model
 from ..simulation import Trajectory
-from ..spatial.quaternion import to_rotmat
+from ..spatial.quaternion import from_rotmat, to_rotmat
 
 __all__ = ["Primitive", "PosedBodies", "Scene", "build_scene", "shapes_of", "primitives_of",
            "poses_of", "body_names_of", "quat_from_matrix", "matrix_from_quat", "frames"]
 
+_from_rotmats = jax.jit(jax.vmap(from_rotmat))
 PALETTE = [(0.12, 0.47, 0.71), (1.0, 0.50, 0.05), (0.17, 0.63, 0.17), (0.84, 0.15, 0.16),
            (0.58, 0.40, 0.74), (0.55, 0.34, 0.29), (0.89, 0.47, 0.76), (0.50, 0.50, 0.50),
            (0.74, 0.74, 0.13), (0.09, 0.75, 0.81)]
@@ -141,30 +140,11 @@ class Scene:
 
 
 def quat_from_matrix(R) -> np.ndarray:
-    """Unit quaternions wxyz (..., 4) of rotation matrices (..., 3, 3) (Shepperd's method,
-    w >= 0)."""
+    """Unit quaternions wxyz (..., 4), w >= 0, of rotation matrices (..., 3, 3)
+    (:func:`diffmb.spatial.quaternion.from_rotmat` over the leading axes)."""
     R = np.asarray(R, float)
-    m = R.reshape(-1, 3, 3)
-    tr = np.trace(m, axis1=1, axis2=2)
-    q = np.empty((m.shape[0], 4))
-    d = np.stack([tr, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]], 1)
-    k = np.argmax(d, axis=1)
-    for i in range(m.shape[0]):
-        a = m[i]
-        if k[i] == 0:
-            s = 2.0 * np.sqrt(max(1.0 + tr[i], 1e-300))
-            q[i] = [0.25 * s, (a[2, 1] - a[1, 2]) / s, (a[0, 2] - a[2, 0]) / s, (a[1, 0] - a[0, 1]) / s]
-        elif k[i] == 1:
-            s = 2.0 * np.sqrt(max(1.0 + a[0, 0] - a[1, 1] - a[2, 2], 1e-300))
-            q[i] = [(a[2, 1] - a[1, 2]) / s, 0.25 * s, (a[0, 1] + a[1, 0]) / s, (a[0, 2] + a[2, 0]) / s]
-        elif k[i] == 2:
-            s = 2.0 * np.sqrt(max(1.0 - a[0, 0] + a[1, 1] - a[2, 2], 1e-300))
-            q[i] = [(a[0, 2] - a[2, 0]) / s, (a[0, 1] + a[1, 0]) / s, 0.25 * s, (a[1, 2] + a[2, 1]) / s]
-        else:
-            s = 2.0 * np.sqrt(max(1.0 - a[0, 0] - a[1, 1] + a[2, 2], 1e-300))
-            q[i] = [(a[1, 0] - a[0, 1]) / s, (a[0, 2] + a[2, 0]) / s, (a[1, 2] + a[2, 1]) / s, 0.25 * s]
-    q *= np.where(q[:, :1] < 0, -1.0, 1.0)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    flat = R.reshape(-1, 3, 3)
+    q = np.asarray(_from_rotmats(flat)) if len(flat) else np.zeros((0, 4))
     return q.reshape(R.shape[:-2] + (4,))
 
 
@@ -252,180 +232,45 @@ def _quat_z_to(d) -> np.ndarray:
     return q / np.linalg.norm(q)
 
 
+def _primitive(g, b, rgba) -> Primitive:
+    return Primitive(g.kind, g.size, b, pos=g.pos, quat=g.quat, rgba=rgba, vertices=g.vertices,
+                     faces=g.faces, name=g.name)
+
+
 def _mjcf_shapes(model, path, notes):
-    import mujoco
+    """The file's geoms; groups above 2 and transparent geoms hidden (MuJoCo's viewer default);
+    MuJoCo's default grey coloured by body; world height fields as terrain."""
+    from ..io.geometry import mjcf_geoms
 
-    mj = mujoco.MjModel.from_xml_path(str(path))
+    geoms, terrains, more = mjcf_geoms(path)
+    notes += more
     index = {n: i for i, n in enumerate(model.body_names)}
-    shapes, terrain = [], []
-    for g in range(mj.ngeom):
-        t = int(mj.geom_type[g])
-        rgba = tuple(float(x) for x in mj.geom_rgba[g])
-        if int(mj.geom_group[g]) > 2 or rgba[3] == 0:
+    shapes = []
+    for g in geoms:
+        if g.group > 2 or (g.rgba is not None and g.rgba[3] == 0):
             continue
-        bid = int(mj.geom_bodyid[g])
-        if np.allclose(rgba, (0.5, 0.5, 0.5, 1.0)):  # MuJoCo's default grey: colour by body
-            rgba = (0.62, 0.58, 0.5, 1.0) if bid == 0 else _soft(PALETTE[bid % len(PALETTE)])
-        bname = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, bid) or f"body{bid}"
-        if bid == 0:
-            b = -1
-        elif bname in index:
-            b = index[bname]
-        else:
+        if g.body is not None and g.body not in index:
             continue
-        gname = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
-        size = np.asarray(mj.geom_size[g], float)
-        kw = dict(body=b, pos=tuple(mj.geom_pos[g]), quat=tuple(mj.geom_quat[g]), rgba=rgba,
-                  name=gname)
-        if b < 0 and t == 1:  # world height field: terrain
-            from ..io.mjcf import _terrain_from_geom
-
-            hf = _terrain_from_geom(mj, g, gname)
-            terrain.append(dict(kind="hfield", heights=np.asarray(hf.heights),
-                                origin=np.asarray(hf.origin), spacing=np.asarray(hf.spacing),
-                                rgba=rgba))
-            continue
-        if t == 0:
-            shapes.append(Primitive("plane", size[:2], **kw))
-        elif t == 2:
-            shapes.append(Primitive("sphere", size[:1], **kw))
-        elif t == 3:
-            shapes.append(Primitive("capsule", size[:2], **kw))
-        elif t == 4:
-            shapes.append(Primitive("ellipsoid", size, **kw))
-        elif t == 5:
-            shapes.append(Primitive("cylinder", size[:2], **kw))
-        elif t == 6:
-            shapes.append(Primitive("box", size, **kw))
-        elif t == 7:
-            m = int(mj.geom_dataid[g])
-            va, vn = int(mj.mesh_vertadr[m]), int(mj.mesh_vertnum[m])
-            fa, fn = int(mj.mesh_faceadr[m]), int(mj.mesh_facenum[m])
-            shapes.append(Primitive("mesh", (1.0,), vertices=np.array(mj.mesh_vert[va:va + vn]),
-                                    faces=np.array(mj.mesh_face[fa:fa + fn]), **kw))
-        else:
-            notes.append(f"geom {gname!r} of type {t} not drawn")
+        b = -1 if g.body is None else index[g.body]
+        rgba = g.rgba or ((0.62, 0.58, 0.5, 1.0) if b < 0 else _soft(PALETTE[(b + 1) % len(PALETTE)]))
+        shapes.append(_primitive(g, b, rgba))
+    terrain = [dict(kind="hfield", heights=np.asarray(t.heights), origin=np.asarray(t.origin),
+                    spacing=np.asarray(t.spacing), rgba=(0.62, 0.58, 0.5, 1.0)) for t in terrains]
     return shapes, terrain
 
 
-def _resolve_mesh(urdf: pathlib.Path, filename: str):
-    if filename.startswith("file://"):
-        filename = filename[7:]
-    rel = filename
-    roots = [urdf.parent, *urdf.parent.parents]
-    roots += [pathlib.Path(p) for p in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if p]
-    for pre in {sys.prefix, sys.base_prefix}:
-        roots.append(pathlib.Path(pre) / "share")
-        roots += list(pathlib.Path(pre).glob("lib/python*/site-packages/cmeel.prefix/share"))
-    cands = []
-    if filename.startswith("package://"):
-        rel = filename[len("package://"):]
-        cands = [rel, rel.split("/", 1)[1] if "/" in rel else rel]
-    else:
-        cands = [rel]
-    if os.path.isabs(rel) and os.path.exists(rel):
-        return pathlib.Path(rel)
-    for root in roots:
-        for c in cands:
-            f = root / c
-            if f.is_file():
-                return f
-    return None
-
-
-def read_stl(path) -> tuple[np.ndarray, np.ndarray]:
-    """Vertices (3 n, 3) and faces (n, 3) of a binary or ASCII STL file."""
-    data = pathlib.Path(path).read_bytes()
-    if len(data) >= 84:
-        n = int(np.frombuffer(data[80:84], "<u4")[0])
-        if 84 + 50 * n == len(data):
-            rec = np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)), ("a", "<u2")])
-            tri = np.frombuffer(data[84:], rec, n)["v"].astype(float)
-            return tri.reshape(-1, 3), np.arange(3 * n).reshape(n, 3)
-    words = data.decode("ascii", "replace").split()
-    vs = [[float(words[i + 1]), float(words[i + 2]), float(words[i + 3])]
-          for i, w in enumerate(words) if w == "vertex"]
-    if not vs or len(vs) % 3:
-        raise ValueError(f"{path}: not a readable STL file")
-    v = np.asarray(vs)
-    return v, np.arange(len(v)).reshape(-1, 3)
-
-
 def _urdf_shapes(model, path, notes):
-    from defusedxml import ElementTree as ET
+    """Each link's visual (else collision) shapes; the links whose meshes are not read."""
+    from ..io.geometry import urdf_geoms
 
-    path = pathlib.Path(path)
-    root = ET.parse(str(path)).getroot()
-    colors = {}
-    for m in root.findall("material"):
-        c = m.find("color")
-        if m.get("name") and c is not None:
-            colors[m.get("name")] = tuple(float(x) for x in c.get("rgba", "0.7 0.7 0.75 1").split())
+    geoms, missing = urdf_geoms(path)
     index = {n: i for i, n in enumerate(model.body_names)}
-    shapes, missing = [], []
-    for ln in root.findall("link"):
-        name = ln.get("name")
-        if name not in index:
-            continue
-        b = index[name]
-        ok = False
-        for tag in ("visual", "collision"):
-            for el in ln.findall(tag):
-                prim = _urdf_geometry(el, b, name, path, colors)
-                if prim is not None:
-                    shapes.append(prim)
-                    ok = True
-            if ok:
-                break
-        if not ok and (ln.find("visual") is not None or ln.find("collision") is not None):
-            missing.append(name)
+    shapes = [_primitive(g, index[g.body], g.rgba or (0.7, 0.7, 0.75, 1.0))
+              for g in geoms if g.body in index]
+    missing = [n for n in missing if n in index]
     if missing:
         notes.append(f"links {missing}: mesh files not found or not STL; drawn as bones")
     return shapes, missing
-
-
-def _urdf_geometry(el, b, name, path, colors):
-    o = el.find("origin")
-    xyz = np.zeros(3) if o is None else np.array([float(x) for x in o.get("xyz", "0 0 0").split()])
-    rpy = (0, 0, 0) if o is None else [float(x) for x in o.get("rpy", "0 0 0").split()]
-    quat = quat_from_matrix(rpy_to_matrix(rpy))
-    rgba = (0.7, 0.7, 0.75, 1.0)
-    mat = el.find("material")
-    if mat is not None:
-        c = mat.find("color")
-        if c is not None:
-            rgba = tuple(float(x) for x in c.get("rgba").split())
-        elif mat.get("name") in colors:
-            rgba = colors[mat.get("name")]
-    g = el.find("geometry")
-    if g is None or len(g) == 0:
-        return None
-    s = g[0]
-    kw = dict(body=b, pos=tuple(xyz), quat=tuple(quat), rgba=rgba, name=name)
-    if s.tag == "box":
-        return Primitive("box", np.array([float(x) for x in s.get("size").split()]) / 2, **kw)
-    if s.tag == "sphere":
-        return Primitive("sphere", (float(s.get("radius")),), **kw)
-    if s.tag == "cylinder":
-        return Primitive("cylinder", (float(s.get("radius")), float(s.get("length")) / 2), **kw)
-    if s.tag == "capsule":
-        return Primitive("capsule", (float(s.get("radius")), float(s.get("length")) / 2), **kw)
-    if s.tag == "mesh":
-        f = _resolve_mesh(path, s.get("filename", ""))
-        if f is None or f.suffix.lower() != ".stl":
-            return None
-        v, faces = read_stl(f)
-        scale = np.array([float(x) for x in s.get("scale", "1 1 1").split()])
-        v, faces = _weld(v * scale, faces)
-        return Primitive("mesh", (1.0,), vertices=v, faces=faces, **kw)
-    return None
-
-
-def _weld(v, f):
-    """Merge duplicate vertices (STL repeats them per triangle)."""
-    key = np.round(v, 7)
-    u, inv = np.unique(key, axis=0, return_inverse=True)
-    return u, inv.reshape(-1)[f]
 
 
 def _unregistered(system) -> str:
@@ -491,8 +336,6 @@ def _(system: Model, q):
     if q.shape[-1] != system.nq:
         raise ValueError(f"trajectory q has width {q.shape[-1]} but model {system.name!r} has "
                          f"nq = {system.nq} (joints {list(system.joint_names)})")
-    import jax
-
     flat = q.reshape(-1, system.nq)
     fk = jax.jit(jax.vmap(lambda qq: body_poses(system, qq)))
     Rs, ps = [], []
@@ -610,7 +453,6 @@ def _force_layers(model, tr, batch, forces, idx, notes):
     if not isinstance(model, Model):
         notes.append("forces= ignored: force elements act on a diffmb.Model only")
         return layers
-    import jax
     import jax.numpy as jnp
 
     if tr.v is None:
