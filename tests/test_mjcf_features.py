@@ -283,3 +283,198 @@ def test_exact_coupling_of_a_locked_joint_equals_the_welded_model(tmp_path):
     tw = diffmb.simulate(wm, jnp.array([0.2]), None, t1=1.0, dt=1e-3)
     np.testing.assert_allclose(np.asarray(tr.q[:, 1]), 0.4, atol=1e-12)
     np.testing.assert_allclose(np.asarray(tr.q[:, 0]), np.asarray(tw.q[:, 0]), atol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------
+# <option><flag> switches, joint actuatorfrcrange, refusals: MuJoCo's qacc at one state.
+# ------------------------------------------------------------------------------------------
+
+_FLAGGED = """
+<mujoco><compiler angle="radian"/>
+  <option gravity="0 0 -9.81" {opt}><flag {flag}/></option>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1"/>
+    <body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0" damping="0.7"
+        stiffness="3" springref="0.2" limited="true" range="-0.5 0.5" frictionloss="0.1"/>
+      <geom type="box" pos="0.15 0 0" size="0.15 0.1 0.1" mass="2" contype="0" conaffinity="0"/>
+      <body name="b" pos="0.3 0 0"><joint name="j2" type="hinge" axis="0 1 0" damping="0.3"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5" contype="0"
+              conaffinity="0"/>
+        {odd}
+      </body>
+    </body>
+    <body name="ball" pos="2 0 0"><joint name="z" type="slide" axis="0 0 1"/>
+      <geom name="ball" type="sphere" size="0.1" mass="1"/></body>
+  </worldbody>
+  {eq}
+  <actuator><motor joint="j1" ctrlrange="-1 1" gear="2"/>
+    <position joint="j2" kp="5" group="2"/></actuator>
+</mujoco>"""
+_EQ = '<equality><joint joint1="j2" joint2="j1" polycoef="0.1 0.5 0 0 0"/></equality>'
+_ODD = '<geom type="ellipsoid" pos="0.3 0 0" size="0.05 0.04 0.03" mass="0.1"/>'
+_FREE = ([0.3, -0.2, 1.0], [5.0, -2.0, 0.3])  # limit inside, friction saturated, ball in the air
+# flag: (q, v, equality, odd geom) in a state where the feature the flag removes acts
+_FLAG_CASES = {
+    "gravity": (*_FREE, "", ""),
+    "damper": (*_FREE, "", ""),
+    "spring": (*_FREE, "", ""),
+    "actuation": (*_FREE, "", ""),
+    "clampctrl": (*_FREE, "", ""),  # ctrl 3 beyond ctrlrange [-1, 1]
+    "frictionloss": ([0.3, -0.2, 1.0], [0.01, -2.0, 0.3], "", ""),
+    "limit": ([0.7, -0.2, 1.0], [5.0, -2.0, 0.3], "", ""),
+    "equality": (*_FREE, _EQ, ""),
+    "contact": ([0.3, -0.2, 0.05], [5.0, -2.0, 0.3], "", ""),
+    # everything at once, and an ellipsoid on the floor that diffmb would refuse
+    "constraint": ([0.7, -0.2, 0.05], [0.01, -2.0, 0.3], _EQ, _ODD),
+}
+
+
+def _qacc_of(path, q, v, ctrl):
+    """MuJoCo's qacc and diffmb's forward on the same file and state."""
+    a = diffmb.forward(diffmb.load_mjcf(path), jnp.asarray(q), jnp.asarray(v),
+                       forces=diffmb.mjcf_forces(path), ctrl=jnp.asarray(ctrl))
+    a = a[0] if isinstance(a, tuple) else a  # contacts carry a state
+    return np.asarray(a), _mujoco_qacc(path, q, v, ctrl)
+
+
+@pytest.mark.parametrize("flag", sorted(_FLAG_CASES))
+def test_option_flag_disable_gives_mujocos_qacc(tmp_path, flag):
+    """Each <flag X="disable"/> that changes qacc: diffmb's forward equals MuJoCo's mj_forward
+    in a state where the switched-off feature acts (MuJoCo's qacc moves by more than 0.1
+    between the two files, so honouring the flag is what the test sees)."""
+    q, v, eq, odd = _FLAG_CASES[flag]
+    u = [3.0, 0.4]
+    off = tmp_path / "off.xml"
+    off.write_text(_FLAGGED.format(flag=f'{flag}="disable"', opt="", eq=eq, odd=odd))
+    on = tmp_path / "on.xml"
+    on.write_text(_FLAGGED.format(flag="", opt="", eq=eq, odd=odd))
+    a, ref = _qacc_of(off, q, v, u)
+    np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-9)
+    assert np.max(np.abs(ref - _mujoco_qacc(on, q, v, u))) > 0.1
+
+
+def test_flags_that_diffmb_matches_with_the_feature_on(tmp_path):
+    """The same file without any flag, in the state where nothing is penalised: MuJoCo's qacc
+    (so the disabled cases above are not matched by a model that ignores the features)."""
+    f = tmp_path / "on.xml"
+    f.write_text(_FLAGGED.format(flag="", opt="", eq="", odd=""))
+    a, ref = _qacc_of(f, *_FREE, [3.0, 0.4])
+    np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-9)
+
+
+def test_actuatorgroupdisable_gives_mujocos_qacc(tmp_path):
+    f = tmp_path / "grp.xml"
+    f.write_text(_FLAGGED.format(flag="", opt='actuatorgroupdisable="2"', eq="", odd=""))
+    a, ref = _qacc_of(f, *_FREE, [0.5, 0.4])
+    np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-9)
+    on = tmp_path / "on.xml"
+    on.write_text(_FLAGGED.format(flag="", opt="", eq="", odd=""))
+    assert np.max(np.abs(ref - _mujoco_qacc(on, *_FREE, [0.5, 0.4]))) > 0.1
+
+
+def test_constraint_flag_refuses_no_pair_mujoco_never_tests(tmp_path):
+    """With constraints on, the ellipsoid on the floor is refused by name; with
+    <flag constraint="disable"/> MuJoCo collides nothing and the file loads."""
+    on = tmp_path / "on.xml"
+    on.write_text(_FLAGGED.format(flag="", opt="", eq="", odd=_ODD))
+    with pytest.raises(NotImplementedError, match=rf"{on}: .*ellipsoid"):
+        diffmb.mjcf_forces(on)
+    off = tmp_path / "off.xml"
+    off.write_text(_FLAGGED.format(flag='constraint="disable"', opt="", eq="", odd=_ODD))
+    kinds = {type(e).__name__ for e in diffmb.mjcf_forces(off)}
+    assert not kinds & {"Contacts", "JointLimits", "JointFriction", "Couplings"}
+
+
+_FRCRANGE = """
+<mujoco><compiler angle="radian"/>
+  <worldbody>
+    <body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0" {r1}/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" mass="1"/>
+      <body name="b" pos="0.3 0 0"><joint name="j2" type="slide" axis="1 0 0" {r2}/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" mass="0.5"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon><fixed name="t"><joint joint="j1" coef="1"/><joint joint="j2" coef="-0.5"/></fixed>
+  </tendon>
+  <actuator><motor joint="j1" gear="2"/><position joint="j1" kp="20"/>
+    <motor joint="j2"/><motor tendon="t" gear="3"/></actuator>
+</mujoco>"""
+
+
+def test_joint_actuatorfrcrange_clamps_the_summed_actuator_force_like_mujoco(tmp_path):
+    """Joint actuatorfrcrange: MuJoCo clamps qfrc_actuator (the sum of every actuator's force on
+    the joint, tendon transmissions included); diffmb's qacc equals MuJoCo's at states where
+    the sum is inside, above and below the range."""
+    f = tmp_path / "frc.xml"
+    f.write_text(_FRCRANGE.format(r1='actuatorfrcrange="-1.5 2.5"', r2='actuatorfrcrange="-3 1"'))
+    free = tmp_path / "free.xml"
+    free.write_text(_FRCRANGE.format(r1="", r2=""))
+    rng = np.random.default_rng(3)
+    clamped = 0
+    for _ in range(6):
+        q, v, u = rng.normal(size=2), rng.normal(size=2), 2.0 * rng.normal(size=4)
+        a, ref = _qacc_of(f, q, v, u)
+        np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-9)
+        clamped += np.max(np.abs(ref - _mujoco_qacc(free, q, v, u))) > 1e-3
+    assert clamped >= 3
+
+
+def test_passive_flags_switch_off_fluid_and_gravcomp_as_mujoco(tmp_path):
+    """spring and damper disabled together: MuJoCo applies no fluid force and no gravity
+    compensation, so neither is refused and qacc is MuJoCo's."""
+    xml = _FLAGGED.format(flag='spring="disable" damper="disable"', opt='density="1000" '
+                          'viscosity="0.1"', eq="", odd="").replace(
+        '<body name="a" pos="0 0 1">', '<body name="a" pos="0 0 1" gravcomp="0.5">')
+    f = tmp_path / "passive.xml"
+    f.write_text(xml)
+    a, ref = _qacc_of(f, *_FREE, [0.5, 0.4])
+    np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-9)
+    g = tmp_path / "fluid.xml"
+    g.write_text(xml.replace('spring="disable" damper="disable"', ""))
+    with pytest.raises(NotImplementedError, match=rf"{g}: gravcomp"):
+        diffmb.mjcf_forces(g)
+
+
+def test_ball_frictionloss_and_rich_condim_are_refused_by_name(tmp_path):
+    """A ball joint's friction-loss rows and torsional/rolling contact friction are refused with
+    the file, the joint or geoms and the ignore= hint; ignoring them simulates without."""
+    ball = tmp_path / "ball.xml"
+    ball.write_text("""<mujoco><worldbody><body name="a" pos="0 0 1">
+      <joint name="sock" type="ball" frictionloss="0.5"/>
+      <geom type="box" pos="0.2 0 0" size="0.1 0.2 0.3" mass="3"/></body></worldbody></mujoco>""")
+    with pytest.raises(NotImplementedError, match=rf"{ball}: .*ball_frictionloss.*'sock'.*ignore="):
+        diffmb.mjcf_forces(ball)
+    forces = diffmb.mjcf_forces(ball, ignore=("ball_frictionloss",))
+    assert not any(isinstance(e, diffmb.JointFriction) for e in forces)
+    rich = tmp_path / "condim.xml"
+    rich.write_text("""<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
+      <body name="s" pos="0 0 0.09"><freejoint/><geom name="ball" type="sphere" size="0.1"
+      condim="6" mass="1"/></body></worldbody></mujoco>""")
+    with pytest.raises(NotImplementedError, match=rf"{rich}: .*'floor' with 'ball' \(condim 6\)"
+                       r".*ignore=\('condim',\)"):
+        diffmb.mjcf_forces(rich)
+    assert any(isinstance(e, diffmb.contacts.Contacts)
+               for e in diffmb.mjcf_forces(rich, ignore="condim"))
+
+
+@pytest.mark.parametrize("actuator, what", [
+    ('<position joint="j1" kp="1" timeconst="0.1"/>', "activation dynamics"),
+    ('<general joint="j1" gaintype="affine"/>', "fixed gains"),
+    ('<motor joint="j1" damping="0.2"/>', "damping on actuators"),
+])
+def test_actuator_refusals_name_the_file(tmp_path, actuator, what):
+    f = _write(tmp_path, f"<actuator>{actuator}</actuator>")
+    with pytest.raises(ValueError, match=rf"^{f}: actuator .*{what}"):
+        diffmb.mjcf_forces(f)
+
+
+def test_urdf_non_numeric_inertial_names_file_and_link(tmp_path):
+    f = tmp_path / "bad.urdf"
+    f.write_text(_URDF.replace("FRICTION", "0").replace('<mass value="0.5"/>',
+                                                        '<mass value="abc"/>'))
+    with pytest.raises(ValueError, match=rf"^{f}: link 'b': <mass value='abc'> is not a number"):
+        diffmb.load_urdf(f)
+    f.write_text(_URDF.replace("FRICTION", "0").replace('iyy="0.01"', 'iyy="inf"'))
+    with pytest.raises(ValueError, match=rf"^{f}: link 'a': <inertia iyy='inf'> is not finite"):
+        diffmb.load_urdf(f)

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..model import Model
 from ..spatial import quaternion as quat
+from ..validation import check_index, check_value, is_concrete
 
 __all__ = [
     "AbstractForce",
@@ -102,15 +103,61 @@ def _arr(x):
     return None if x is None else jnp.asarray(x, dtype=jnp.float64)
 
 
+def _num(owner, field, x, shape=None, *, broadcast=False, **bounds):
+    """``x`` as a float64 array, checked by :func:`~diffmb.validation.check_value` (finite,
+    ``bounds``) when concrete. ``shape``: the required shape (``-1`` any length); with
+    ``broadcast`` a scalar is accepted and broadcast to it."""
+    if x is None:
+        return None
+    if is_concrete(x):
+        a = np.asarray(x)
+        if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+            raise TypeError(f"{owner}.{field} = {x!r}: not a number or array of numbers")
+        if shape is not None and not (broadcast and a.ndim == 0):
+            check_value(owner, field, a, shape=shape)
+        check_value(owner, field, a, **bounds)
+    arr = _arr(x)
+    if broadcast and shape is not None and -1 not in shape:
+        arr = jnp.broadcast_to(arr, tuple(shape))
+    return arr
+
+
+def _ordered(owner, field, lo, hi, mask=None):
+    """Refuse lower > upper (where ``mask``) when the values are concrete."""
+    if not is_concrete((lo, hi)):
+        return
+    lo, hi = np.asarray(lo, float).reshape(-1), np.asarray(hi, float).reshape(-1)
+    m = np.ones(lo.shape, bool) if mask is None else np.asarray(mask, bool).reshape(-1)
+    bad = np.flatnonzero(m & (lo > hi))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{owner}.{field}[{i}] = [{lo[i]:.6g}, {hi[i]:.6g}]: the lower bound "
+                         "must not exceed the upper")
+
+
+def _indices(owner, field, idx, n, what, *, allow=()):
+    """Static indices checked against a model size at evaluation (``allow``: sentinels such
+    as -1)."""
+    bad = [i for i in idx if i not in allow]
+    check_index(owner, field, bad, n, what=what)
+
+
+def _model_shape(owner, field, x, n, what):
+    """A per-dof (or per-coordinate) array must be a scalar or have length ``n`` of the model."""
+    if x is not None and x.shape not in ((), (n,)):
+        raise TypeError(f"{owner}.{field}: expected shape () or ({n},) ({what}), got {x.shape}")
+
+
 class JointDamping(AbstractForce):
     """Viscous joint damping tau = -d ⊙ v; d defaults to ``model.damping`` (MJCF ``damping``)."""
 
     damping: jnp.ndarray | None = None
 
     def __init__(self, damping=None):
-        self.damping = _arr(damping)
+        self.damping = _num("JointDamping", "damping", damping, lo=0.0)
 
     def __call__(self, model, t, q, v, ctrl):
+        _model_shape("JointDamping", "damping", self.damping, model.nv, f"model nv = {model.nv}")
         d = model.damping if self.damping is None else self.damping
         return -d * v, None
 
@@ -127,10 +174,15 @@ class JointSpring(AbstractForce):
     qpos_spring: jnp.ndarray | None = None
 
     def __init__(self, stiffness=None, qpos_spring=None):
-        self.stiffness = _arr(stiffness)
-        self.qpos_spring = _arr(qpos_spring)
+        self.stiffness = _num("JointSpring", "stiffness", stiffness, lo=0.0)
+        self.qpos_spring = _num("JointSpring", "qpos_spring", qpos_spring, shape=(-1,))
 
     def __call__(self, model, t, q, v, ctrl):
+        _model_shape("JointSpring", "stiffness", self.stiffness, model.nv,
+                     f"model nv = {model.nv}")
+        if self.qpos_spring is not None and self.qpos_spring.shape != (model.nq,):
+            raise TypeError(f"JointSpring.qpos_spring: expected shape ({model.nq},) (model nq = "
+                            f"{model.nq}), got {self.qpos_spring.shape}")
         k = model.stiffness if self.stiffness is None else self.stiffness
         qs = model.qpos_spring if self.qpos_spring is None else self.qpos_spring
         parts = []
@@ -164,6 +216,12 @@ class Actuators(AbstractForce):
     tau += coefᵀ (gear f); a joint transmission is a unit row. ``dof_qadr`` (nv,) maps dofs to
     q (see :func:`dof_qpos_addresses`); ``dof``/``qadr`` are then informative only (-1 for a
     tendon).
+
+    ``enabled`` (nu,) static flags: a disabled actuator applies no force (MuJoCo's
+    ``<flag actuation="disable"/>`` and ``actuatorgroupdisable``). ``joint_forcerange`` (nv, 2)
+    with ``joint_forcelimited`` (nv,) flags: the summed actuator force on each flagged dof is
+    clamped to its range (MJCF joint ``actuatorfrcrange``, applied to MuJoCo's
+    ``qfrc_actuator``).
     """
 
     uses_ctrl: ClassVar[bool] = True
@@ -179,6 +237,9 @@ class Actuators(AbstractForce):
     names: tuple = eqx.field(static=True)
     coef: jnp.ndarray | None = None  # (nu, nv) tendon transmissions, or None (joints)
     dof_qadr: tuple | None = eqx.field(static=True, default=None)
+    joint_forcerange: jnp.ndarray | None = None  # (nv, 2), or None
+    joint_forcelimited: tuple | None = eqx.field(static=True, default=None)
+    enabled: tuple | None = eqx.field(static=True, default=None)
 
     def __init__(
         self,
@@ -195,26 +256,52 @@ class Actuators(AbstractForce):
         *,
         coef=None,
         dof_qadr=None,
+        joint_forcerange=None,
+        joint_forcelimited=None,
+        enabled=None,
     ):
+        A = "Actuators"
         nu = len(dof)
         if (coef is None) != (dof_qadr is None):
             raise ValueError("Actuators: coef and dof_qadr go together")
-        self.coef = None if coef is None else _arr(coef).reshape(nu, len(dof_qadr))
         self.dof_qadr = None if dof_qadr is None else tuple(int(a) for a in dof_qadr)
+        self.coef = None if coef is None else _num(A, "coef", coef, (nu, len(self.dof_qadr)))
         self.dof, self.qadr = tuple(int(d) for d in dof), tuple(int(a) for a in qadr)
-        self.gear = _arr(gear).reshape(nu)
-        self.gain = _arr(gain).reshape(nu)
-        self.bias = _arr(bias).reshape(nu, 3)
-        self.ctrlrange = _arr(np.zeros((nu, 2)) if ctrlrange is None else ctrlrange).reshape(nu, 2)
-        self.forcerange = _arr(np.zeros((nu, 2)) if forcerange is None else forcerange)
-        self.forcerange = self.forcerange.reshape(nu, 2)
-        self.ctrllimited = tuple(
-            bool(b) for b in ([False] * nu if ctrllimited is None else ctrllimited)
-        )
-        self.forcelimited = tuple(
-            bool(b) for b in ([False] * nu if forcelimited is None else forcelimited)
-        )
+        if len(self.qadr) != nu:
+            raise TypeError(f"Actuators.qadr: expected {nu} entries (one per actuator), got "
+                            f"{len(self.qadr)}")
+        if coef is None and any(d < 0 for d in self.dof) or any(d < -1 for d in self.dof):
+            i = next(i for i, d in enumerate(self.dof) if d < (-1 if coef is not None else 0))
+            raise ValueError(f"Actuators.dof[{i}] = {self.dof[i]}: must be a dof index >= 0 "
+                             "(-1 only for a tendon row of coef)")
+        self.gear = _num(A, "gear", gear, (nu,), broadcast=True)
+        self.gain = _num(A, "gain", gain, (nu,), broadcast=True)
+        self.bias = _num(A, "bias", bias, (nu, 3))
+        self.ctrlrange = _num(A, "ctrlrange", np.zeros((nu, 2)) if ctrlrange is None
+                              else ctrlrange, (nu, 2))
+        self.forcerange = _num(A, "forcerange", np.zeros((nu, 2)) if forcerange is None
+                               else forcerange, (nu, 2))
+        flags = lambda x, n: tuple(bool(b) for b in ([False] * n if x is None else x))  # noqa: E731
+        self.ctrllimited, self.forcelimited = flags(ctrllimited, nu), flags(forcelimited, nu)
+        for f in ("ctrllimited", "forcelimited"):
+            if len(getattr(self, f)) != nu:
+                raise TypeError(f"Actuators.{f}: expected {nu} flags, got {len(getattr(self, f))}")
+        _ordered(A, "ctrlrange", self.ctrlrange[:, 0], self.ctrlrange[:, 1], self.ctrllimited)
+        _ordered(A, "forcerange", self.forcerange[:, 0], self.forcerange[:, 1], self.forcelimited)
         self.names = tuple(names) if names is not None else tuple(f"act{i}" for i in range(nu))
+        if len(self.names) != nu:
+            raise TypeError(f"Actuators.names: expected {nu} names, got {len(self.names)}")
+        self.enabled = None if enabled is None else flags(enabled, nu)
+        if (joint_forcerange is None) != (joint_forcelimited is None):
+            raise ValueError("Actuators: joint_forcerange and joint_forcelimited go together")
+        self.joint_forcelimited = None
+        self.joint_forcerange = None
+        if joint_forcerange is not None:
+            self.joint_forcelimited = tuple(bool(b) for b in joint_forcelimited)
+            nv = len(self.joint_forcelimited)
+            self.joint_forcerange = _num(A, "joint_forcerange", joint_forcerange, (nv, 2))
+            _ordered(A, "joint_forcerange", self.joint_forcerange[:, 0],
+                     self.joint_forcerange[:, 1], self.joint_forcelimited)
 
     @property
     def nu(self) -> int:
@@ -235,13 +322,35 @@ class Actuators(AbstractForce):
         length, vel = self.gear * qa, self.gear * va
         f = self.gain * u + self.bias[:, 0] + self.bias[:, 1] * length + self.bias[:, 2] * vel
         flim = np.array(self.forcelimited)
-        return jnp.where(flim, jnp.clip(f, self.forcerange[:, 0], self.forcerange[:, 1]), f)
+        f = jnp.where(flim, jnp.clip(f, self.forcerange[:, 0], self.forcerange[:, 1]), f)
+        if self.enabled is not None:
+            f = jnp.where(np.array(self.enabled, bool), f, 0.0)
+        return f
+
+    def _check_model(self, model):
+        where = f"model nv = {model.nv}"
+        if self.coef is not None:
+            if len(self.dof_qadr) != model.nv:
+                raise TypeError(f"Actuators.dof_qadr: expected {model.nv} entries ({where}), "
+                                f"got {len(self.dof_qadr)}")
+        else:
+            _indices("Actuators", "dof", self.dof, model.nv, where)
+            _indices("Actuators", "qadr", self.qadr, model.nq, f"model nq = {model.nq}")
+        if self.joint_forcelimited is not None and len(self.joint_forcelimited) != model.nv:
+            raise TypeError(f"Actuators.joint_forcerange: expected ({model.nv}, 2) ({where}), "
+                            f"got {len(self.joint_forcelimited)} rows")
 
     def __call__(self, model, t, q, v, ctrl):
+        self._check_model(model)
         f = self.actuator_force(q, v, ctrl)
         if self.coef is not None:
-            return self.coef.T @ (self.gear * f), None
-        tau = jnp.zeros(model.nv).at[jnp.asarray(self.dof, dtype=jnp.int32)].add(self.gear * f)
+            tau = self.coef.T @ (self.gear * f)
+        else:
+            tau = jnp.zeros(model.nv).at[jnp.asarray(self.dof, dtype=jnp.int32)].add(self.gear * f)
+        if self.joint_forcelimited is not None and any(self.joint_forcelimited):
+            lim = np.array(self.joint_forcelimited, bool)
+            r = self.joint_forcerange
+            tau = jnp.where(lim, jnp.clip(tau, r[:, 0], r[:, 1]), tau)
         return tau, None
 
 
@@ -254,9 +363,16 @@ class GeneralizedForce(AbstractForce):
 
     def __init__(self, dofs=None, scale=None):
         self.dofs = None if dofs is None else tuple(int(d) for d in dofs)
-        self.scale = _arr(scale)
+        if self.dofs is not None:
+            check_index("GeneralizedForce", "dofs", self.dofs, 2**31, what="a dof >= 0")
+        self.scale = _num("GeneralizedForce", "scale", scale)
 
     def __call__(self, model, t, q, v, ctrl):
+        if self.dofs is not None:
+            _indices("GeneralizedForce", "dofs", self.dofs, model.nv, f"model nv = {model.nv}")
+        if ctrl is None:
+            raise TypeError("GeneralizedForce needs a control vector: pass ctrl (forward) or "
+                            "control (simulate)")
         u = jnp.asarray(ctrl, dtype=jnp.float64)
         if self.scale is not None:
             u = self.scale * u
@@ -356,14 +472,23 @@ class JointLimits(AbstractForce):
     qadr: tuple = eqx.field(static=True)
 
     def __init__(self, dof, qadr, lower, upper, stiffness, damping):
+        L = "JointLimits"
         n = len(dof)
         self.dof, self.qadr = tuple(int(d) for d in dof), tuple(int(a) for a in qadr)
-        self.lower = _arr(lower).reshape(n)
-        self.upper = _arr(upper).reshape(n)
-        self.stiffness = jnp.broadcast_to(_arr(stiffness), (n,))
-        self.damping = jnp.broadcast_to(_arr(damping), (n,))
+        if len(self.qadr) != n:
+            raise TypeError(f"JointLimits.qadr: expected {n} entries (one per dof), got "
+                            f"{len(self.qadr)}")
+        check_index(L, "dof", self.dof, 2**31, what="a dof >= 0")
+        check_index(L, "qadr", self.qadr, 2**31, what="a q index >= 0")
+        self.lower = _num(L, "lower", lower, (n,), broadcast=True)
+        self.upper = _num(L, "upper", upper, (n,), broadcast=True)
+        _ordered(L, "[lower, upper]", self.lower, self.upper)
+        self.stiffness = _num(L, "stiffness", stiffness, (n,), broadcast=True, lo=0.0)
+        self.damping = _num(L, "damping", damping, (n,), broadcast=True, lo=0.0)
 
     def __call__(self, model, t, q, v, ctrl):
+        _indices("JointLimits", "dof", self.dof, model.nv, f"model nv = {model.nv}")
+        _indices("JointLimits", "qadr", self.qadr, model.nq, f"model nq = {model.nq}")
         if not self.dof:
             return jnp.zeros(model.nv), None
         qa = jnp.stack([q[a] for a in self.qadr])
@@ -388,10 +513,13 @@ class JointFriction(AbstractForce):
     slope: jnp.ndarray  # (nv,) N m s/rad or N s/m
 
     def __init__(self, friction, slope):
-        self.friction = _arr(friction)
-        self.slope = jnp.broadcast_to(_arr(slope), self.friction.shape)
+        self.friction = _num("JointFriction", "friction", friction, (-1,), lo=0.0)
+        self.slope = _num("JointFriction", "slope", slope, self.friction.shape, broadcast=True,
+                          lo=0.0)
 
     def __call__(self, model, t, q, v, ctrl):
+        _model_shape("JointFriction", "friction", self.friction, model.nv,
+                     f"model nv = {model.nv}")
         return friction_force(self.friction, self.slope, v), None
 
 
@@ -426,18 +554,23 @@ class FixedTendons(AbstractForce):
     def __init__(self, coef, dof_qadr, *, stiffness=0.0, springlength=0.0, damping=0.0,
                  frictionloss=0.0, friction_slope=0.0, limited=None, range=None,
                  limit_stiffness=0.0, limit_damping=0.0, names=None):
-        self.coef = _arr(coef)
-        n = self.coef.shape[0]
-        vec = lambda x: jnp.broadcast_to(_arr(x), (n,))  # noqa: E731
+        T = "FixedTendons"
         self.dof_qadr = tuple(int(a) for a in dof_qadr)
-        self.stiffness, self.damping = vec(stiffness), vec(damping)
-        sl = _arr(springlength)
+        self.coef = _num(T, "coef", coef, (-1, len(self.dof_qadr)))
+        n = self.coef.shape[0]
+        vec = lambda f, x: _num(T, f, x, (n,), broadcast=True, lo=0.0)  # noqa: E731
+        self.stiffness, self.damping = vec("stiffness", stiffness), vec("damping", damping)
+        sl = _num(T, "springlength", springlength)
         self.springlength = jnp.broadcast_to(sl[..., None] if sl.ndim < 2 else sl, (n, 2))
-        self.frictionloss, self.friction_slope = vec(frictionloss), vec(friction_slope)
-        rng = jnp.zeros((n, 2)) if range is None else _arr(range).reshape(n, 2)
-        self.lower, self.upper = rng[:, 0], rng[:, 1]
-        self.limit_stiffness, self.limit_damping = vec(limit_stiffness), vec(limit_damping)
+        _ordered(T, "springlength", self.springlength[:, 0], self.springlength[:, 1])
+        self.frictionloss = vec("frictionloss", frictionloss)
+        self.friction_slope = vec("friction_slope", friction_slope)
         self.limited = tuple(bool(b) for b in ([False] * n if limited is None else limited))
+        rng = jnp.zeros((n, 2)) if range is None else _num(T, "range", range, (n, 2))
+        _ordered(T, "range", rng[:, 0], rng[:, 1], self.limited)
+        self.lower, self.upper = rng[:, 0], rng[:, 1]
+        self.limit_stiffness = vec("limit_stiffness", limit_stiffness)
+        self.limit_damping = vec("limit_damping", limit_damping)
         self.names = tuple(names) if names is not None else tuple(f"tendon{i}" for i in range(n))
 
     def lengths(self, q):
@@ -445,6 +578,9 @@ class FixedTendons(AbstractForce):
         return self.coef @ _dof_positions(q, self.dof_qadr)
 
     def __call__(self, model, t, q, v, ctrl):
+        if len(self.dof_qadr) != model.nv:
+            raise TypeError(f"FixedTendons.coef: expected {len(self.dof_qadr)} columns to be the "
+                            f"model's nv = {model.nv}")
         L, Ld = self.lengths(q), self.coef @ v
         lo, hi = self.springlength[:, 0], self.springlength[:, 1]
         f = self.stiffness * (jnp.maximum(lo - L, 0.0) - jnp.maximum(L - hi, 0.0))
@@ -491,14 +627,16 @@ class Couplings(AbstractForce):
 
     def __init__(self, coef1, coef2, ref1, ref2, polycoef, stiffness, damping, dof_qadr,
                  names=None, exact=False):
-        self.coef1, self.coef2 = _arr(coef1), _arr(coef2)
-        n = self.coef1.shape[0]
-        self.ref1 = jnp.broadcast_to(_arr(ref1), (n,))
-        self.ref2 = jnp.broadcast_to(_arr(ref2), (n,))
-        self.polycoef = _arr(polycoef).reshape(n, 5)
-        self.stiffness = jnp.broadcast_to(_arr(stiffness), (n,))
-        self.damping = jnp.broadcast_to(_arr(damping), (n,))
+        C = "Couplings"
         self.dof_qadr = tuple(int(a) for a in dof_qadr)
+        self.coef1 = _num(C, "coef1", coef1, (-1, len(self.dof_qadr)))
+        n = self.coef1.shape[0]
+        self.coef2 = _num(C, "coef2", coef2, (n, len(self.dof_qadr)))
+        self.ref1 = _num(C, "ref1", ref1, (n,), broadcast=True)
+        self.ref2 = _num(C, "ref2", ref2, (n,), broadcast=True)
+        self.polycoef = _num(C, "polycoef", polycoef, (n, 5))
+        self.stiffness = _num(C, "stiffness", stiffness, (n,), broadcast=True, lo=0.0)
+        self.damping = _num(C, "damping", damping, (n,), broadcast=True, lo=0.0)
         self.names = tuple(names) if names is not None else tuple(f"eq{i}" for i in range(n))
         self.exact = bool(exact)
         p = None
@@ -527,6 +665,9 @@ class Couplings(AbstractForce):
         return x1 - p[:, 0] - poly
 
     def __call__(self, model, t, q, v, ctrl):
+        if len(self.dof_qadr) != model.nv:
+            raise TypeError(f"Couplings.coef1: expected {len(self.dof_qadr)} columns to be the "
+                            f"model's nv = {model.nv}")
         if self.exact:  # enforced by projecting the accelerations, see project_couplings
             return jnp.zeros(model.nv), None
         qd = _dof_positions(q, self.dof_qadr)
@@ -545,8 +686,10 @@ class BodyWrench(AbstractForce):
     body: str = eqx.field(static=True)
 
     def __init__(self, body: str, wrench):
+        if not isinstance(body, str):
+            raise TypeError(f"BodyWrench.body = {body!r}: a body name (str) is required")
         self.body = body
-        self.wrench = _arr(wrench).reshape(6)
+        self.wrench = _num("BodyWrench", "wrench", wrench, (6,))
 
     def __call__(self, model, t, q, v, ctrl):
         b = model.body_index(self.body)

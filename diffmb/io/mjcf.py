@@ -73,7 +73,8 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
     if added_mass not in (None, "potential"):
         raise ValueError(f"{source}: added_mass={added_mass!r}; accepted: None, 'potential'")
     b = ModelBuilder(name=name, source=source, strict=strict)
-    b.gravity = np.array(mj.opt.gravity, float)
+    # <flag gravity="disable"/>: MuJoCo applies no gravity (nor gravity compensation)
+    b.gravity = np.zeros(3) if _disabled(mj, "GRAVITY") else np.array(mj.opt.gravity, float)
     names = []
     for i in range(1, mj.nbody):
         nm = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
@@ -138,9 +139,19 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
 # ------------------------------------------------------------------------------------------
 
 
+class _Named:
+    """A compiled MjModel with the path of the file it came from, so that every refusal of the
+    readers below names the file."""
+
+    def __init__(self, mj, where):
+        self.mj, self.where = mj, where
+
+
 def _as_mjmodel(src):
     import mujoco
 
+    if isinstance(src, _Named):
+        return src.mj, src.where
     if isinstance(src, mujoco.MjModel):
         return src, "<MjModel>"
     path = str(src)
@@ -151,6 +162,36 @@ def _as_mjmodel(src):
         return mujoco.MjModel.from_xml_path(path), path
     except ValueError as e:
         raise ValueError(f"{path}: MuJoCo could not compile the model: {e}") from None
+
+
+def _disabled(mj, flag: str) -> bool:
+    """``<option><flag name="disable"/>``: the mjtDisableBit ``mjDSBL_<flag>`` is set."""
+    import mujoco
+
+    return bool(int(mj.opt.disableflags) & int(getattr(mujoco.mjtDisableBit, "mjDSBL_" + flag)))
+
+
+def _enabled(mj, flag: str) -> bool:
+    """``<option><flag name="enable"/>``: the mjtEnableBit ``mjENBL_<flag>`` is set."""
+    import mujoco
+
+    bit = getattr(mujoco.mjtEnableBit, "mjENBL_" + flag, None)
+    return bit is not None and bool(int(mj.opt.enableflags) & int(bit))
+
+
+def _constraints_off(mj, kind: str) -> bool:
+    """MuJoCo instantiates no constraint of ``kind`` (LIMIT, FRICTIONLOSS, EQUALITY, CONTACT):
+    its own flag or ``constraint`` is disabled."""
+    return _disabled(mj, "CONSTRAINT") or _disabled(mj, kind)
+
+
+def _solref(mj, solref):
+    """``solref`` as MuJoCo uses it: with ``refsafe`` (default) a positive time constant is at
+    least twice the time step."""
+    r = np.array(solref, float)
+    if r[0] > 0 and not _disabled(mj, "REFSAFE"):
+        r[0] = max(r[0], 2.0 * float(mj.opt.timestep))
+    return r
 
 
 def read_actuators(src) -> dict:
@@ -243,7 +284,7 @@ def actuators_from_mjcf(src, model: Model | None = None):
     from ..forces.elements import Actuators
 
     mj, where = _as_mjmodel(src)
-    a = read_actuators(mj)
+    a = read_actuators(_Named(mj, where))
     qadr = [-1 if d < 0 else int(mj.jnt_qposadr[list(mj.jnt_dofadr).index(d)]) for d in a["dof"]]
     if model is not None and model.nv != mj.nv:
         raise ValueError(f"{where}: actuators are for nv={mj.nv}, model {model.name} has {model.nv}")
@@ -256,9 +297,25 @@ def actuators_from_mjcf(src, model: Model | None = None):
             else:
                 coef[i, d] = 1.0
         kw = dict(coef=coef, dof_qadr=_dof_qadr(mj))
+    # <flag actuation="disable"/> and <option actuatorgroupdisable>: no force from those
+    groups = np.asarray(mj.actuator_group, int).reshape(-1)
+    off = int(getattr(mj.opt, "disableactuator", 0))
+    enabled = [not _disabled(mj, "ACTUATION") and not (0 <= g < 31 and (off >> g) & 1)
+               for g in groups]
+    # <flag clampctrl="disable"/>: controls are not clipped to ctrlrange
+    ctrllimited = [False] * mj.nu if _disabled(mj, "CLAMPCTRL") else list(a["ctrllimited"])
+    # joint actuatorfrcrange: the sum of actuator forces on a hinge/slide dof is clamped
+    jlim = np.zeros(mj.nv, bool)
+    jrange = np.zeros((mj.nv, 2))
+    for j in range(mj.njnt):
+        if bool(mj.jnt_actfrclimited[j]) and _JT[int(mj.jnt_type[j])] in ("hinge", "slide"):
+            jlim[int(mj.jnt_dofadr[j])] = True
+            jrange[int(mj.jnt_dofadr[j])] = mj.jnt_actfrcrange[j]
+    if jlim.any():
+        kw.update(joint_forcerange=jrange, joint_forcelimited=list(jlim))
     return Actuators(a["dof"], qadr, a["gear"], a["gain"], a["bias"], a["ctrlrange"],
-                     list(a["ctrllimited"]), a["forcerange"], list(a["forcelimited"]), a["names"],
-                     **kw)
+                     ctrllimited, a["forcerange"], list(a["forcelimited"]), a["names"],
+                     enabled=enabled, **kw)
 
 
 def joint_limits_from_mjcf(src, stiffness=None, damping=None):
@@ -291,10 +348,10 @@ def _soft_gain(mj, solref, solimp, dof):
     with m = 1/``dof_invweight0``)."""
     from ..forces.elements import soft_constraint_gains
 
-    return soft_constraint_gains(1.0 / float(mj.dof_invweight0[dof]), solref, solimp)
+    return soft_constraint_gains(1.0 / float(mj.dof_invweight0[dof]), _solref(mj, solref), solimp)
 
 
-def joint_friction_from_mjcf(src):
+def joint_friction_from_mjcf(src, *, _hinge_slide_only=False):
     """:class:`~diffmb.forces.JointFriction` of the file's ``frictionloss`` (per dof).
 
     The slope :func:`~diffmb.forces.elements.friction_slope` (m = 1/``dof_invweight0``, the
@@ -304,10 +361,14 @@ def joint_friction_from_mjcf(src):
     from ..forces.elements import JointFriction, friction_slope
 
     mj, _ = _as_mjmodel(src)
-    f = np.asarray(mj.dof_frictionloss, float)
+    f = np.asarray(mj.dof_frictionloss, float).copy()
+    if _hinge_slide_only:
+        for j in range(mj.njnt):
+            if _JT[int(mj.jnt_type[j])] in ("ball", "free"):
+                f[_joint_dofs(mj, j)] = 0.0
     c = np.zeros(mj.nv)
     for i in np.flatnonzero(f > 0):
-        c[i] = friction_slope(1.0 / float(mj.dof_invweight0[i]), mj.dof_solref[i],
+        c[i] = friction_slope(1.0 / float(mj.dof_invweight0[i]), _solref(mj, mj.dof_solref[i]),
                               mj.dof_solimp[i])
     return JointFriction(f, c)
 
@@ -353,7 +414,8 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
     (``range``, gains from ``solreflimit``/``solimplimit``), each with the tendon's effective
     mass 1/``tendon_invweight0`` in :func:`~diffmb.forces.elements.soft_constraint_gains`.
     Spatial tendons are refused by :func:`mjcf_forces` (see :func:`unsupported_features`).
-    ``limits``/``friction`` False leave those parts out (as the file's disable flags do).
+    ``limits``/``friction`` False leave those parts out; the file's ``<flag>`` switches
+    (limit, frictionloss, constraint, spring, damper) are honoured as MuJoCo honours them.
     """
     import mujoco
 
@@ -367,18 +429,19 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
     kl, bl, cf = [], [], []
     for t in ids:
         m_eff = 1.0 / float(mj.tendon_invweight0[t])
-        k, b = soft_constraint_gains(m_eff, mj.tendon_solref_lim[t], mj.tendon_solimp_lim[t])
+        k, b = soft_constraint_gains(m_eff, _solref(mj, mj.tendon_solref_lim[t]),
+                                     mj.tendon_solimp_lim[t])
         kl.append(k)
         bl.append(b)
-        cf.append(friction_slope(m_eff, mj.tendon_solref_fri[t], mj.tendon_solimp_fri[t]))
-    no_limits = not limits or bool(mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT))
-    no_friction = not friction or bool(
-        mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS))
+        cf.append(friction_slope(m_eff, _solref(mj, mj.tendon_solref_fri[t]),
+                                 mj.tendon_solimp_fri[t]))
+    no_limits = not limits or _constraints_off(mj, "LIMIT")
+    no_friction = not friction or _constraints_off(mj, "FRICTIONLOSS")
     return FixedTendons(
         coef, _dof_qadr(mj),
-        stiffness=np.asarray(mj.tendon_stiffness)[ids],
+        stiffness=np.asarray(mj.tendon_stiffness)[ids] * (not _disabled(mj, "SPRING")),
         springlength=np.asarray(mj.tendon_lengthspring)[ids],
-        damping=np.asarray(mj.tendon_damping)[ids],
+        damping=np.asarray(mj.tendon_damping)[ids] * (not _disabled(mj, "DAMPER")),
         frictionloss=0.0 if no_friction else np.asarray(mj.tendon_frictionloss)[ids],
         friction_slope=np.array(cf),
         limited=[bool(mj.tendon_limited[t]) and not no_limits for t in ids],
@@ -409,7 +472,8 @@ def _coupling_ids(mj) -> list:
 
 def couplings_from_mjcf(src):
     """:class:`~diffmb.forces.Couplings` of the file's active joint and fixed-tendon
-    equalities (None if none). Gains from each equality's ``solref``/``solimp`` with the
+    equalities (None if none, or if ``equality``/``constraint`` is disabled in the file's
+    ``<flag>``). Gains from each equality's ``solref``/``solimp`` with the
     effective mass 1/(w₁ + w₂), w the coordinates' ``dof_invweight0``/``tendon_invweight0``
     (MuJoCo's diagonal approximation for these constraints)."""
     import mujoco
@@ -417,7 +481,7 @@ def couplings_from_mjcf(src):
     from ..forces.elements import Couplings, soft_constraint_gains
 
     mj, _ = _as_mjmodel(src)
-    ids = _coupling_ids(mj)
+    ids = [] if _constraints_off(mj, "EQUALITY") else _coupling_ids(mj)
     if not ids:
         return None
     n = len(ids)
@@ -438,7 +502,7 @@ def couplings_from_mjcf(src):
                 row[i] = _tendon_coef(mj, o)
                 ref[i] = float(mj.tendon_length0[o])
                 w += float(mj.tendon_invweight0[o])
-        k, b = soft_constraint_gains(1.0 / w, mj.eq_solref[e], mj.eq_solimp[e])
+        k, b = soft_constraint_gains(1.0 / w, _solref(mj, mj.eq_solref[e]), mj.eq_solimp[e])
         ks.append(k)
         bs.append(b)
         names.append(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}")
@@ -457,7 +521,7 @@ def unsupported_features(src) -> list[str]:
     if mj.ntendon - len(fixed):
         out.append(f"spatial_tendons ({mj.ntendon - len(fixed)})")
     n_eq = sum(1 for e in range(mj.neq) if bool(mj.eq_active0[e])) - len(_coupling_ids(mj))
-    if n_eq:
+    if n_eq and not _constraints_off(mj, "EQUALITY"):
         out.append(f"equalities ({n_eq}: connect, weld, flex or distance)")
     if any(np.any(np.asarray(getattr(mj, a))) for a in ("tendon_armature", "tendon_stiffnesspoly",
                                                         "tendon_dampingpoly")
@@ -474,9 +538,53 @@ def unsupported_features(src) -> list[str]:
         out.append(f"plugins ({mj.nplugin})")
     limited_3d = [j for j in range(mj.njnt)
                   if mj.jnt_limited[j] and _JT[int(mj.jnt_type[j])] in ("ball", "free")]
-    if limited_3d and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT)):
+    if limited_3d and not _constraints_off(mj, "LIMIT"):
         out.append(f"ball_limits ({len(limited_3d)})")
+    fric_3d = [_joint_name(mj, j) for j in range(mj.njnt)
+               if _JT[int(mj.jnt_type[j])] in ("ball", "free")
+               and np.any(np.asarray(mj.dof_frictionloss)[_joint_dofs(mj, j)] > 0)]
+    if fric_3d and not _constraints_off(mj, "FRICTIONLOSS"):
+        out.append(f"ball_frictionloss (joints {fric_3d}: MuJoCo's friction-loss rows of a "
+                   "ball or free joint are coupled through the joint's inertia; diffmb's "
+                   "per-dof friction law matches them only where every row saturates)")
+    tfr = [t for t in range(mj.ntendon) if bool(mj.tendon_actfrclimited[t])]
+    if tfr and mj.nu and not _disabled(mj, "ACTUATION"):
+        out.append(f"tendon_actuatorfrcrange ({len(tfr)} tendons)")
+    if _enabled(mj, "OVERRIDE") and _colliding_geom_ids(mj):
+        out.append("override (contact parameters replaced by <option o_margin o_solref "
+                   "o_solimp o_friction>)")
+    if _enabled(mj, "SLEEP"):
+        out.append("sleep (MuJoCo freezes bodies that come to rest)")
+    for flag, what in (("IPC", "incremental-potential contacts"),
+                       ("SPECULATIVE", "speculative contacts")):
+        if _enabled(mj, flag) and _colliding_geom_ids(mj):
+            out.append(f"{flag.lower()} ({what})")
+    if _enabled(mj, "DIAGEXACT") and _has_constraints(mj):
+        out.append("diagexact (constraint regularisation from the exact diagonal of the "
+                   "constraint inertia, not dof_invweight0)")
     return out
+
+
+def _joint_name(mj, j):
+    import mujoco
+
+    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+
+
+def _joint_dofs(mj, j) -> list:
+    n = {"free": 6, "ball": 3}.get(_JT[int(mj.jnt_type[j])], 1)
+    return list(range(int(mj.jnt_dofadr[j]), int(mj.jnt_dofadr[j]) + n))
+
+
+def _has_constraints(mj) -> bool:
+    """The file has a limit, friction loss, equality or contact that MuJoCo would instantiate."""
+    if _disabled(mj, "CONSTRAINT"):
+        return False
+    lim = not _disabled(mj, "LIMIT") and (np.any(mj.jnt_limited) or np.any(mj.tendon_limited))
+    fri = not _disabled(mj, "FRICTIONLOSS") and (np.any(np.asarray(mj.dof_frictionloss) > 0)
+                                                 or np.any(np.asarray(mj.tendon_frictionloss) > 0))
+    eq = not _disabled(mj, "EQUALITY") and np.any(mj.eq_active0)
+    return bool(lim or fri or eq or _colliding_geom_ids(mj))
 
 
 def _colliding_geom_ids(mj) -> list[tuple[int, int, int]]:
@@ -485,7 +593,7 @@ def _colliding_geom_ids(mj) -> list[tuple[int, int, int]]:
     contacts are disabled."""
     import mujoco
 
-    if mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_CONTACT):
+    if _constraints_off(mj, "CONTACT"):
         return []
     excluded = {(int(s) >> 16, int(s) & 0xFFFF) for s in np.asarray(mj.exclude_signature)}
     filterparent = not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT))
@@ -584,8 +692,9 @@ def read_contact_pairs(src) -> tuple[list[dict], list[str]]:
     return pairs, bad
 
 
-def _terrain_from_geom(mj, g, name):
-    """A Plane or HeightField for a world-fixed plane/hfield geom (pose at qpos0)."""
+def _terrain_from_geom(mj, g, name, where=None):
+    """A Plane or HeightField for a world-fixed plane/hfield geom (pose at qpos0); ``where``
+    (the file) starts a refusal's message."""
     import mujoco
 
     from ..contacts.terrain import HeightField, Plane
@@ -596,7 +705,7 @@ def _terrain_from_geom(mj, g, name):
     if _GEOM_TYPES[int(mj.geom_type[g])] == "plane":
         return Plane(R[:, 2], float(R[:, 2] @ p), name=name)
     if not np.allclose(R, np.eye(3), atol=1e-9):
-        raise NotImplementedError(f"height field geom {name!r}: only an axis-aligned height field "
+        raise NotImplementedError(f"{where or '<MjModel>'}: height field geom {name!r}: only an axis-aligned height field "
                                   "(no rotation) is supported")
     h = int(mj.geom_dataid[g])
     nrow, ncol = int(mj.hfield_nrow[h]), int(mj.hfield_ncol[h])
@@ -628,18 +737,20 @@ def _contact_geom(mj, pair, body_name):
 
 
 def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False,
-                       overrides=None) -> tuple:
+                       overrides=None, ignore=()) -> tuple:
     """Contact elements (:class:`~diffmb.contacts.Contacts`, one per ground geom) for the geom
     pairs MuJoCo would collide (:func:`read_contact_pairs`).
 
     Per pair, as MuJoCo combines the two geoms (:func:`_mixed_contact_params`): the sliding
-    friction μ = ``friction[0]`` (0 for ``condim`` 1; torsional and rolling friction of condim
-    4/6 are not modelled), and normal stiffness and damping from ``solref``/``solimp`` by
+    friction μ = ``friction[0]`` (0 for ``condim`` 1), and normal stiffness and damping from ``solref``/``solimp`` by
     :func:`~diffmb.forces.elements.soft_constraint_gains` with the body's effective mass
     1/``body_invweight0`` shared among the geom's ``n_active`` points (MuJoCo's rest
     penetration, ~0.3 mm with the defaults). The stiction spring takes the same stiffness and
     critical damping. ``margin`` grows the geom. Unsupported pairs (body–body, meshes,
-    ellipsoids) raise ``NotImplementedError`` naming the geoms unless ``ignore_unsupported``.
+    ellipsoids) raise ``NotImplementedError`` naming the geoms unless ``ignore_unsupported``
+    (or ``"unsupported_contacts"`` in ``ignore``). Torsional and rolling friction (``condim`` 4
+    and 6) are not modelled: such pairs are refused naming the geoms unless ``"condim"`` is in
+    ``ignore`` (then only their sliding friction acts).
     ``overrides``: ``{geom name: {"mu": .., "stiffness": .., "damping": ..}}`` replaces the
     file's values for that geom's pairs (a name that is no contact geom is an error).
     """
@@ -647,13 +758,23 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     from ..forces.elements import soft_constraint_gains
 
     mj, where = _as_mjmodel(src)
-    pairs, bad = read_contact_pairs(mj)
-    if bad and not ignore_unsupported:
+    ignore = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
+    pairs, bad = read_contact_pairs(_Named(mj, where))
+    if bad and not (ignore_unsupported or "unsupported_contacts" in ignore):
         more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
         raise NotImplementedError(
             f"{where}: MuJoCo would collide geom pairs that diffmb's contacts do not model: "
             + "; ".join(bad[:3]) + more + ". Pass ignore=('unsupported_contacts',) to simulate "
             "without them, or exclude them in the file (contype/conaffinity, <exclude>).")
+    rich = [f"{p['terrain_name']!r} with {p['geom_name']!r} (condim {p['condim']})"
+            for p in pairs if p["condim"] > 3]
+    if rich and "condim" not in ignore:
+        more = f" (and {len(rich) - 3} more)" if len(rich) > 3 else ""
+        raise NotImplementedError(
+            f"{where}: MuJoCo would apply torsional (condim 4) or rolling (condim 6) friction to "
+            "geom pairs " + "; ".join(rich[:3]) + more + ", which diffmb's contacts do not "
+            "model; pass ignore=('condim',) to simulate them with sliding friction only, or set "
+            "condim=\"3\" in the file.")
     overrides = dict(overrides or {})
     known = {p["geom_name"] for p in pairs}
     for name, ov in overrides.items():
@@ -671,12 +792,12 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     out = []
     for t in dict.fromkeys(p["terrain"] for p in pairs):
         group = [p for p in pairs if p["terrain"] == t]
-        terrain = _terrain_from_geom(mj, t, group[0]["terrain_name"])
+        terrain = _terrain_from_geom(mj, t, group[0]["terrain_name"], where)
         geoms, ks, bs, mus = [], [], [], []
         for p in group:
             geom = _contact_geom(mj, p, model.body_names[p["body"] - 1])
             m_pt = 1.0 / float(mj.body_invweight0[p["body"], 0]) / geom.n_active
-            k, b = soft_constraint_gains(m_pt, p["solref"], p["solimp"])
+            k, b = soft_constraint_gains(m_pt, _solref(mj, p["solref"]), p["solimp"])
             ov = overrides.get(p["geom_name"], {})
             geoms.append(geom)
             ks.append(float(ov.get("stiffness", k)))
@@ -708,47 +829,59 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     current (:mod:`diffmb.forces.hydro`), ``False`` none; ``None`` (default) refuses a file with
     ``density`` or ``viscosity`` > 0. ``gravcomp`` is refused unless ``ignore=("gravcomp",)``.
     Anything else MuJoCo would simulate and these elements do not
-    (:func:`unsupported_features`: spatial tendons, connect/weld equalities, flex, plugins, limits of ball joints, MuJoCo 4's polynomial springs and
-    plasticity) raises ``NotImplementedError`` listing it, unless named in ``ignore`` (e.g.
-    ``ignore=("spatial_tendons",)``). Returns a tuple for ``simulate(forces=...)`` and
-    :func:`diffmb.forward`.
-    """
-    import mujoco
+    (:func:`unsupported_features`: spatial tendons, connect/weld equalities, flex, plugins,
+    limits and friction loss of ball and free joints, tendon ``actuatorfrcrange``, MuJoCo 4's
+    polynomial springs and plasticity, the ``override``, ``sleep``, ``ipc``, ``speculative`` and
+    ``diagexact`` enable flags where they act) raises ``NotImplementedError`` listing it, unless
+    named in ``ignore`` (e.g. ``ignore=("spatial_tendons",)``); torsional and rolling contact
+    friction (``condim`` 4/6) likewise unless ``ignore=("condim",)``.
 
+    The file's ``<option><flag>`` switches act as in MuJoCo: ``gravity`` (in :func:`load_mjcf`'s
+    Model), ``spring``, ``damper`` (and with both off, gravity compensation and fluid forces),
+    ``actuation`` and ``<option actuatorgroupdisable>``, ``clampctrl``, ``limit``,
+    ``frictionloss``, ``equality``, ``contact``, ``constraint`` (no limit, friction loss,
+    equality or contact at all, so no pair is refused), ``filterparent`` and ``refsafe`` (a
+    positive ``solref`` time constant is at least twice the time step). A joint's
+    ``actuatorfrcrange`` clamps the sum of the actuator forces on it, as MuJoCo's
+    ``qfrc_actuator``. Returns a tuple for ``simulate(forces=...)`` and :func:`diffmb.forward`.
+    """
     from ..forces.elements import JointDamping, JointSpring
 
     mj, where = _as_mjmodel(path)
-    out = [JointDamping(), JointSpring()]
-    if mj.nu:
-        out.append(actuators_from_mjcf(mj))
-    if friction and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS)):
-        if np.any(np.asarray(mj.dof_frictionloss) > 0):
-            out.append(joint_friction_from_mjcf(mj))
-    cpl = couplings_from_mjcf(mj)
-    if cpl is not None and exact_couplings:
-        cpl = cpl.as_exact()
-    for el in (tendons_from_mjcf(mj, limits=limits, friction=friction), cpl):
-        if el is not None:
-            out.append(el)
+    src = _Named(mj, where)  # every refusal below names the file
     ignored = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
-    missing = [f for f in unsupported_features(mj) if f.split(" ")[0] not in ignored]
+    # <flag damper/spring="disable"/>: MuJoCo's passive joint forces are off
+    out = [JointDamping(np.zeros(mj.nv)) if _disabled(mj, "DAMPER") else JointDamping(),
+           JointSpring(np.zeros(mj.nv)) if _disabled(mj, "SPRING") else JointSpring()]
+    if mj.nu:
+        out.append(actuators_from_mjcf(src))
+    missing = [f for f in unsupported_features(src) if f.split(" ")[0] not in ignored]
     if missing:
         raise NotImplementedError(
             f"{where}: MuJoCo would simulate {', '.join(missing)}, which diffmb's force elements "
             "do not model yet; pass ignore=(" + ", ".join(repr(f.split(' ')[0]) for f in missing)
             + ",) to simulate without them."
         )
-    if limits and not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_LIMIT)):
-        if read_joint_limits(mj)["dof"]:
-            out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping))
+    if friction and not _constraints_off(mj, "FRICTIONLOSS"):
+        fl = np.asarray(mj.dof_frictionloss, float).copy()
+        for j in range(mj.njnt):  # ignored ball/free friction (refused above otherwise)
+            if _JT[int(mj.jnt_type[j])] in ("ball", "free"):
+                fl[_joint_dofs(mj, j)] = 0.0
+        if np.any(fl > 0):
+            out.append(joint_friction_from_mjcf(src, _hinge_slide_only=True))
+    cpl = couplings_from_mjcf(src)
+    if cpl is not None and exact_couplings:
+        cpl = cpl.as_exact()
+    for el in (tendons_from_mjcf(src, limits=limits, friction=friction), cpl):
+        if el is not None:
+            out.append(el)
+    if limits and not _constraints_off(mj, "LIMIT"):
+        if read_joint_limits(src)["dof"]:
+            out.append(joint_limits_from_mjcf(src, limit_stiffness, limit_damping))
     elif limit_stiffness is not None:
-        out.append(joint_limits_from_mjcf(mj, limit_stiffness, limit_damping or 0.0))
+        out.append(joint_limits_from_mjcf(src, limit_stiffness, limit_damping or 0.0))
     if contacts:
-        try:
-            out += contacts_from_mjcf(mj, ignore_unsupported="unsupported_contacts" in ignored,
-                                      overrides=contact_overrides)
-        except NotImplementedError as e:  # name the file, not the compiled model
-            raise NotImplementedError(str(e).replace("<MjModel>", where, 1)) from None
+        out += contacts_from_mjcf(src, ignore=ignored, overrides=contact_overrides)
     out += _fluid_forces(mj, where, fluid, ignored)
     return tuple(out)
 
@@ -765,14 +898,19 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
         raise ValueError(f"{where}: fluid={fluid!r}; accepted: 'mujoco' (MuJoCo's inertia-box "
                          "and ellipsoid models), 'potential' (buoyancy, drag and current, with "
                          "added inertia from load_mjcf(added_mass='potential')), False (none)")
+    # MuJoCo's passive forces (gravity compensation, fluid) are all off when both springs and
+    # dampers are disabled; gravity compensation also needs gravity
+    passive = not (_disabled(mj, "SPRING") and _disabled(mj, "DAMPER"))
     gc = np.asarray(getattr(mj, "body_gravcomp", np.zeros(0)))
+    if not passive or _disabled(mj, "GRAVITY"):
+        gc = np.zeros(0)
     if np.any(gc != 0) and "gravcomp" not in ignored:
         raise NotImplementedError(
             f"{where}: gravcomp is set on bodies "
             f"{[_body_name(mj, i) for i in np.flatnonzero(gc)]} (MuJoCo "
             "then cancels that fraction of their weight); diffmb does not model it: use "
             "fluid='potential' for buoyancy, or pass ignore=('gravcomp',) to simulate without it.")
-    has_fluid = mj.opt.density > 0 or mj.opt.viscosity > 0
+    has_fluid = passive and (mj.opt.density > 0 or mj.opt.viscosity > 0)
     if fluid is None and has_fluid:
         raise NotImplementedError(
             f"{where}: the file sets density={mj.opt.density} / viscosity={mj.opt.viscosity}, "
@@ -780,6 +918,8 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
             "(velocity terms only), fluid='potential' for buoyancy, drag and current (with "
             "load_mjcf(path, added_mass='potential') for the added inertia), or fluid=False "
             "to simulate without them.")
+    if fluid == "mujoco" and not passive:
+        return []
     if fluid == "mujoco":
         return list(hydro.mujoco_fluid_forces(mj, where=where))
     if fluid == "potential":

@@ -149,24 +149,37 @@ def _inertial(src, ln):
     if ine is None:
         return 0.0, np.zeros(3), np.zeros((3, 3))
     R, c = _origin(src, ine)
-    me = ine.find("mass")
-    m = float(me.get("value", 0.0)) if me is not None else 0.0
+    where = f"link {ln.get('name')!r}"
+    m = _link_number(src, where, ine.find("mass"), "value")
     ie = ine.find("inertia")
-    g = {k: float(ie.get(k, 0.0)) if ie is not None else 0.0
-         for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+    g = {k: _link_number(src, where, ie, k) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
     I = np.array([[g["ixx"], g["ixy"], g["ixz"]], [g["ixy"], g["iyy"], g["iyz"]],
                   [g["ixz"], g["iyz"], g["izz"]]])
-    where = f"link {ln.get('name')!r}"
     if m < 0:
         raise ValueError(f"{src}: {where}: negative mass {m}")
     return m, c, R @ I @ R.T
+
+
+def _link_number(src, where, elem, attr):
+    """A number of a link's ``<inertial>`` (0 when absent); non-numeric or non-finite text is
+    refused naming the file and the link."""
+    x = elem.get(attr) if elem is not None else None
+    if x is None:
+        return 0.0
+    try:
+        v = float(x)
+    except ValueError:
+        raise ValueError(f"{src}: {where}: <{elem.tag} {attr}={x!r}> is not a number") from None
+    if not np.isfinite(v):
+        raise ValueError(f"{src}: {where}: <{elem.tag} {attr}={x!r}> is not finite")
+    return v
 
 
 def _joint(src, name, jt, jn):
     if jt == "fixed":
         return []
     dyn = jn.find("dynamics")
-    damping = float(dyn.get("damping", 0.0)) if dyn is not None else 0.0
+    damping = _attr(src, dyn, name, "damping", 0.0)
     if jt in ("revolute", "continuous", "prismatic"):
         axis = _floats(src, jn.find("axis"), "xyz", (1, 0, 0), 3)
         kind = "slide" if jt == "prismatic" else "hinge"
