@@ -172,3 +172,88 @@ def test_elements_are_pytrees_with_trainable_leaves():
                 '<actuator><position joint="j" kp="1" timeconst="0.1"/></actuator></mujoco>'
             )
         )
+
+
+# ------------------------------------------------------------------------------------------
+# Numbers are checked where they enter: class, field, value and admissible range named.
+# ------------------------------------------------------------------------------------------
+
+from diffmb.forces.elements import Couplings, FixedTendons, JointFriction  # noqa: E402
+
+_ACT = dict(dof=(0,), qadr=(0,), gear=[1.0], gain=[1.0], bias=[[0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize("build, err, match", [
+    (lambda: JointDamping([0.1, -0.2]), ValueError, r"JointDamping.damping\[1\] = -0.2: must be >= 0"),
+    (lambda: JointDamping([np.nan]), ValueError, r"JointDamping.damping\[0\] = nan: must be finite"),
+    (lambda: JointSpring([-3.0]), ValueError, r"JointSpring.stiffness\[0\] = -3: must be >= 0"),
+    (lambda: JointSpring(qpos_spring=[np.inf]), ValueError, r"JointSpring.qpos_spring\[0\] = inf"),
+    (lambda: Actuators(**{**_ACT, "gain": [np.nan]}), ValueError, r"Actuators.gain\[0\] = nan"),
+    (lambda: Actuators(**{**_ACT, "gear": [1.0, 2.0]}), TypeError, r"Actuators.gear: expected shape \(1\)"),
+    (lambda: Actuators(**_ACT, ctrlrange=[[1.0, -1.0]], ctrllimited=[True]), ValueError,
+     r"Actuators.ctrlrange\[0\] = \[1, -1\]: the lower bound must not exceed the upper"),
+    (lambda: Actuators(**_ACT, forcerange=[[0.0, np.inf]], forcelimited=[True]), ValueError,
+     r"Actuators.forcerange\[0, 1\] = inf: must be finite"),
+    (lambda: Actuators(**{**_ACT, "dof": (-2,)}), ValueError, r"Actuators.dof\[0\] = -2"),
+    (lambda: Actuators(**_ACT, joint_forcerange=[[2.0, 1.0]], joint_forcelimited=[True]),
+     ValueError, r"Actuators.joint_forcerange\[0\] = \[2, 1\]"),
+    (lambda: GeneralizedForce(dofs=[-1]), ValueError, r"GeneralizedForce.dofs\[0\] = -1"),
+    (lambda: GeneralizedForce(scale=[np.nan]), ValueError, r"GeneralizedForce.scale\[0\] = nan"),
+    (lambda: JointLimits((0,), (0,), [0.5], [-0.5], 1.0, 1.0), ValueError,
+     r"JointLimits.\[lower, upper\]\[0\] = \[0.5, -0.5\]"),
+    (lambda: JointLimits((0,), (0,), [-0.5], [0.5], -1.0, 1.0), ValueError,
+     r"JointLimits.stiffness = -1: must be >= 0"),
+    (lambda: JointLimits((0,), (0,), [-0.5], [0.5], 1.0, np.nan), ValueError,
+     r"JointLimits.damping = nan: must be finite"),
+    (lambda: JointLimits((0,), (0, 1), [-0.5], [0.5], 1.0, 1.0), TypeError, r"JointLimits.qadr"),
+    (lambda: JointFriction([0.1, -0.1], 1.0), ValueError, r"JointFriction.friction\[1\] = -0.1"),
+    (lambda: JointFriction([0.1], -2.0), ValueError, r"JointFriction.slope = -2: must be >= 0"),
+    (lambda: FixedTendons([[1.0, -1.0]], (0, 1), damping=-1.0), ValueError,
+     r"FixedTendons.damping = -1: must be >= 0"),
+    (lambda: FixedTendons([[1.0, np.nan]], (0, 1)), ValueError, r"FixedTendons.coef\[0, 1\] = nan"),
+    (lambda: FixedTendons([[1.0, -1.0]], (0, 1), limited=[True], range=[[0.3, -0.3]]), ValueError,
+     r"FixedTendons.range\[0\]"),
+    (lambda: Couplings(np.eye(2)[:1], np.zeros((1, 2)), 0.0, 0.0, np.zeros((1, 5)), -5.0, 1.0,
+                       (0, 1)), ValueError, r"Couplings.stiffness = -5: must be >= 0"),
+    (lambda: Couplings(np.eye(2)[:1], np.zeros((1, 3)), 0.0, 0.0, np.zeros((1, 5)), 5.0, 1.0,
+                       (0, 1)), TypeError, r"Couplings.coef2: expected shape \(1, 2\)"),
+    (lambda: BodyWrench("box", [0, 0, np.inf, 0, 0, 0]), ValueError, r"BodyWrench.wrench\[2\] = inf"),
+    (lambda: BodyWrench("box", [0, 0, 1]), TypeError, r"BodyWrench.wrench: expected shape \(6\)"),
+    (lambda: BodyWrench(3, np.zeros(6)), TypeError, r"BodyWrench.body = 3"),
+])
+def test_elements_refuse_meaningless_numbers(build, err, match):
+    with pytest.raises(err, match=match):
+        build()
+
+
+def test_elements_check_indices_and_shapes_against_the_model(setup):
+    """Indices and per-dof arrays that do not fit the model they are evaluated on are refused
+    with the model's size, also inside jit (the sizes are static)."""
+    _, _, model = setup
+    q, v = jnp.asarray(np.zeros(model.nq)), jnp.zeros(model.nv)
+    nv = model.nv
+    cases = [
+        (Actuators(**{**_ACT, "dof": (nv,), "qadr": (0,)}), ValueError,
+         rf"Actuators.dof\[0\] = {nv}: must be an index in \[0, {nv}\)"),
+        (GeneralizedForce(dofs=[0, nv + 3]), ValueError, rf"GeneralizedForce.dofs\[1\] = {nv + 3}"),
+        (JointLimits((0,), (model.nq,), -1.0, 1.0, 1.0, 1.0), ValueError,
+         rf"JointLimits.qadr\[0\] = {model.nq}: .*model nq = {model.nq}"),
+        (JointDamping(np.ones(nv + 1)), TypeError, rf"JointDamping.damping: expected shape \(\) or \({nv},\)"),
+        (JointFriction(np.ones(nv + 2), 1.0), TypeError, r"JointFriction.friction"),
+    ]
+    for el, err, match in cases:
+        with pytest.raises(err, match=match):
+            el(model, 0.0, q, v, jnp.ones(max(nv, 1)))
+        with pytest.raises(err, match=match):
+            jax.jit(lambda q, v, el=el: el(model, 0.0, q, v, jnp.ones(max(nv, 1)))[0])(q, v)
+
+
+def test_traced_numbers_pass_unchecked():
+    """Inside grad the numbers are traced and not read: a damping built there is not refused
+    (its value comes from a checked object or an optimiser), and the gradient is the law's."""
+    b = diffmb.model.ModelBuilder(name="one")
+    b.add_body("b", mass=1.0, inertia=[0.1, 0.1, 0.1], joints=[dict(type="slide", axis=[1, 0, 0])])
+    model = b.build()
+    g = jax.grad(lambda d: JointDamping(jnp.array([d]))(model, 0.0, jnp.zeros(1),
+                                                         jnp.array([2.0]), None)[0][0])(-1.0)
+    assert float(g) == -2.0
