@@ -463,6 +463,9 @@ def _replay(args) -> int:
             if not Path(args.result).is_file():
                 raise InputError(f"{args.result}: no such file")
             traj, info = load_trajectory(args.result)
+            if args.floating_base and not args.model and info.get("model_kind") != "urdf":
+                raise CLIError(f"replay: --floating-base applies to a URDF; {args.result} "
+                               f"records {info.get('model_path') or 'no model file'}")
             model = (_replay_model(args.model, args.floating_base) if args.model else
                      model_from_info(info, where=str(args.result),
                                      floating_base=True if args.floating_base else None))

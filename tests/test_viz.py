@@ -471,6 +471,7 @@ def test_cli_replay(tmp_path):
     assert main(["replay", "--out", str(tmp_path / "q")]) == 2
     assert main(["replay", "--model", str(tmp_path / "boxdrop.xml"), "--floating-base",
                  "--traj", str(csv), "--out", str(tmp_path / "q")]) == 2  # URDF only
+    assert main(["replay", str(npz), "--floating-base", "--out", str(tmp_path / "q")]) == 2
 
 
 def test_cli_replay_reads_what_identify_reads(tmp_path, capsys):

@@ -112,6 +112,9 @@ def model_from_info(info: dict, *, where: str = "trajectory file", floating_base
                          "model)); pass the model file explicitly (--model FILE)")
     if kind not in ("mjcf", "urdf"):
         raise ValueError(f"{where}: recorded model kind {kind!r} is not 'mjcf' or 'urdf'")
+    if floating_base and kind != "urdf":
+        raise ValueError(f"{where}: floating_base applies to a URDF model; the recorded model "
+                         f"is the MJCF file {path}")
     fb = bool(info.get("model_floating_base", False)) if floating_base is None else floating_base
     fb = fb if kind == "urdf" else None
     p = pathlib.Path(path)
