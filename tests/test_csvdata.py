@@ -1,4 +1,4 @@
-"""CSV reader tests: the error messages name the file, line and column (DESIGN.md)."""
+"""CSV reader tests: the error messages name the file, line and column."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""``python -m diffmb.bench [--quick] [--only core,sim,variational] --out DIR``."""
+"""``python -m diffmb.bench [--quick] [--only NAMES] --out DIR``: the same as ``diffmb bench``."""
 
 import sys
 

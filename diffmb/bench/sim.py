@@ -1,4 +1,4 @@
-"""Benchmark of diffmb.simulate on the four-box chain (issue 4, item 5) and gradient memory.
+"""Benchmark of diffmb.simulate on the four-box chain and gradient memory.
 
 Cases (all measured in the same run, on this machine):
   * chain_rk4_b1: env-steps/s of diffmb (RK4, dt = 0.002, 500 steps, batch 1, jit) vs MuJoCo C

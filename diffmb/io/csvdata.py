@@ -1,4 +1,4 @@
-"""The one reader and writer of measured time series (DESIGN.md, "Measured data (CSV)").
+"""The one reader and writer of measured time series (the CSV format of ``diffmb identify``).
 
 Format: a header row whose first name is ``t``, then one row per sample. ``t`` is time in
 seconds, strictly increasing; every other column is a named channel in SI units. Lines that
