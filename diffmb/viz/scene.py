@@ -522,6 +522,12 @@ def _terrains(forces, terrain):
     return out
 
 
+def _name(system) -> str:
+    from ..systems import AbstractSystem
+
+    return system.name if isinstance(system, Model | AbstractSystem) else type(system).__name__
+
+
 def build_scene(model, traj, *, forces=(), frames=False, labels=None, terrain=None,
                 max_frames=None, fps=None, title=None) -> Scene:
     """The :class:`Scene` of ``traj`` (a Trajectory, a batch of them, or a list) on ``model``
@@ -576,5 +582,5 @@ def build_scene(model, traj, *, forces=(), frames=False, labels=None, terrain=No
     parents = _body_parents(model) if isinstance(model, Model) else tuple(-1 for _ in names)
     return Scene(body_names=names, body_parents=parents, shapes=shapes, times=np.asarray(times),
                  tracks=tracks, forces=layers, terrain=terr, frames=bool(frames),
-                 title=title or f"diffmb replay: {getattr(model, 'name', type(model).__name__)}",
+                 title=title or f"diffmb replay: {_name(model)}",
                  notes=notes)
