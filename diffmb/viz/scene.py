@@ -531,8 +531,9 @@ def _name(system) -> str:
 def build_scene(model, traj, *, forces=(), frames=False, labels=None, terrain=None,
                 max_frames=None, fps=None, title=None) -> Scene:
     """The :class:`Scene` of ``traj`` (a Trajectory, a batch of them, or a list) on ``model``
-    (a Model or a system with the replay protocol). ``fps``: resample the frames at this rate;
-    ``max_frames``: keep at most this many (evenly spaced)."""
+    (a Model, or a system registered with :func:`primitives_of` and :func:`poses_of`).
+    ``fps``: resample the frames at this rate; ``max_frames``: keep at most this many (evenly
+    spaced)."""
     notes: list[str] = []
     runs = _as_runs(traj, labels)
     t0 = runs[0][1]
