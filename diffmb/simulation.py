@@ -52,14 +52,14 @@ any other runs with fixed steps.
   q₁ = q + h q̇(q, v₁); ∂a/∂v by forward mode every k steps. A diffrax solver like the others.
 * ``saveat=None`` with an adaptive solver saves (t0, t1).
 * ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
-  rk4 (``dt`` then required; used to measure convergence orders).
+  rk4 (``dt`` then required; used to measure convergence orders); ``adaptive=True`` with a
+  solver that has no error estimate is refused.
 
 Time loop and adjoints
 ----------------------
 Fixed steps (a solver without error estimate, or ``adaptive=False``, or a discrete system) run
-in diffmb's own
-``lax.scan`` over the step grid (``loop="auto"``): reverse mode then transposes one compact step
-per iteration (see ``docs/performance.md`` for what this saves). Memory of the default
+in diffmb's own ``lax.scan`` over the step grid (``loop="auto"``): reverse mode then transposes
+one compact step per iteration (see ``docs/performance.md`` for what this saves). Memory of the default
 ``"recursive"`` adjoint: with ``checkpoints=None`` the state after every step is kept up to 1024
 steps, and the reverse pass of a step recomputes its stages; beyond, or with ``checkpoints=c``,
 the steps are grouped into ``c`` (default ⌈√n⌉) chunks of which only the entry states are
@@ -224,6 +224,11 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
 
     solver: diffrax.AbstractSolver
     project: Callable = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not isinstance(self.solver, diffrax.AbstractSolver):
+            raise TypeError(f"ProjectedSolver.solver: a diffrax solver is required, got "
+                            f"{type(self.solver).__name__}")
 
     @property
     def term_structure(self):

@@ -45,7 +45,13 @@ import numpy as np
 from .contacts.element import AbstractGroundForce
 from .dynamics.api import forward_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
-from .forces.elements import AbstractStatefulForce, Couplings, init_states, total_force
+from .forces.elements import (
+    AbstractForce,
+    AbstractStatefulForce,
+    Couplings,
+    init_states,
+    total_force,
+)
 from .model import Model
 
 __all__ = [
@@ -281,7 +287,7 @@ class _TreeProjection:
 
 
 def _consumes_ctrl(forces) -> bool:
-    return any(getattr(f, "uses_ctrl", False) for f in forces)
+    return any(isinstance(f, AbstractForce) and f.uses_ctrl for f in forces)
 
 
 def _accelerations(model, forces, control, t, q, v, params, s, method):

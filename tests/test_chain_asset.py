@@ -1,4 +1,4 @@
-"""The four-box chain MJCF (seed 001 section 5; issue 4 item 4) compiled by MuJoCo.
+"""The four-box chain MJCF (Xu & Zhong 2014, section 5) compiled by MuJoCo.
 
 Oracles: the paper's numbers (M = 12 kg, J = diag(9.25, 10, 1.25), 1 x 0.5 x 3 m boxes, joints
 at local (0, 0, +-1.5)), the box inertia formula, scipy's intrinsic z-x'-z'' Euler angles for

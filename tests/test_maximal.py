@@ -1,4 +1,4 @@
-"""Absolute coordinates (seed 001, eqs. 3-32) against independent references.
+"""Absolute coordinates (Xu & Zhong 2014, eqs. 3-32) against independent references.
 
 Oracles: scipy's rotations, the paper's printed matrices (eqs. 3, 7, 30-31), jax autodiff of
 the same quantities written independently, and MuJoCo (positions, velocities, kinetic and

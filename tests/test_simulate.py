@@ -1,6 +1,6 @@
 """diffmb.simulate against MuJoCo, invariants, measured orders, finite differences.
 
-Oracles: MuJoCo's RK4 integrator at a 20x finer step (chain of DESIGN/issue 4, and an MJCF
+Oracles: MuJoCo's RK4 integrator at a 20x finer step (the four-box chain, and an MJCF
 model with damping, springs and actuators); energy and world angular momentum of a torque-free
 body and the Dzhanibekov flip; measured convergence orders (RK4 ≈ 4, Tsit5 ≈ 5); central
 differences for gradients; scipy's cubic Hermite spline for the knot tables; an explicit loop

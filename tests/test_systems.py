@@ -71,7 +71,7 @@ class Maxwell(AbstractStatefulForce):
     def init_state(self, model):
         return jnp.zeros(1)
 
-    def __call__(self, model, t, q, v, ctrl, state):
+    def stateful_call(self, model, t, q, v, ctrl, state):
         return -self.k * state, None, v - self.k / self.c * state
 
 
@@ -330,3 +330,50 @@ def test_step_count_that_cannot_fit_is_refused_up_front():
         diffmb.simulate(model, jnp.zeros(1), None, t1=2.0, dt=1e-9)
     with pytest.raises(ValueError, match="GiB"):
         diffmb.simulate(model, jnp.zeros(1), None, t1=2.0, dt=1e-9, saveat=[1.0, 2.0])
+
+
+def _import_graph():
+    """diffmb's modules and the diffmb modules each imports (module level or in a function),
+    read from the source with ``ast``."""
+    import ast
+
+    root = Path(diffmb.__file__).parent
+    mods = {}
+    for p in root.rglob("*.py"):
+        parts = p.relative_to(root.parent).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph = {}
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        out = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    out.add(sub if sub in mods else base)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+        graph[m] = {t for t in out if t in mods and t != m}
+    return graph
+
+
+def test_simulate_systems_and_formulations_import_no_cycle():
+    """No import circle passes through simulation, systems or a formulation, and simulation
+    imports no formulation or model (it knows no particular system)."""
+    graph = _import_graph()
+    core = [m for m in graph if m in ("diffmb.simulation", "diffmb.systems")
+            or m.startswith("diffmb.formulations")]
+    for start in core:
+        seen, stack = set(), [start]
+        while stack:
+            for t in graph[stack.pop()]:
+                assert t != start or start == "diffmb", f"import cycle through {start}"
+                if t not in seen and t != "diffmb":  # the package's __init__ re-exports all
+                    seen.add(t)
+                    stack.append(t)
+    assert not {t for t in graph["diffmb.simulation"]
+                if t.startswith(("diffmb.formulations", "diffmb.models", "diffmb.io"))}

@@ -1,4 +1,5 @@
-"""The symplectic variational integrator (seed 001, eqs. 33-39) against independent references.
+"""The symplectic variational integrator (Xu & Zhong 2014, eqs. 33-39) against independent
+references.
 
 Oracles: the closed-form period of a compound pendulum (complete elliptic integral, scipy),
 MuJoCo's RK4 at a fine step for a spinning body on a ball joint, the measured convergence
