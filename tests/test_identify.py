@@ -347,3 +347,38 @@ def test_non_finite_array_cell_is_named_with_row_and_column():
     t_nan[3] = np.nan
     with pytest.raises(ValueError, match=r"t must be 1-D, finite"):
         load_data(m, {"t": t_nan, "q": np.zeros_like(q)})
+
+
+def test_load_robot_reads_files_through_load_model(tmp_path):
+    """The model of ``identify(path)`` is ``diffmb.io.load_model``'s; a URDF's root can float
+    (a free joint: 7 more coordinates, 6 more speeds than the file's two hinges)."""
+    from diffmb.io import load_model
+    from diffmb.model import JointType
+    from diffmb.optim.identify import load_robot
+
+    m, forces, dt = load_robot(ARM)
+    assert m.nq == load_model(ARM).nq == 3 and m.source.kind == "mjcf"
+    assert dt == mujoco.MjModel.from_xml_path(str(ARM)).opt.timestep
+    assert any(type(e).__name__ == "Actuators" for e in forces.values())
+    urdf = tmp_path / "two.urdf"
+    urdf.write_text("""<robot name="two">
+      <link name="base"><inertial><mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1"
+        ixy="0" ixz="0" iyz="0"/></inertial></link>
+      <link name="a"><inertial><mass value="0.5"/><inertia ixx="0.01" iyy="0.01" izz="0.01"
+        ixy="0" ixz="0" iyz="0"/></inertial></link>
+      <link name="b"><inertial><mass value="0.5"/><inertia ixx="0.01" iyy="0.01" izz="0.01"
+        ixy="0" ixz="0" iyz="0"/></inertial></link>
+      <joint name="j1" type="revolute"><parent link="base"/><child link="a"/>
+        <axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+      <joint name="j2" type="revolute"><parent link="a"/><child link="b"/>
+        <origin xyz="0.3 0 0"/><axis xyz="0 0 1"/>
+        <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+    </robot>""")
+    fixed, _, dt_u = load_robot(urdf)
+    free, _, _ = load_robot(urdf, floating_base=True)
+    assert dt_u == 1e-3 and (fixed.nq, fixed.nv) == (2, 2) and (free.nq, free.nv) == (9, 8)
+    assert JointType(free.joint_types[0]) == JointType.FREE and free.source.floating_base
+    with pytest.raises(ValueError, match=r"arm3_motors.xml: floating_base applies to URDF"):
+        load_robot(ARM, floating_base=True)
+    with pytest.raises(ValueError, match=r"floating_base applies to a URDF file, not to a Model"):
+        identify(fixed, {"t": [0.0, 0.1], "q": [[0.0, 0.0]] * 2}, dt=1e-3, floating_base=True)

@@ -6,10 +6,10 @@
 
 What it does, in order:
 
-1. **Model and forces** from the file: an MJCF (``.xml``) by :func:`~diffmb.io.mjcf.load_mjcf`
-   and :func:`~diffmb.io.mjcf.mjcf_forces` (damping, springs, actuators, limits, friction,
-   tendons, equalities, contacts: what MuJoCo simulates), a URDF by
-   :func:`~diffmb.io.urdf.load_urdf` and :func:`~diffmb.io.urdf.urdf_forces`; or a
+1. **Model and forces** from the file, loaded by :func:`diffmb.io.load_model`: for an MJCF
+   (``.xml``) the forces of :func:`~diffmb.io.mjcf.mjcf_forces` (damping, springs, actuators,
+   limits, friction, tendons, equalities, contacts: what MuJoCo simulates), for a URDF those of
+   :func:`~diffmb.io.urdf.urdf_forces` (``floating_base``: its root link on a free joint); or a
    :class:`~diffmb.Model` with ``forces``. The simulation step ``dt`` defaults to the MJCF's
    ``timestep`` (1 ms for a URDF); the integrator is RK4.
 2. **Data**: CSV files of joint channels (``t``, ``q_<joint>``, optional ``v_<joint>``, inputs
@@ -80,30 +80,26 @@ ABSURD = {"q": 1e6, "v": 1e6, "tau": 1e9, "ctrl": 1e9}
 # ----------------------------------------------------------------------------------------------
 
 
-def load_robot(path, ignore=()) -> tuple[Model, dict, float]:
-    """(Model, named force elements, default dt) from an MJCF or URDF file; ``ignore``: what
-    :func:`~diffmb.io.mjcf.mjcf_forces` may leave out (e.g. ``("unsupported_contacts",)``)."""
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such model file")
-    suffix = path.suffix.lower()
-    if suffix == ".xml":
+def load_robot(path, ignore=(), floating_base: bool = False) -> tuple[Model, dict, float]:
+    """(Model, named force elements, default dt) of an MJCF or URDF file, loaded by
+    :func:`diffmb.io.load_model`; ``ignore``: what :func:`~diffmb.io.mjcf.mjcf_forces` may leave
+    out (e.g. ``("unsupported_contacts",)``); ``floating_base``: a URDF's root link on a free
+    joint."""
+    from ..io import load_model
+
+    model = load_model(path, floating_base=floating_base)
+    if model.source.kind == "mjcf":
         import mujoco
 
-        from ..io.mjcf import load_mjcf, mjcf_forces
+        from ..io.mjcf import mjcf_forces
 
-        model = load_mjcf(path)
         forces = mjcf_forces(path, ignore=ignore)
         dt = float(mujoco.MjModel.from_xml_path(str(path)).opt.timestep)
-    elif suffix == ".urdf":
-        from ..io.urdf import load_urdf, urdf_forces
-
-        model = load_urdf(path)
-        forces = urdf_forces(path, model)
-        dt = 1e-3
     else:
-        raise ValueError(f"{path}: unknown model file type {suffix!r}; expected .xml (MJCF) or "
-                         ".urdf")
+        from ..io.urdf import urdf_forces
+
+        forces = urdf_forces(path, model, floating_base=floating_base)
+        dt = 1e-3
     return model, _named(forces), dt
 
 
@@ -340,16 +336,18 @@ def _jsonable(x):
     return [_jsonable(v) for v in a]
 
 
-def _model_and_forces(model, forces, dt, ignore):
+def _model_and_forces(model, forces, dt, ignore, floating_base):
     """(Model, named force elements, dt, the file's path or None) from a file or a Model."""
     if isinstance(model, (str, pathlib.Path)):
         source = str(model)
-        model, fdict, dt_file = load_robot(model, ignore)
+        model, fdict, dt_file = load_robot(model, ignore, floating_base)
         if forces is not None:
             fdict.update(_named(forces))
         return model, fdict, dt_file if dt is None else dt, source
     if dt is None:
         raise ValueError("identify: give dt (the simulation step) with a Model")
+    if floating_base:
+        raise ValueError("identify: floating_base applies to a URDF file, not to a Model")
     return model, _named(forces or ()), dt, None
 
 
@@ -488,7 +486,8 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
              out=None, checkpoint=None, shooting: str = "single", segments: int = 4,
              max_steps: int = 50, progress: bool = True, report: bool = True,
              init: Mapping | None = None, bounds: Mapping | None = None,
-             ignore=(), profile: Sequence[str] = (), profile_points: int = 9) -> IdentifyResult:
+             ignore=(), profile: Sequence[str] = (), profile_points: int = 9,
+             floating_base: bool = False) -> IdentifyResult:
     """Identify ``params`` of any robot from measured data (see the module docstring).
 
     Args:
@@ -509,6 +508,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
             ``profile_points`` refits with the parameter held on a grid of ±3 standard errors
             around the estimate; the 95 % interval where the profiled cost stays within
             χ²₁(0.95)/2 · s² of the optimum, beside the Laplace interval.
+        floating_base: a URDF's root link on a free joint (:func:`diffmb.io.load_model`).
 
     Returns:
         :class:`IdentifyResult`. A fit that ends without converging, or with a parameter the
@@ -518,7 +518,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         ``results["message"]`` gives the reason (``fit.converged``, ``fit.success``,
         ``fit.message``).
     """
-    model, fdict, dt, source = _model_and_forces(model, forces, dt, ignore)
+    model, fdict, dt, source = _model_and_forces(model, forces, dt, ignore, floating_base)
     names, noise_chans = _parameter_names(model, params, sensors, fdict)
     init, zero_started = _zero_starts(model, names, fdict, init)
     recs, fdict = _records(model, data, fdict)

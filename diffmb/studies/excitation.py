@@ -34,7 +34,7 @@ simulated by RK4 at :data:`DT` s.
   information in relative coordinates, initial state marginalised since the fit estimates it)
   with ``reference=`` the sine's information and ``max_std_ratio=`` :data:`MAX_STD_RATIO`:
   every predicted standard error at most 0.8 × the sine's (plain D-optimality trades
-  parameters: an earlier run gained 18 % on the mean interval but widened three of six).
+  parameters: on this arm it narrows the mean interval but widens three of the six).
   Knots every 0.05 s, Adam started from the sine sampled at the knots.
 
 Identification: :func:`diffmb.optim.fit` (single shooting, LM, the initial state estimated
