@@ -257,3 +257,28 @@ def test_traced_numbers_pass_unchecked():
     g = jax.grad(lambda d: JointDamping(jnp.array([d]))(model, 0.0, jnp.zeros(1),
                                                          jnp.array([2.0]), None)[0][0])(-1.0)
     assert float(g) == -2.0
+
+
+def test_stateful_element_is_evaluated_with_its_state():
+    """A stateful element declares init_state and stateful_call; the stateless call signature
+    refuses it with a TypeError that says how to pass the state, and forward carries it."""
+    from diffmb.forces.elements import AbstractStatefulForce, init_states
+
+    class Lag(AbstractStatefulForce):
+        k: float = 2.0
+
+        def init_state(self, model):
+            return jnp.ones(1)
+
+        def stateful_call(self, model, t, q, v, ctrl, state):
+            return -self.k * state, None, -state
+
+    b = diffmb.model.ModelBuilder(name="one")
+    b.add_body("b", mass=1.0, inertia=[0.1, 0.1, 0.1], joints=[dict(type="slide", axis=[1, 0, 0])])
+    model = b.build()
+    el = Lag()
+    with pytest.raises(TypeError, match="Lag has a state: evaluate it with stateful_call"):
+        el(model, 0.0, jnp.zeros(1), jnp.zeros(1), None)
+    assert init_states((JointDamping(), el), model)[0] is None
+    a, ds = diffmb.forward(model, jnp.zeros(1), jnp.zeros(1), forces=(el,))
+    assert float(a[0]) == -2.0 and float(ds[0][0]) == -1.0

@@ -358,7 +358,7 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
 
-    def __call__(self, model, t, q, v, ctrl, state):
+    def stateful_call(self, model, t, q, v, ctrl, state):
         r = _evaluate(self, model, q, v, state)
         return jnp.zeros(model.nv), r.f_ext, r.dz
 

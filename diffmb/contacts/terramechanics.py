@@ -941,6 +941,6 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         frame = jnp.stack([xh, y, n], axis=-1)
         return WheelSoilResult(z, th1, s, beta, N, DP, T, Fy, m, frame, cw, f_ext, dm)
 
-    def __call__(self, model, t, q, v, ctrl, state):
+    def stateful_call(self, model, t, q, v, ctrl, state):
         res = self.evaluate(model, q, v, state)
         return jnp.zeros(model.nv), res.f_ext, res.dstate

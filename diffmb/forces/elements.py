@@ -85,9 +85,11 @@ class AbstractStatefulForce(AbstractForce):
     springs, soil memory, oscillators):
 
         s0 = element.init_state(model)
-        tau, f_ext, ds_dt = element(model, t, q, v, ctrl, s)
+        tau, f_ext, ds_dt = element.stateful_call(model, t, q, v, ctrl, s)
 
-    ``s`` is any pytree of arrays; ``Trajectory.aux`` returns it at the save times.
+    ``s`` is any pytree of arrays; ``Trajectory.aux`` returns it at the save times. The plain
+    ``element(model, t, q, v, ctrl)`` of :class:`AbstractForce` has no state to read: it
+    raises ``TypeError``.
     """
 
     @abc.abstractmethod
@@ -95,8 +97,14 @@ class AbstractStatefulForce(AbstractForce):
         raise NotImplementedError
 
     @abc.abstractmethod
-    def __call__(self, model: Model, t, q, v, ctrl, state):
+    def stateful_call(self, model: Model, t, q, v, ctrl, state):
+        """``(tau (nv,), f_ext (nbody, 6) | None, ds_dt)`` at state ``state``."""
         raise NotImplementedError
+
+    def __call__(self, model: Model, t, q, v, ctrl):
+        raise TypeError(f"{type(self).__name__} has a state: evaluate it with "
+                        "stateful_call(model, t, q, v, ctrl, state), or through diffmb.forward/"
+                        "simulate, which carry the state from init_state(model)")
 
 
 def _arr(x):
@@ -699,7 +707,7 @@ class BodyWrench(AbstractForce):
 
 def init_states(forces, model: Model) -> tuple:
     """The elements' initial states, aligned with ``forces`` (None for stateless elements)."""
-    return tuple(el.init_state(model) if callable(getattr(el, "init_state", None)) else None
+    return tuple(el.init_state(model) if isinstance(el, AbstractStatefulForce) else None
                  for el in forces)
 
 
@@ -714,7 +722,7 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None):
     ds = []
     for k, el in enumerate(forces):
         if states is not None and states[k] is not None:
-            ti, fi, dsi = el(model, t, q, v, ctrl, states[k])
+            ti, fi, dsi = el.stateful_call(model, t, q, v, ctrl, states[k])
         else:
             ti, fi = el(model, t, q, v, ctrl)
             dsi = None

@@ -189,7 +189,7 @@ class ConstantSlipDrive(AbstractStatefulForce):
     def target_spin(self, v):
         return v[self.carriage_dof] / (self.radius * (1.0 - self.slip))
 
-    def __call__(self, model, t, q, v, ctrl, state):
+    def stateful_call(self, model, t, q, v, ctrl, state):
         err = self.target_spin(v) - v[self.wheel_dof]
         tau = jnp.zeros(model.nv)
         tau = tau.at[self.carriage_dof].add(self.k_v * (self.speed - v[self.carriage_dof]))
@@ -234,7 +234,7 @@ def _static_z(soil, r, b, load, slip):
 def _rig_outputs(el, drive, model, q, v, mem, integ):
     def at(q, v, mm, e):
         res = el.evaluate(model, q, v, mm)
-        tau, _, _ = drive(model, 0.0, q, v, None, e)
+        tau, _, _ = drive.stateful_call(model, 0.0, q, v, None, e)
         return res.slip[0], res.sinkage[0], res.drawbar_pull[0], res.torque[0], tau[0], tau[2]
 
     return jax.vmap(at)(q, v, mem, integ)
