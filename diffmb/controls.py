@@ -60,6 +60,15 @@ class KnotTable(eqx.Module):
                 i = int(bad[0]) + 1
                 raise ValueError(f"KnotTable.ts[{i}] = {ts[i]:.9g}: must be > ts[{i - 1}] = "
                                  f"{ts[i - 1]:.9g} (knot times strictly increasing)")
+            if self.uniform:  # the O(1) lookup corrects its guess by one knot at most
+                h = (ts[-1] - ts[0]) / (k - 1)
+                off = np.abs(ts - (ts[0] + h * np.arange(k)))
+                if off.max() > 0.5 * h:
+                    i = int(np.argmax(off))
+                    raise ValueError(
+                        f"KnotTable.ts[{i}] = {ts[i]:.9g}: uniform=True needs every knot within "
+                        f"half a mean spacing ({0.5 * h:.6g}) of the even grid, this one is "
+                        f"{off[i]:.6g} off; pass uniform=False")
         if self.values is not None:
             check_value("KnotTable", "values", self.values)
             _check_rows("KnotTable.values", self.values, k)
@@ -67,8 +76,8 @@ class KnotTable(eqx.Module):
     def __call__(self, t, q=None, v=None, params=None):
         vals = params if self.params_are_values else self.values
         if vals is None:
-            raise TypeError("KnotTable: the table takes its values from simulate's params "
-                            "(params_are_values=True), and params is None")
+            raise TypeError("KnotTable: no values; give values, or params_are_values=True and "
+                            "the values as simulate's params")
         vals = jnp.asarray(vals, dtype=jnp.float64)
         ts = jnp.asarray(self.ts, dtype=jnp.float64)
         k = ts.shape[0]

@@ -141,6 +141,11 @@ def test_knot_tables_refuse_bad_knots_and_values():
         piecewise_linear([0.0, 1.0, 0.5], np.zeros(3))
     with pytest.raises(ValueError, match=r"^KnotTable\.kind = 'spline'"):
         KnotTable(jnp.array([0.0, 1.0]), jnp.zeros(2), "spline")
+    with pytest.raises(ValueError, match=r"^KnotTable\.ts\[3\] = 2: uniform=True"):
+        KnotTable(jnp.array([0.0, 1.0, 1.9, 2.0, 4.0]), jnp.zeros(5), uniform=True)
+    fine = KnotTable(jnp.array([0.0, 1.01, 1.98, 3.0]), jnp.array([0.0, 1.0, 2.0, 3.0]),
+                     uniform=True)  # jitter below half a spacing: the lookup still finds t
+    np.testing.assert_allclose(float(fine(1.5)), 1.0 + 0.49 / 0.97, rtol=1e-14)
     table = cubic([0.0, 1.0, 2.0])  # values from params: their rows are checked when called
     with pytest.raises(TypeError, match=r"KnotTable values \(from params\): expected shape \(3,"):
         table(0.5, None, None, jnp.zeros((4, 2)))
