@@ -478,3 +478,23 @@ def test_urdf_non_numeric_inertial_names_file_and_link(tmp_path):
     f.write_text(_URDF.replace("FRICTION", "0").replace('iyy="0.01"', 'iyy="inf"'))
     with pytest.raises(ValueError, match=rf"^{f}: link 'a': <inertia iyy='inf'> is not finite"):
         diffmb.load_urdf(f)
+
+
+def test_refsafe_time_constant_gives_mujocos_friction_creep(tmp_path):
+    """refsafe (on by default): MuJoCo uses max(solref[0], 2 timestep), so a solreffriction of
+    2 ms at a 10 ms step creeps as 20 ms. MuJoCo's creep velocity after 3 s under a friction
+    loss that holds the link is where diffmb's accelerations vanish (to 0.1 % of gravity's)."""
+    f = tmp_path / "creep.xml"
+    f.write_text("""<mujoco><option timestep="0.01"/><worldbody><body name="a" pos="0 0 1">
+      <joint name="j" type="hinge" axis="0 1 0" frictionloss="3" solreffriction="0.002 1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/></body></worldbody>
+      </mujoco>""")
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    d = mujoco.MjData(mj)
+    mujoco.mj_step(mj, d, nstep=300)
+    assert 0.01 < d.qvel[0] < 0.1  # creeping, held well below free fall
+    model, forces = diffmb.load_mjcf(f), diffmb.mjcf_forces(f)
+    q, v = jnp.asarray(d.qpos), jnp.asarray(d.qvel)
+    a = float(diffmb.forward(model, q, v, forces=forces)[0])
+    a_free = float(diffmb.forward(model, q, v, forces=forces[:2])[0])
+    assert abs(a) < 1e-3 * abs(a_free), (a, a_free)
