@@ -194,6 +194,8 @@ def _file_dt(path: Path) -> float:
 def check_record_steps(data: Path, dt: float, limit: int) -> int:
     """Refuse (``InputError``) a record whose duration implies more than ``limit`` simulation
     steps of ``dt``; the estimated number of steps otherwise. Reads only the CSV."""
+    import numpy as np
+
     from .io.csvdata import read_csv
 
     try:
@@ -208,6 +210,11 @@ def check_record_steps(data: Path, dt: float, limit: int) -> int:
             f"{t.size} rows), about {steps:.3g} simulation steps of dt = {dt:g} s, more than "
             f"the limit of {limit} (--max-sim-steps); t must be in seconds (is it in "
             "milliseconds?); to run it anyway, raise --max-sim-steps")
+    med = float(np.median(np.diff(t))) if t.size > 1 else np.inf
+    if dt > med:
+        print(f"[diffmb] warning: the simulation step dt = {dt:g} s is longer than {data}'s "
+              f"median sample interval {med:.6g} s: the fit cannot resolve what was measured; "
+              "give a smaller --dt", file=sys.stderr, flush=True)
     return int(round(steps))
 
 

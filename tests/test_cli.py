@@ -360,6 +360,18 @@ def test_the_step_limit_can_be_raised(pendulum, tmp_path, monkeypatch, capsys):
     assert len(seen) == 1 and seen[0]["max_steps"] == cli.MAX_FIT_ITERATIONS
 
 
+def test_a_step_longer_than_the_sampling_is_warned_about(pendulum, tmp_path, monkeypatch,
+                                                          capsys):
+    ident = importlib.import_module("diffmb.optim.identify")
+    monkeypatch.setattr(ident, "identify", lambda model, data, **k:
+                        types.SimpleNamespace(results={"identified": {}, "converged": True}))
+    assert main(_model_args(pendulum, tmp_path / "a", None, "--dt", "0.05")) == 0
+    line = _one_line(capsys.readouterr().err)
+    assert "dt = 0.05 s is longer than" in line and "median sample interval 0.01 s" in line, line
+    assert main(_model_args(pendulum, tmp_path / "b", None, "--dt", "0.01")) == 0
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("extra, expect", [
     (["--dt", "0"], "argument --dt: got 0; must be in (0, 1]"),
     (["--dt=-1e-3"], "argument --dt: got -1e-3; must be in (0, 1]"),
@@ -459,3 +471,32 @@ def test_identify_a_floating_base_urdf(tmp_path, capsys):
     assert res["model"] == str(urdf) and res["floating_base"] is True
     np.testing.assert_allclose(np.asarray(traj.q), q, atol=1e-6)
     assert main(["replay", str(out / "fitted.npz"), "--out", str(tmp_path / "r")]) == 0
+
+
+@pytest.mark.parametrize("results, code, reason", [
+    ({"identified": {}, "converged": False, "reason": "stopped after max_steps = 7"}, 3,
+     "stopped after max_steps = 7"),
+    ({"identified": {}, "success": np.bool_(False), "message": "no descent"}, 3, "no descent"),
+    ({"identified": {}, "fit": {"message": "stopped after max_steps = 40 iterations"}}, 3,
+     "stopped after max_steps = 40 iterations"),
+    ({"identified": {}, "fit": {"converged": True, "message": "converged (step below xtol)"}},
+     0, None),
+    ({"identified": {}, "success": True}, 0, None),
+])
+def test_a_study_whose_fit_did_not_converge_exits_3(tmp_path, monkeypatch, capsys, results,
+                                                    code, reason):
+    """Each study reports its fit's outcome in its results (a flag at the top or under "fit");
+    the command line turns a fit that did not converge into exit code 3 with the reason."""
+    def identify(data_csv, out_dir):
+        return results
+
+    monkeypatch.setattr(cli, "STUDIES", {"toy": "x"})
+    monkeypatch.setattr(cli, "_study_module", lambda n: types.SimpleNamespace(identify=identify))
+    csv = _csv(tmp_path, "t,y\n0,1\n1,2\n", "d.csv")
+    assert main(["identify", "toy", "--data", str(csv), "--out", str(tmp_path / "o")]) == code
+    err = capsys.readouterr().err
+    if reason is None:
+        assert err == ""
+    else:
+        line = _one_line(err)
+        assert line.startswith("diffmb: identify toy: the fit did not converge") and reason in line
