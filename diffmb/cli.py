@@ -171,10 +171,12 @@ def _names(text) -> tuple:
 
 
 def _model_path(path, flag="--model") -> Path:
+    from .io.sources import SUFFIXES
+
     p = Path(path)
     if not p.is_file():
         raise CLIError(f"{flag} {p}: no such file")
-    if p.suffix.lower() not in (".xml", ".urdf"):
+    if p.suffix.lower() not in SUFFIXES:
         raise CLIError(f"{flag} {p}: unknown model file type {p.suffix!r} (MJCF .xml or .urdf)")
     return p
 
