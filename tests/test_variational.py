@@ -193,7 +193,7 @@ def test_failure_is_reported_not_silent(spinning_top):
     mj, sysm, d, u0, ud0 = spinning_top
     dt = 0.5  # far too large for a body spinning at 6 rad/s: Newton cannot converge
     system = vi.VariationalSystem(sysm)
-    with pytest.raises(SimulationError, match="Newton's did not converge at t = "):
+    with pytest.raises(SimulationError, match=r"solver failed .*did not converge\) at t = 0.5"):
         diffmb.simulate(system, u0, 10.0 * ud0, t1=N * dt, dt=dt)
     tr = diffmb.simulate(system, u0, 10.0 * ud0, t1=N * dt, dt=dt, throw=False)
     assert int(tr.status) == SOLVER_FAILURE
