@@ -31,7 +31,8 @@ def test_reads_channels_and_round_trips(tmp_path):
     "text, pattern",
     [
         ("t,a\n0,1\n1,2\n1,3\n", r"line 4, column 1 \('t'\).*not strictly increasing"),
-        ("t,a\n0,1\n2,2\n1,3\n", r"line 4, column 1 \('t'\).*not strictly increasing"),
+        ("t,a\n0,1\n2,2\n1,3\n", r"line 4, column 1 \('t'\): time not strictly increasing "
+                                  r"\(2\.0 then 1\.0\)$"),
         ("t,a\n0,1\n1,nan\n", r"line 3, column 2 \('a'\).*not finite"),
         ("t,a\n0,1\n1,inf\n", r"line 3, column 2 \('a'\).*not finite"),
         ("t,a\n0,1\n1,abc\n", r"line 3, column 2 \('a'\).*non-numeric value 'abc'"),

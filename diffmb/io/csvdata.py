@@ -139,7 +139,8 @@ def read_csv(
     bad = np.nonzero(~(dt > 0.0))[0]
     if bad.size:
         k = int(bad[0]) + 1
-        raise CSVError(where, f"time not strictly increasing ({t[k - 1]!r} then {t[k]!r})",
+        raise CSVError(where, f"time not strictly increasing ({float(t[k - 1])!r} then "
+                       f"{float(t[k])!r})",
                        rows[1:][k][0], 1, "t")
     for c in varying:
         j = seen.get(c)
