@@ -242,10 +242,10 @@ class CPG(eqx.Module):
     def gait(cls, pattern: str, legs, frequency, amplitudes, offsets=0.0, **kw):
         """A CPG whose ``legs`` (a list of 4 lists of q indices, legs ordered LF, RF, LH, RH;
         each leg's joints share its phase) follow :data:`GAITS` ``[pattern]``."""
-        if pattern not in GAITS:
-            raise ValueError(f"CPG.gait: unknown pattern {pattern!r}; choose one of {list(GAITS)}")
+        check_choice("CPG.gait", "pattern", pattern, tuple(GAITS))
         if len(legs) != 4:
-            raise ValueError("CPG.gait: give 4 legs (LF, RF, LH, RH)")
+            raise ValueError(f"CPG.gait.legs: {len(legs)} legs given; give 4 (LF, RF, LH, RH), "
+                             "each a list of q indices")
         joints = [j for leg in legs for j in leg]
         lags = [2 * np.pi * GAITS[pattern][k] for k, leg in enumerate(legs) for _ in leg]
         return cls(joints, frequency, amplitudes, offsets, lags, **kw)

@@ -454,3 +454,15 @@ def test_hydrodynamics_knows_no_file_format():
     for f in ("mujoco_fluid_forces", "potential_flow_from_mjmodel",
               "potential_added_inertia_from_mjmodel"):
         assert callable(getattr(reader, f)) and not hasattr(hydro, f)
+
+
+def test_geom_sizes_and_density_are_checked():
+    """A negative radius would give a negative volume (reversed buoyancy); MuJoCo's unused
+    size entries (zeros) are ignored."""
+    assert abs(hydro.geom_volume("sphere", [0.1, 0.0, 0.0]) - 4.0 / 3.0 * np.pi * 1e-3) < 1e-15
+    with pytest.raises(ValueError, match=r"^geom_volume\.size.*sphere.* = -0.1: must be > 0"):
+        hydro.geom_volume("sphere", [-0.1, 0.0, 0.0])
+    with pytest.raises(TypeError, match=r"^geom_volume\.size = \[0.1\]: a capsule needs 2"):
+        hydro.geom_volume("capsule", [0.1])
+    with pytest.raises(ValueError, match=r"^geom_added_inertia\.density = -1000: must be >= 0"):
+        hydro.geom_added_inertia("box", [0.1, 0.2, 0.3], -1000.0)

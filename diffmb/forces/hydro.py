@@ -474,10 +474,26 @@ def _kind(gtype):
     return kind
 
 
+_N_SIZES = {_SPHERE: 1, _CAPSULE: 2, _CYLINDER: 2, _ELLIPSOID: 3, _BOX: 3}
+
+
+def _sizes(owner, k, size):
+    """The geom's sizes as float64 (MuJoCo's 3-vector, unused entries ignored); the ones it
+    uses must be finite and > 0 (a negative radius would give a negative volume)."""
+    check_value(owner, "size", size, ndim=1)
+    s = np.asarray(size, float)
+    n = _N_SIZES[k]
+    if s.size < n:
+        raise TypeError(f"{owner}.size = {s.tolist()}: a {_GEOM_NAMES[k]} needs {n} size(s)")
+    check_value(owner, f"size[:{n}] ({_GEOM_NAMES[k]})", s[:n], lo=0.0, lo_open=True)
+    return s
+
+
 def geom_volume(gtype, size) -> float:
     """Volume [m³] of a MuJoCo primitive (``gtype``: name or ``mjtGeom`` code; ``size`` as
-    MJCF's: radius, half-length, half-sides)."""
-    k, s = _kind(gtype), np.asarray(size, float)
+    MJCF's: radius, half-length, half-sides, each > 0)."""
+    k = _kind(gtype)
+    s = _sizes("geom_volume", k, size)
     if k == _SPHERE:
         return 4.0 / 3.0 * np.pi * s[0] ** 3
     if k == _ELLIPSOID:
@@ -521,7 +537,9 @@ def geom_added_inertia(gtype, size, density) -> np.ndarray:
     (e.g. DNV-RP-C205, Table A-2); a long cylinder gets a spheroid's k₂ → 1, as the 2-D strip
     theory value ρπr² per length.
     """
-    k, s = _kind(gtype), np.asarray(size, float)
+    k = _kind(gtype)
+    s = _sizes("geom_added_inertia", k, size)
+    check_value("geom_added_inertia", "density", density, lo=0.0)
     m, i = ellipsoid_added_mass(_equivalent_semiaxes(k, s), float(density))
     return np.diag(np.concatenate([np.asarray(i), np.asarray(m)]))
 
