@@ -342,7 +342,7 @@ def test_element_gradients_finite_at_touchdown_and_rest(rig):
         return jax.grad(f, argnums=(0, 1, 2))(el, q, v)
 
     def f(el, q, v):
-        _, fe, ds = el(model, 0.0, q, v, None, jnp.zeros(1))
+        _, fe, ds = el.stateful_call(model, 0.0, q, v, None, jnp.zeros(1))
         return jnp.sum(fe**2) + jnp.sum(ds)
 
     for q, v in ((jnp.zeros(3), jnp.zeros(3)), (jnp.array([0.0, -1e-12, 0.0]), jnp.zeros(3)),

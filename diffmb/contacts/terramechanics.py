@@ -179,7 +179,12 @@ class Soil(eqx.Module):
     linearly from W(m) to 0 at m(1 − 1/κ) (see :class:`WheelSoil`). Neither is published for
     the soils of :data:`SOILS`; the defaults (d = 4.5e4 Pa·s/m, κ = 5) damp the single-wheel rig
     (6.6 kg on the regolith simulant: about critically) and make unloading 3–4 times stiffer
-    than Bekker loading, as Wong reports for sands."""
+    than Bekker loading, as Wong reports for sands.
+
+    Checked when built from concrete values (a ``ValueError`` naming the field, the value and
+    the range): n > 0; k_c, k_φ ≥ 0 and not both 0; c ≥ 0; φ ∈ [0, π/2); K, K_y > 0;
+    c1 ∈ [0, 1] and |c2| ≤ min(c1, 1 − c1) (θ_m ∈ [0, θ₁] for every slip in [−1, 1]);
+    damping ≥ 0; unloading ≥ 1. :meth:`replace` checks the same."""
 
     n: jnp.ndarray
     k_c: jnp.ndarray
@@ -663,7 +668,8 @@ class Wheel(eqx.Module):
     """A wheel on a body: ``body`` (name or index, static), ``axis`` (3,) its spin axis in the
     body frame (normalised; positive spin about it rolls the wheel along axis × n), ``pos``
     (3,) its centre in the body frame [m], ``radius`` r [m], ``width`` b [m], ``theta2`` exit
-    angle θ₂ [rad] (default 0), ``name`` (static, for messages)."""
+    angle θ₂ [rad] (default 0), ``name`` (static, for messages). Checked: r, b > 0,
+    θ₂ ∈ [−π/2, 0], a finite nonzero axis, a finite pos."""
 
     axis: jnp.ndarray
     pos: jnp.ndarray
