@@ -312,8 +312,10 @@ def _identify(args) -> int:
         for flag in ("params", "sensors", "ignore", "dt", "profile"):
             if getattr(args, flag) is not None:
                 raise CLIError(f"identify: --{flag} applies to --model FILE, not to a study")
-        for flag in ("floating_base", "replay"):
-            if getattr(args, flag):
+        for flag, default in (("floating_base", False), ("replay", False), ("segments", 1),
+                              ("max_steps", MAX_FIT_ITERATIONS),
+                              ("max_sim_steps", MAX_SIM_STEPS)):
+            if getattr(args, flag) != default:
                 raise CLIError(f"identify: --{flag.replace('_', '-')} applies to --model FILE, "
                                "not to a study")
         mod = _study_module(args.study)
@@ -351,7 +353,7 @@ def _identify(args) -> int:
     for flag in ("params", "sensors", "ignore", "dt", "profile"):
         if getattr(args, flag, None) is not None:
             cmd += [f"--{flag}", str(getattr(args, flag))]
-    if getattr(args, "segments", 1) > 1:
+    if args.segments > 1:
         cmd += ["--segments", str(args.segments)]
     if args.study is None:
         if args.max_steps != MAX_FIT_ITERATIONS:

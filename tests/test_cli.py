@@ -396,6 +396,9 @@ def test_usage_errors_exit_2_in_one_line_naming_the_argument(pendulum, tmp_path,
     (["identify", "arm", "--floating-base"], "--floating-base applies to --model FILE"),
     (["identify", "arm", "--replay"], "--replay applies to --model FILE"),
     (["identify", "arm", "--dt", "0.01"], "--dt applies to --model FILE"),
+    (["identify", "arm", "--max-steps", "5"], "--max-steps applies to --model FILE"),
+    (["identify", "arm", "--segments", "3"], "--segments applies to --model FILE"),
+    (["identify", "arm", "--max-sim-steps", "9"], "--max-sim-steps applies to --model FILE"),
 ])
 def test_model_options_on_a_study_are_usage_errors(tmp_path, capsys, argv, expect):
     assert main([*argv, "--data", str(arm.CSV), "--out", str(tmp_path)]) == 2
