@@ -126,8 +126,8 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
         if model.joint_v[j] != mj.jnt_dofadr[j] or model.joint_q[j] != mj.jnt_qposadr[j]:
             raise ValueError(f"{source}: joint {j} layout differs from MuJoCo's")
     if added_mass == "potential":
-        from .mjcf_fluid import potential_added_inertia_from_mjmodel
         from ..model import with_added_inertia
+        from .mjcf_fluid import potential_added_inertia_from_mjmodel
 
         model = with_added_inertia(
             model, potential_added_inertia_from_mjmodel(mj, where=source), source=source)
@@ -513,8 +513,6 @@ def couplings_from_mjcf(src):
 def unsupported_features(src) -> list[str]:
     """What MuJoCo would simulate in this file that diffmb's force elements do not (yet), each
     as ``"<name> (<detail>)"``; ``<name>`` is what ``mjcf_forces(ignore=...)`` accepts."""
-    import mujoco
-
     mj, _ = _as_mjmodel(src)
     out = []
     fixed = _fixed_tendon_ids(mj)
@@ -705,7 +703,8 @@ def _terrain_from_geom(mj, g, name, where=None):
     if _GEOM_TYPES[int(mj.geom_type[g])] == "plane":
         return Plane(R[:, 2], float(R[:, 2] @ p), name=name)
     if not np.allclose(R, np.eye(3), atol=1e-9):
-        raise NotImplementedError(f"{where or '<MjModel>'}: height field geom {name!r}: only an axis-aligned height field "
+        raise NotImplementedError(f"{where or '<MjModel>'}: height field geom {name!r}: only "
+                                  "an axis-aligned height field "
                                   "(no rotation) is supported")
     h = int(mj.geom_dataid[g])
     nrow, ncol = int(mj.hfield_nrow[h]), int(mj.hfield_ncol[h])
@@ -742,7 +741,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     pairs MuJoCo would collide (:func:`read_contact_pairs`).
 
     Per pair, as MuJoCo combines the two geoms (:func:`_mixed_contact_params`): the sliding
-    friction μ = ``friction[0]`` (0 for ``condim`` 1), and normal stiffness and damping from ``solref``/``solimp`` by
+    friction μ = ``friction[0]`` (0 for ``condim`` 1), and normal stiffness and damping from
+    ``solref``/``solimp`` by
     :func:`~diffmb.forces.elements.soft_constraint_gains` with the body's effective mass
     1/``body_invweight0`` shared among the geom's ``n_active`` points (MuJoCo's rest
     penetration, ~0.3 mm with the defaults). The stiction spring takes the same stiffness and
@@ -766,8 +766,10 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
             f"{where}: MuJoCo would collide geom pairs that diffmb's contacts do not model: "
             + "; ".join(bad[:3]) + more + ". Pass ignore=('unsupported_contacts',) to simulate "
             "without them, or exclude them in the file (contype/conaffinity, <exclude>).")
+    # torsional friction acts from condim 4 (friction[1]), rolling from condim 6 (friction[2])
     rich = [f"{p['terrain_name']!r} with {p['geom_name']!r} (condim {p['condim']})"
-            for p in pairs if p["condim"] > 3]
+            for p in pairs if (p["condim"] >= 4 and p["friction"][1] > 0)
+            or (p["condim"] >= 6 and p["friction"][2] > 0)]
     if rich and "condim" not in ignore:
         more = f" (and {len(rich) - 3} more)" if len(rich) > 3 else ""
         raise NotImplementedError(
