@@ -387,21 +387,24 @@ def _identify(args) -> int:
 
 
 def fit_convergence(res) -> tuple[bool, str]:
-    """(converged, reason) from an identification's results: its ``converged`` (or ``success``)
-    flag and ``reason`` (or ``message``), at the top level or under ``"fit"``. Results that
-    state no flag count as converged."""
+    """(converged, reason) from an identification's results: its ``converged`` flag, at the top
+    level or under ``"fit"``, else its ``success`` flag (a fit whose solver converged but which
+    is not a success for another reason, e.g. a parameter the data cannot identify, says so in
+    its results and counts as converged), with ``reason`` or ``message``. Results that state
+    neither count as converged unless the message says the iteration cap stopped the fit."""
     if not isinstance(res, dict):
         return True, ""
-    for d in (res, res.get("fit")):
-        if not isinstance(d, dict):
-            continue
-        for key in ("converged", "success"):
+    parts = [d for d in (res, res.get("fit")) if isinstance(d, dict)]
+    for key in ("converged", "success"):
+        for d in parts:
             flag = d.get(key)
             if isinstance(flag, bool) or hasattr(flag, "dtype"):  # a Python or numpy bool
-                return bool(flag), str(d.get("reason") or d.get("message") or "no reason given")
-    fit = res.get("fit")
-    msg = fit.get("message") if isinstance(fit, dict) else None
-    if isinstance(msg, str) and msg.startswith("stopped after"):  # the solver's iteration cap
+                msg = str(d.get("reason") or d.get("message") or "no reason given")
+                if key == "success" and not flag and msg.startswith("converged"):
+                    return True, msg
+                return bool(flag), msg
+    msg = next((d["message"] for d in parts if isinstance(d.get("message"), str)), "")
+    if msg.startswith("stopped after"):  # the solver's iteration cap
         return False, msg
     return True, ""
 

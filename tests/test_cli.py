@@ -485,6 +485,10 @@ def test_identify_a_floating_base_urdf(tmp_path, capsys):
     ({"identified": {}, "fit": {"converged": True, "message": "converged (step below xtol)"}},
      0, None),
     ({"identified": {}, "success": True}, 0, None),
+    # the solver converged; a parameter the data cannot identify is reported in the results
+    ({"identified": {}, "success": False, "message": "converged (step below xtol); not a "
+      "successful fit: the data cannot identify body.b.mass"}, 0, None),
+    ({"identified": {}, "converged": True, "success": False, "message": "converged"}, 0, None),
 ])
 def test_a_study_whose_fit_did_not_converge_exits_3(tmp_path, monkeypatch, capsys, results,
                                                     code, reason):
