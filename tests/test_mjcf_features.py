@@ -498,3 +498,13 @@ def test_refsafe_time_constant_gives_mujocos_friction_creep(tmp_path):
     a = float(diffmb.forward(model, q, v, forces=forces)[0])
     a_free = float(diffmb.forward(model, q, v, forces=forces[:2])[0])
     assert abs(a) < 1e-3 * abs(a_free), (a, a_free)
+
+
+def test_urdf_negative_damping_or_friction_names_file_and_joint(tmp_path):
+    f = tmp_path / "neg.urdf"
+    f.write_text(_URDF.replace('damping="0.1"', 'damping="-0.1"').replace("FRICTION", "0"))
+    with pytest.raises(ValueError, match=rf"^{f}: joint 'j1': <dynamics damping='-0.1'> must be >= 0"):
+        diffmb.load_urdf(f)
+    f.write_text(_URDF.replace("FRICTION", "-2"))
+    with pytest.raises(ValueError, match=rf"^{f}: joint 'j1': <dynamics friction='-2'> must be >= 0"):
+        diffmb.urdf_forces(f)

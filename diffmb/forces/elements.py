@@ -514,7 +514,9 @@ class JointFriction(AbstractForce):
     from it: a smooth clip (s is within 2 % of min(|x|, 1) sign x except near |x| = 1). :func:`diffmb.io.mjcf.joint_friction_from_mjcf` takes c from the file's ``solref``
     and ``solimp`` so that a joint loaded below f creeps at MuJoCo's rate (its soft friction
     constraint is this viscous law, clipped at f). Entries with f = 0 give no force (and a zero,
-    finite gradient).
+    finite gradient). MuJoCo's constraint equals this law where it saturates (fast motion) and
+    in steady creep; in between, where MuJoCo needs less than f to slow a light link at its
+    constraint's rate, this law is stiffer.
     """
 
     friction: jnp.ndarray  # (nv,) N m or N

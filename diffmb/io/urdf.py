@@ -179,7 +179,7 @@ def _joint(src, name, jt, jn):
     if jt == "fixed":
         return []
     dyn = jn.find("dynamics")
-    damping = _attr(src, dyn, name, "damping", 0.0)
+    damping = _attr(src, dyn, name, "damping", 0.0, nonnegative=True)
     if jt in ("revolute", "continuous", "prismatic"):
         axis = _floats(src, jn.find("axis"), "xyz", (1, 0, 0), 3)
         kind = "slide" if jt == "prismatic" else "hinge"
@@ -192,7 +192,7 @@ def _joint(src, name, jt, jn):
     )
 
 
-def _attr(src, elem, name, attr, default):
+def _attr(src, elem, name, attr, default, *, nonnegative=False):
     x = elem.get(attr) if elem is not None else None
     if x is None:
         return default
@@ -202,6 +202,8 @@ def _attr(src, elem, name, attr, default):
         raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> is not a number") from None
     if not np.isfinite(v):
         raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> is not finite")
+    if nonnegative and v < 0:
+        raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> must be >= 0")
     return v
 
 
@@ -251,7 +253,7 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
         if jt not in ("revolute", "continuous", "prismatic"):
             continue
         d = dofs[name]
-        fric[d] = _attr(src, jn.find("dynamics"), name, "friction", 0.0)
+        fric[d] = _attr(src, jn.find("dynamics"), name, "friction", 0.0, nonnegative=True)
         le = jn.find("limit")
         if jt != "continuous" and le is not None:
             lo, hi = _attr(src, le, name, "lower", 0.0), _attr(src, le, name, "upper", 0.0)
