@@ -507,3 +507,15 @@ def test_a_study_whose_fit_did_not_converge_exits_3(tmp_path, monkeypatch, capsy
     else:
         line = _one_line(err)
         assert line.startswith("diffmb: identify toy: the fit did not converge") and reason in line
+
+
+def test_the_command_line_imports_no_plotting_until_a_command_needs_it():
+    code = ("import sys, diffmb.cli as c\n"
+            "c.build_parser()\n"
+            "assert c.main(['list']) == 0\n"
+            "print(sorted(m for m in ('matplotlib', 'imageio', 'diffmb.viz', 'diffmb.bench.core')"
+            " if m in sys.modules))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout
