@@ -39,6 +39,8 @@ def test_reads_channels_and_round_trips(tmp_path):
         ("t,a,b\n0,1,2\n1,,3\n", r"line 3, column 2 \('a'\).*missing value"),
         ("t,a,b\n0,1,2\n1,3\n", r"line 3: expected 3 values, found 2"),
         ("time,a\n0,1\n", r"line 1, column 1: first column must be 't'"),
+        ("t;a\n0;1\n", r"line 1, column 1: first column must be 't', got 't;a' \(the columns "
+                        r"seem separated by ';': use commas\)"),
         ("t,a,a\n0,1,2\n", r"line 1, column 3: duplicate column name 'a'"),
         ("t,a\n", r"no data rows"),
         ("", r"no header row"),

@@ -90,7 +90,9 @@ def read_csv(
         raise CSVError(where, "no header row (expected first column 't')")
     head_line, header = rows[0]
     if header[0] != "t":
-        raise CSVError(where, f"first column must be 't', got {header[0]!r}", head_line, 1)
+        sep = next((c for c in (";", "\t", " ", "|") if len(header) == 1 and c in header[0]), None)
+        hint = "" if sep is None else f" (the columns seem separated by {sep!r}: use commas)"
+        raise CSVError(where, f"first column must be 't', got {header[0]!r}{hint}", head_line, 1)
     allowed = None if allowed is None else set(allowed)
     seen = {}
     for j, name in enumerate(header, start=1):
