@@ -3,6 +3,7 @@
     diffmb reproduce <study>|all --out DIR [--quick]
     diffmb identify <study> --data FILE.csv --out DIR [--resume]
     diffmb identify --model ROBOT.xml|.urdf --data FILE.csv --out DIR [--params P] [--sensors S]
+                    [--floating-base] [--max-steps N] [--max-sim-steps N] [--replay] ...
     diffmb bench [--quick] [--only NAMES] --out DIR
     diffmb list
     diffmb replay RESULT.npz | --model FILE [--floating-base] --traj FILE.csv --out DIR
@@ -16,13 +17,15 @@ Exit codes (:data:`EXIT_CODES`): 0 success (a fit that converged); 1 bad input (
 checkpoint file that cannot be used, or a study that failed); 2 usage (a wrong, missing or
 conflicting argument); 3 a fit that stopped without converging (its last estimates are written,
 the reason goes to stderr); 130 Ctrl-C; 143 SIGTERM. Errors are one line naming the file, row,
-column or argument, never a traceback.
+column or argument, never a traceback. ``identify --model`` refuses, before anything compiles,
+a record whose duration implies more than ``--max-sim-steps`` (:data:`MAX_SIM_STEPS`)
+simulation steps, and warns when the step is longer than the record's sampling interval.
 
 ``identify`` checkpoints its fit in ``DIR/checkpoint.npz`` after every iteration. An existing
 checkpoint in DIR is never silently reused nor overwritten: without ``--resume`` the command
 refuses (exit 2) and suggests ``--resume`` or a fresh ``--out``; with ``--resume`` it continues
 from the saved iteration (a finished fit returns at once), and says from which. A checkpoint
-that is corrupt or belongs to other data or another study is refused (exit 2). Interrupted
+that is corrupt or belongs to other data or another study is refused (exit 1). Interrupted
 (Ctrl-C, SIGTERM), it keeps the checkpoint and writes ``DIR/results.json`` with
 ``"status": "interrupted"``, the last saved iteration, its cost and named parameters, and the
 command that resumes it. An interrupted ``reproduce`` deletes nothing it has written; the
