@@ -71,7 +71,8 @@ def check_value(owner: str, field: str, value, *, lo=None, hi=None, lo_open: boo
     if shape is not None:
         shape = tuple(shape)
         if len(shape) != arr.ndim or any(s not in (-1, a) for s, a in zip(shape, arr.shape)):
-            want = "(" + ", ".join("n" if s == -1 else str(s) for s in shape) + ")"
+            dims = ["n" if s == -1 else str(s) for s in shape]
+            want = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
             raise TypeError(f"{owner}.{field}: expected shape {want}, got {arr.shape}")
     a = arr.astype(float)
     flat = a.reshape(-1)
