@@ -508,3 +508,29 @@ def test_urdf_negative_damping_or_friction_names_file_and_joint(tmp_path):
     f.write_text(_URDF.replace("FRICTION", "-2"))
     with pytest.raises(ValueError, match=rf"^{f}: joint 'j1': <dynamics friction='-2'> must be >= 0"):
         diffmb.urdf_forces(f)
+
+
+@pytest.mark.parametrize("where", ["joint", "tendon"])
+def test_limit_margin_moves_the_rest_like_mujoco(tmp_path, where):
+    """A limit with ``margin`` acts from margin inside its range: the link released from
+    horizontal comes to rest about 0.1 rad earlier, where MuJoCo's does."""
+    if where == "joint":
+        f = _write(tmp_path, "", j1='damping="0.5" limited="true" range="-1 0.3" margin="0.1"')
+        f.write_text(f.read_text().replace("<mujoco>", '<mujoco><compiler angle="radian"/>'))
+        steps, free = 3000, _write(tmp_path, "", j1='damping="0.5"', name="free.xml")
+    else:
+        f = _write(tmp_path, _LIMITED_TENDON.replace('frictionloss="0.05"', 'margin="0.1"'),
+                   j1='damping="0.3"', j2='damping="0.05"')
+        steps, free = 3000, None
+    mj_q = _mujoco_run(f, steps)
+    model = diffmb.load_mjcf(f)
+    tr = diffmb.simulate(model, jnp.zeros(model.nq), None, t1=steps * 1e-3, dt=1e-3,
+                         forces=diffmb.mjcf_forces(f))
+    if where == "joint":  # the elbow swings freely: compare the limited joint
+        np.testing.assert_allclose(float(tr.q[-1, 0]), mj_q[0], atol=3e-3)
+    else:
+        np.testing.assert_allclose(np.asarray(tr.q[-1]), mj_q, atol=3e-3)
+    if where == "joint":
+        assert abs(mj_q[0] - 0.2) < 5e-3 and abs(_mujoco_run(free, steps)[0] - 0.2) > 0.05
+    else:
+        assert abs(abs(mj_q[0] - mj_q[1]) - 0.2) < 5e-3

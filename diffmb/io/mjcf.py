@@ -325,7 +325,8 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
     they are. Otherwise each limit follows MuJoCo's soft constraint through
     :func:`~diffmb.forces.elements.soft_constraint_gains` with the joint's ``solref``/``solimp``
     and effective mass 1/``dof_invweight0``: MuJoCo's resting violation and damping ratio. This
-    is a penalty form of MuJoCo's constraint, not its solver.
+    is a penalty form of MuJoCo's constraint, not its solver. A joint's ``margin`` moves both
+    bounds inward by it, where MuJoCo's limit starts to act.
     """
     from ..forces.elements import JointLimits
 
@@ -340,7 +341,9 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
             bs.append(b)
         stiffness = np.array(ks) if stiffness is None else stiffness
         damping = np.array(bs) if damping is None else damping
-    return JointLimits(lim["dof"], lim["qadr"], r[:, 0], r[:, 1], stiffness, damping)
+    # a limit acts from ``margin`` inside the range (MuJoCo's violation is distance − margin)
+    m = np.asarray(mj.jnt_margin, float)[list(lim["joint"])]
+    return JointLimits(lim["dof"], lim["qadr"], r[:, 0] + m, r[:, 1] - m, stiffness, damping)
 
 
 def _soft_gain(mj, solref, solimp, dof):
@@ -445,7 +448,8 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
         frictionloss=0.0 if no_friction else np.asarray(mj.tendon_frictionloss)[ids],
         friction_slope=np.array(cf),
         limited=[bool(mj.tendon_limited[t]) and not no_limits for t in ids],
-        range=np.asarray(mj.tendon_range)[ids],
+        range=np.asarray(mj.tendon_range)[ids] + np.outer(np.asarray(mj.tendon_margin)[ids],
+                                                            [1.0, -1.0]),
         limit_stiffness=np.array(kl), limit_damping=np.array(bl),
         names=[mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_TENDON, t) or f"tendon{t}" for t in ids],
     )
