@@ -534,3 +534,20 @@ def test_limit_margin_moves_the_rest_like_mujoco(tmp_path, where):
         assert abs(mj_q[0] - 0.2) < 5e-3 and abs(_mujoco_run(free, steps)[0] - 0.2) > 0.05
     else:
         assert abs(abs(mj_q[0] - mj_q[1]) - 0.2) < 5e-3
+
+
+def test_contact_gap_adds_inactive_distance_and_leaves_the_rest_height(tmp_path):
+    """A ball with margin 0.03 and gap 0.02: MuJoCo detects contacts out to margin + gap but
+    includes only those within margin, so the ball rests about 3 cm above the floor; diffmb's
+    comes to rest at MuJoCo's height."""
+    f = tmp_path / "gap.xml"
+    f.write_text("""<mujoco><option timestep="0.001"/><worldbody>
+      <geom name="floor" type="plane" size="5 5 .1"/>
+      <body name="ball" pos="0 0 0.2"><joint name="z" type="slide" axis="0 0 1"/>
+        <geom name="ball" type="sphere" size="0.1" mass="1" margin="0.03" gap="0.02"/></body>
+      </worldbody></mujoco>""")
+    z_mj = 0.2 + _mujoco_run(f, 1500)[0]
+    assert abs(z_mj - 0.13) < 1e-3
+    model = diffmb.load_mjcf(f)
+    tr = diffmb.simulate(model, jnp.zeros(1), None, t1=1.5, dt=1e-3, forces=diffmb.mjcf_forces(f))
+    assert abs(0.2 + float(tr.q[-1, 0]) - z_mj) < 1e-3
