@@ -447,6 +447,7 @@ def test_ball_frictionloss_and_rich_condim_are_refused_by_name(tmp_path):
         diffmb.mjcf_forces(ball)
     forces = diffmb.mjcf_forces(ball, ignore=("ball_frictionloss",))
     assert not any(isinstance(e, diffmb.JointFriction) for e in forces)
+    assert len(diffmb.mjcf_forces(ball, friction=False)) == 2  # left out, so not refused
     rich = tmp_path / "condim.xml"
     rich.write_text("""<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
       <body name="s" pos="0 0 0.09"><freejoint/><geom name="ball" type="sphere" size="0.1"

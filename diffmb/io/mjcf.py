@@ -861,7 +861,11 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
            JointSpring(np.zeros(mj.nv)) if _disabled(mj, "SPRING") else JointSpring()]
     if mj.nu:
         out.append(actuators_from_mjcf(src))
-    missing = [f for f in unsupported_features(src) if f.split(" ")[0] not in ignored]
+    # what the caller left out (friction=False, ...) is not refused either
+    moot = {"ball_frictionloss"} if not friction else set()
+    moot |= {"ball_limits"} if not limits else set()
+    moot |= {"override", "ipc", "speculative"} if not contacts else set()
+    missing = [f for f in unsupported_features(src) if f.split(" ")[0] not in ignored | moot]
     if missing:
         raise NotImplementedError(
             f"{where}: MuJoCo would simulate {', '.join(missing)}, which diffmb's force elements "
