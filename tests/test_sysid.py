@@ -211,7 +211,7 @@ def test_identify_cli_refuses_a_two_row_csv(tmp_path, capsys):
     p.write_text("\n".join(lines[: hdr + 3]) + "\n")
     rc = main(["identify", "arm", "--data", str(p), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert rc == 2, err
+    assert rc == 1, err  # bad input
     assert len(err.strip().splitlines()) == 1 and "too short" in err, err
     assert str(p) in err
     assert not (tmp_path / "out" / "results.json").exists()

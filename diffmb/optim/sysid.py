@@ -55,14 +55,25 @@ do not depend on the weights' absolute scale.
 Refusals
 --------
 No silent wrong answers: before anything is compiled, an empty parameter list, an unknown
-parameter name (``KeyError``) and a record too short for the problem (no more informative
+parameter name (``KeyError``), an entry of ``forces`` that is not a force element
+(``TypeError``), a non-finite value (named with its data row and column) and a record too
+short for the problem (no more informative
 residuals — kept samples times channels with nonzero weight, plus weighted continuity residuals
 — than unknowns, the parameters and every segment's initial state) raise. At the initial guess
 a parameter whose Jacobian column is zero to round-off (relative 1e-12 of the largest scaled
 column) is named in an :class:`~diffmb.optim.lsq.UnidentifiableWarning` ("no element or body
 uses it, or the data do not excite it"); if every parameter is such, ``ValueError``. After the
 fit, ``success`` is False, and ``message`` names the parameters, when the rank test flags any
-unknown or a parameter's standard error is not finite.
+unknown or a parameter's standard error is not finite; ``converged`` is False, and ``message``
+says so, when ``max_steps`` ended the iterations before a convergence test held.
+
+Structure
+---------
+:func:`fit` builds the problem once (:func:`_problem`: records, shooting segments grouped by
+shape, the unknowns' start, the residual and its structured Jacobian), solves it with
+:func:`~diffmb.optim.lsq.solve` (:func:`_solve`: the Jacobian's directions on a thread pool)
+and summarises the optimum (:func:`_summary`: covariance, verdict, estimates, rms, initial
+states).
 
 Checkpoint
 ----------
@@ -335,6 +346,7 @@ class _Spec:
     force_keys: tuple
     uniform: bool = False  # every record evenly sampled: O(1) input lookup
     known_state: bool = False  # initial states given (args[7]), not unknowns
+    fixed_step: bool = False  # segments step by dt, rounded to divide each segment's span
 
 
 def _setup(args, spec):
@@ -413,6 +425,8 @@ def _seg_fn(m, f, g, s, a, args, spec):
         base = user_control
     ctrl = None if base is None else ms.Shifted(base, a["offset"])
     rel = np.asarray(rel)
+    if spec.fixed_step:  # the nearest step that divides the segment's span
+        dt = T / max(1, int(round(T / dt)))
     traj = simulate(m, q0, v0, t1=T, dt=dt, saveat=None if n_dense else list(rel),
                     forces=forces, control=ctrl, params=sim_params, **sk)
     q_s, v_s = measured_outputs(m, sens, traj, rel, T, n_dense)
@@ -677,11 +691,24 @@ def _records(model, data, fdict, user_control) -> list[Record]:
     return recs
 
 
+def _takes_fixed_steps(sk) -> bool:
+    """Whether the simulations step by ``dt``: a solver without error estimate (rk4 by
+    default), or ``adaptive=False``."""
+    import diffrax
+
+    from ..simulation import SOLVERS
+
+    if sk.get("adaptive") is not None:
+        return not sk["adaptive"]
+    solver = sk.get("solver", "rk4")
+    return not isinstance(SOLVERS.get(solver) if isinstance(solver, str) else solver,
+                          diffrax.AbstractAdaptiveSolver)
+
+
 def _fixed_step(sk, fdict, params):
     """(the fixed step dt or None, whether sensor delays need the dense trajectory)."""
     sens = fdict.get("sensors")
-    dt_fixed = sk.get("dt") if sk.get("solver", "rk4") == "rk4" or sk.get("adaptive") is False \
-        else None
+    dt_fixed = sk.get("dt") if _takes_fixed_steps(sk) else None
     needs_delay = sens is not None and (any(n.endswith(".delay") for n in params)
                                         or np.any(np.asarray(sens.delay) != 0))
     if needs_delay and dt_fixed is None:
@@ -891,7 +918,7 @@ def _problem(model, data, params, forces, simulate_kwargs, shooting, segments, w
         input_interp=input_interp, sim=tuple(sorted(sk.items())), force_keys=tuple(fdict),
         uniform=all(np.allclose(np.diff(r.t), (r.t[-1] - r.t[0]) / (len(r.t) - 1), rtol=1e-6,
                                 atol=0.0) for r in recs),
-        known_state=known,
+        known_state=known, fixed_step=dt_fixed is not None,
     )
     S_given = jnp.asarray(np.stack([np.concatenate([np.zeros(nv), v0]) for _, v0 in s0]))
     args = (model, tuple(fdict.values()), tuple(g["arr"] for g in gdata), jnp.asarray(wq),
