@@ -408,7 +408,7 @@ class ModelBuilder:
 
     - an inertia eigenvalue in ``[-1e-9 * max(1, trace), -64 ε max|λ|)``: round-off in the file
       (iCub's ``ixz = 1.35e-20``). 1e-9 is the relative tolerance at which diffmb's dynamics are
-      compared with Pinocchio's, on the scale ``max(1, |x|)`` that DESIGN.md uses for relative
+      compared with Pinocchio's, on the scale ``max(1, |x|)`` that the test suite uses for relative
       errors: such an eigenvalue is indistinguishable from 0 at that tolerance. Below
       ``64 ε max|λ|`` it is the eigen-solver's own round-off and passes silently;
     - a clearly negative eigenvalue of a single body whose rigid assembly (see above) is positive

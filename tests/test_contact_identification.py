@@ -1,5 +1,5 @@
 """Contact parameters identified from a noisy simulated record of a ball that bounces and
-slides (the contacts issue, item 7): friction, stiffness and damping recovered with standard
+slides: friction, stiffness and damping recovered with standard
 errors that cover the truth."""
 
 import warnings

@@ -1,4 +1,4 @@
-"""The public dynamics functions of DESIGN.md (argument checks, method dispatch)."""
+"""The public dynamics functions (argument checks, method dispatch)."""
 
 from __future__ import annotations
 
