@@ -265,10 +265,10 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     (out_dir / "report.md").write_text(_report(results, quick))
-    from ..viz import Frames, study_replay  # measured vs identified, in a browser (diffmb.viz)
+    from ..viz import frames, study_replay  # measured vs identified, in a browser (diffmb.viz)
 
     with open(out_dir / "report.md", "a") as f:
-        f.write("\n" + study_replay(out_dir, true, [Frames(t, qm), tr_fit],
+        f.write("\n" + study_replay(out_dir, true, [frames(t, qm), tr_fit],
                                     labels=["measured", "identified"], title="arm: measured vs "
                                     "identified") + "\n")
     return results

@@ -416,10 +416,10 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
 
     (out_dir / "results.json").write_text(json.dumps(_clean(res), indent=2))
     (out_dir / "report.md").write_text(_report(res, figs))
-    from ..viz import Frames, study_replay  # the Kane flight, in a browser (diffmb.viz)
+    from ..viz import frames, study_replay  # the Kane flight, in a browser (diffmb.viz)
 
     with open(out_dir / "report.md", "a") as f:
-        f.write("\n" + study_replay(out_dir, uav.UAVSystem(uav.rhs_kane), Frames(ts, K[:, :7]),
+        f.write("\n" + study_replay(out_dir, uav.UAVSystem(uav.rhs_kane), frames(ts, K[:, :7]),
                                     fps=10.0, title="UAV flight (Kane), NED shown z-up") + "\n")
     return res
 

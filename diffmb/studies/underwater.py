@@ -681,10 +681,10 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     (out_dir / "results.json").write_text(json.dumps(res, indent=2, default=float))
     figs = _figures(out_dir, res, runs, opt, plt)
     _report(out_dir, res, figs, quick)
-    from ..viz import Frames, study_replay  # the optimised gait, in a browser (diffmb.viz)
+    from ..viz import frames, study_replay  # the optimised gait, in a browser (diffmb.viz)
 
     with open(out_dir / "report.md", "a") as f:
-        f.write("\n" + study_replay(out_dir, model, Frames(runs["after"]["t"], runs["after"]["q"]),
+        f.write("\n" + study_replay(out_dir, model, frames(runs["after"]["t"], runs["after"]["q"]),
                                     title="underwater quadruped: optimised gait") + "\n")
     return res
 
