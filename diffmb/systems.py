@@ -190,7 +190,8 @@ class TreeSystem(AbstractSecondOrderSystem):
 
     q̇ = qdot(model, q, v) (the exact quaternion-rate map for ball nodes) and
     v̇ = forward_dynamics(model, q, v, Σ tau + [ctrl], Σ f_ext). ``s`` holds the states of the
-    elements and of the control that declare ``init_state(model)``:
+    elements that derive from :class:`~diffmb.forces.AbstractStatefulForce` and of a control that
+    derives from :class:`AbstractStatefulControl` (each gives ``init_state(model)``):
     ``s = (element states: a tuple aligned with ``forces``, None for a stateless element, or None
     when no element has state; the control's state or None)``.
 

@@ -512,3 +512,25 @@ def test_tolerances_and_steps_are_refused_by_name():
     tr = diffmb.simulate(model, z, z, t1=0.3, dt=0.1)
     assert tr.ts.shape == (4,) and float(tr.ts[-1]) == 0.3
 
+
+
+@pytest.mark.slow
+def test_dm_control_quadruped_divergence_is_a_failure():
+    """dm_control's quadruped falling on its terrain at dt = 5 ms: MuJoCo's own step keeps every
+    speed below 100 over 1 s, so a run whose speed passes 1e6 has diverged. diffmb's
+    velocity-implicit Euler (explicit in the positions and in the stiff contact springs) does
+    so at this step; the run must end as DIVERGED, never as a success."""
+    path = DATA / "dm_quadruped" / "quadruped.xml"
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+    vmax = 0.0
+    for _ in range(200):
+        mujoco.mj_step(mj, d)
+        vmax = max(vmax, float(np.abs(d.qvel).max()))
+    assert mj.opt.timestep == 0.005 and vmax < 100.0
+    model = diffmb.load_mjcf(path)
+    forces = mjcf_forces(path, ignore=("unsupported_contacts", "condim"))
+    tr = diffmb.simulate(model, jnp.asarray(model.qpos0), None, t1=1.0, dt=0.005,
+                         solver="implicit_euler_v", forces=forces, saveat=[0.5, 1.0],
+                         throw=False)
+    assert int(tr.status) == DIVERGED and float(tr.t_fail) < 1.0
