@@ -103,6 +103,7 @@ def test_cli_identify_model(tmp_path):
                  "--params", "joint.*.damping"])
     assert code == 0
     r = json.loads((out / "results.json").read_text())
+    assert r["converged"] is True and r["message"].startswith("converged")
     for j in JOINTS:
         est = r["identified"][f"joint.{j}.damping"]
         assert abs(est["estimate"] - TRUE[f"joint.{j}.damping"]) < 4 * est["std"]
