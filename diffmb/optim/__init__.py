@@ -3,9 +3,10 @@
 (:func:`trajopt`), batched and device-sharded simulation (:func:`batch_simulate`).
 
 One place per concept: :mod:`.lsq` is the one least-squares core (Levenberg–Marquardt,
-Gauss–Newton or Adam with atomic checkpoints and a progress bar; covariance and
+Gauss–Newton or optax's Adam with atomic checkpoints and a progress bar; covariance and
 identifiability), which :func:`least_squares`, :func:`fit` and :func:`trajopt` use;
-:mod:`.params` holds the parameter transforms; :mod:`.shooting` the multiple-shooting
+:mod:`.params` holds the parameter transforms and the check that ``forces`` are force elements
+(:func:`~.params.force_elements`); :mod:`.shooting` the multiple-shooting
 mechanics of :func:`fit` and :func:`trajopt`; measured CSV data are read by
 :mod:`diffmb.io.csvdata` (:func:`read_joint_csv` and :func:`write_joint_csv` are its joint-space
 front ends)."""
