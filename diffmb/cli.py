@@ -188,12 +188,12 @@ def _file_dt(path: Path) -> float:
     """The simulation step ``identify`` uses for a file: the MJCF's timestep, 1 ms for a URDF."""
     if path.suffix.lower() == ".urdf":
         return 1e-3
-    import mujoco
+    from .io.mjcf import file_timestep
 
     try:
-        return float(mujoco.MjModel.from_xml_path(str(path)).opt.timestep)
-    except ValueError as e:  # MuJoCo's compiler refuses the file
-        raise InputError(f"{path}: {str(e).strip()}") from None
+        return file_timestep(path)
+    except ValueError as e:  # MuJoCo's compiler refuses the file (the message names it)
+        raise InputError(str(e).strip()) from None
 
 
 def check_record_steps(data: Path, dt: float, limit: int) -> int:

@@ -17,7 +17,7 @@ from ..model import Model, ModelBuilder
 from ..spatial.quaternion import to_rotmat
 from .sources import with_source
 
-__all__ = ["load_mjcf", "from_mjmodel", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
+__all__ = ["load_mjcf", "from_mjmodel", "file_timestep", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
            "joint_friction_from_mjcf", "tendons_from_mjcf", "couplings_from_mjcf",
            "contacts_from_mjcf", "read_contact_pairs",
            "colliding_geom_pairs", "unsupported_features"]
@@ -162,6 +162,14 @@ def _as_mjmodel(src):
         return mujoco.MjModel.from_xml_path(path), path
     except ValueError as e:
         raise ValueError(f"{path}: MuJoCo could not compile the model: {e}") from None
+
+
+def file_timestep(path) -> float:
+    """The file's ``<option timestep>`` in seconds (MuJoCo's default 0.002 when absent).
+
+    Raises ``ValueError`` naming the file when MuJoCo cannot compile it."""
+    mj, _ = _as_mjmodel(path)
+    return float(mj.opt.timestep)
 
 
 def _disabled(mj, flag: str) -> bool:

@@ -89,12 +89,10 @@ def load_robot(path, ignore=(), floating_base: bool = False) -> tuple[Model, dic
 
     model = load_model(path, floating_base=floating_base)
     if model.source.kind == "mjcf":
-        import mujoco
-
-        from ..io.mjcf import mjcf_forces
+        from ..io.mjcf import file_timestep, mjcf_forces
 
         forces = mjcf_forces(path, ignore=ignore)
-        dt = float(mujoco.MjModel.from_xml_path(str(path)).opt.timestep)
+        dt = file_timestep(path)
     else:
         from ..io.urdf import urdf_forces
 
