@@ -6,7 +6,9 @@
   (:class:`~diffmb.contacts.HeightField`) instead;
 * :func:`urdf_geoms`: each link's ``<visual>`` (else ``<collision>``) box, cylinder, sphere,
   capsule and STL mesh (``package://`` resolved against the URDF's folder, its parents,
-  ``ROS_PACKAGE_PATH`` and installed ``share/`` folders).
+  ``ROS_PACKAGE_PATH`` and installed ``share/`` folders);
+* :func:`urdf_collision_geoms`: each link's ``<collision>`` shapes, meshes named but not read
+  (what contacts are built from).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 from ..spatial.quaternion import from_rotmat
 from .urdf import rpy_to_matrix
 
-__all__ = ["Geom", "mjcf_geoms", "urdf_geoms", "read_stl"]
+__all__ = ["Geom", "mjcf_geoms", "urdf_geoms", "urdf_collision_geoms", "read_stl"]
 
 KINDS = ("box", "sphere", "capsule", "cylinder", "ellipsoid", "plane", "mesh")
 _MJ_KINDS = {0: "plane", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box",
@@ -36,7 +38,7 @@ class Geom:
     (x, y) (0: unbounded); mesh (1,) with ``vertices`` (nv, 3) and ``faces`` (nf, 3) in the
     shape's frame. ``body``: the body's name (None: the world); ``pos``, ``quat`` (wxyz): the
     shape in the body frame; ``rgba``: None where the file gives no colour; ``group``: MuJoCo's
-    geom group (0 for URDF)."""
+    geom group (0 for URDF); ``file``: a URDF mesh's ``filename`` as the file writes it."""
 
     kind: str
     size: tuple
@@ -48,6 +50,7 @@ class Geom:
     group: int = 0
     vertices: np.ndarray | None = None
     faces: np.ndarray | None = None
+    file: str = ""
 
 
 def mjcf_geoms(path) -> tuple[list[Geom], list, list[str]]:
@@ -120,7 +123,38 @@ def urdf_geoms(path) -> tuple[list[Geom], list[str]]:
     return geoms, missing
 
 
-def _urdf_geom(el, link, path, colors):
+def urdf_collision_geoms(path) -> list[Geom]:
+    """Each link's ``<collision>`` shapes, in file order, as MuJoCo's URDF importer reads them:
+    box (half-extents), sphere, cylinder and capsule ((r, half-length) along the shape's z),
+    posed by ``<origin xyz rpy>`` in the link frame; a mesh is a ``Geom("mesh")`` with only its
+    ``file`` (not opened). Names: the element's ``name``, else the link's (``<link>_<k>`` for
+    the k-th of several). A ``<collision>`` without a readable shape raises ``ValueError``
+    naming the file and the link."""
+    from defusedxml import ElementTree as ET
+
+    path = pathlib.Path(path)
+    root = ET.parse(str(path)).getroot()
+    geoms, used = [], set()
+    for ln in root.findall("link"):
+        link = ln.get("name")
+        els = ln.findall("collision")
+        for k, el in enumerate(els):
+            try:
+                g = _urdf_geom(el, link, path, {}, read_mesh=False)
+            except (TypeError, ValueError, AttributeError):
+                g = None
+            if g is None:
+                raise ValueError(f"{path}: link {link!r}: <collision> {k} has no readable box, "
+                                 "sphere, cylinder, capsule or mesh")
+            name = el.get("name") or (link if len(els) == 1 else f"{link}_{k}")
+            while name in used:
+                name += "_"
+            used.add(name)
+            geoms.append(dataclasses.replace(g, name=name))
+    return geoms
+
+
+def _urdf_geom(el, link, path, colors, read_mesh=True):
     o = el.find("origin")
     xyz = np.zeros(3) if o is None else np.array([float(x) for x in o.get("xyz", "0 0 0").split()])
     rpy = (0, 0, 0) if o is None else [float(x) for x in o.get("rpy", "0 0 0").split()]
@@ -145,6 +179,8 @@ def _urdf_geom(el, link, path, colors):
         return Geom("sphere", (float(s.get("radius")),), **kw)
     if s.tag in ("cylinder", "capsule"):
         return Geom(s.tag, (float(s.get("radius")), float(s.get("length")) / 2), **kw)
+    if s.tag == "mesh" and not read_mesh:
+        return Geom("mesh", (1.0,), file=s.get("filename", ""), **kw)
     if s.tag == "mesh":
         f = _resolve_mesh(path, s.get("filename", ""))
         if f is None or f.suffix.lower() != ".stl":
@@ -152,7 +188,7 @@ def _urdf_geom(el, link, path, colors):
         v, faces = read_stl(f)
         scale = np.array([float(x) for x in s.get("scale", "1 1 1").split()])
         v, faces = _weld(v * scale, faces)
-        return Geom("mesh", (1.0,), vertices=v, faces=faces, **kw)
+        return Geom("mesh", (1.0,), vertices=v, faces=faces, file=s.get("filename", ""), **kw)
     return None
 
 

@@ -3,11 +3,14 @@
 Parsed with ``defusedxml`` (no entity expansion). Conventions as URDF tools (Pinocchio, urdfdom):
 a link without ``<inertial>`` has zero mass and inertia; ``continuous`` joints are plain angles
 (nq = 1, unlike Pinocchio's (cos, sin)); ``floating`` joints are free joints with MuJoCo's q/v
-layout; meshes are never opened.
+layout; meshes are never opened. :func:`urdf_forces` builds the force elements (joint damping,
+friction, limits, mimic couplings and, given a ``ground``, contacts of the ``<collision>``
+primitives) that make the file simulate as MuJoCo simulates it.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +20,7 @@ from defusedxml.common import DefusedXmlException
 from ..model import Model, ModelBuilder
 from .sources import with_source
 
-__all__ = ["load_urdf", "urdf_forces", "rpy_to_matrix"]
+__all__ = ["load_urdf", "urdf_forces", "contacts_from_urdf", "rpy_to_matrix"]
 
 
 def rpy_to_matrix(rpy):
@@ -208,7 +211,7 @@ def _attr(src, elem, name, attr, default, *, nonnegative=False):
 
 
 def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True, mimic=True,
-                floating_base=False, exact_couplings=False) -> tuple:
+                floating_base=False, exact_couplings=False, ground=None, ignore=()) -> tuple:
     """The force elements that make a URDF file simulate as MuJoCo simulates it when it loads
     the same file (MuJoCo turns ``<dynamics damping friction>`` into damping and
     ``frictionloss``, ``<limit lower upper>`` of revolute/prismatic joints into limits and
@@ -223,6 +226,12 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
     each joint's effective mass 1/(M⁻¹)ᵢᵢ at q = 0 (MuJoCo's ``dof_invweight0``). ``effort`` and
     ``velocity`` limits bound actuators and are not applied. ``model``: the Model of
     ``load_urdf(path, floating_base)`` (loaded if not given).
+
+    ``ground``: None (default) builds no contacts; a height (a z-up floor plane at that height)
+    or a terrain (:class:`~diffmb.contacts.Plane`, :class:`~diffmb.contacts.HeightField`) adds a
+    :class:`~diffmb.contacts.Contacts` element between the links' ``<collision>`` shapes and
+    that ground, as :func:`contacts_from_urdf` builds it (meshes refused unless
+    ``ignore=("unsupported_contacts",)``; no contact between links).
     """
     import jax.numpy as jnp
 
@@ -290,4 +299,121 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
         out.append(Couplings(c1, c2, 0.0, 0.0, np.array(poly), np.array(ks), np.array(bs),
                              dof_qpos_addresses(model), [f"mimic:{a}" for a, *_ in mim],
                              exact=exact_couplings))
+    if ground is not None:
+        out += contacts_from_urdf(path, model, ground, ignore=ignore)
     return tuple(out)
+
+
+def _ground(ground):
+    """The terrain of ``ground``: itself if a terrain, else a z-up plane at that height."""
+    from ..contacts.terrain import AbstractTerrain, Plane
+    from ..validation import check_value
+
+    if isinstance(ground, AbstractTerrain):
+        return ground
+    if isinstance(ground, (bool, np.bool_, str)) or np.ndim(ground) != 0:
+        raise TypeError(f"urdf_forces.ground = {ground!r}: the height of a z-up floor plane (a "
+                        "number) or a terrain (Plane, HeightField)")
+    check_value("urdf_forces", "ground", ground, shape=())
+    return Plane((0.0, 0.0, 1.0), ground, name="ground")
+
+
+def _fused_effective_masses(model: Model, nodes) -> dict:
+    """MuJoCo's ``1/body_invweight0`` of the body that carries each node in ``nodes``: the links
+    on one node (a link and its fixed-joint descendants) are one body in MuJoCo (its URDF
+    importer fuses them); 1/(mean diagonal of J M⁻¹ Jᵀ), J the Jacobian of their joint centre
+    of mass, at ``model.qpos0``."""
+    import jax.numpy as jnp
+
+    from ..dynamics.api import mass_matrix
+    from ..dynamics.kinematics import body_coms, body_jacobian, kinematics
+
+    q = model.qpos0
+    com = np.asarray(body_coms(model, kinematics(model, q, jnp.zeros(model.nv))))
+    mass = np.asarray(model.body_mass)
+    Minv = np.linalg.inv(np.asarray(mass_matrix(model, q)))
+    out = {}
+    for n in nodes:
+        group = [b for b, bn in enumerate(model.body_node) if bn == n]
+        b = group[0]
+        mg = mass[group].sum()
+        c = mass[group] @ com[group] / mg if mg > 0 else com[b]
+        J = np.asarray(body_jacobian(model, q, b))
+        r = c - com[b]  # v_c = v_b + ω × r
+        Jc = J[3:] - np.array([[0, -r[2], r[1]], [r[2], 0, -r[0]], [-r[1], r[0], 0]]) @ J[:3]
+        out[n] = 3.0 / np.trace(Jc @ Minv @ Jc.T)
+    return out
+
+
+def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(),
+                       floating_base=False) -> tuple:
+    """Contacts between the links' ``<collision>`` shapes and ``ground``, as MuJoCo collides the
+    URDF file when a floor is added to it: ``(Contacts,)``, or ``()`` when no moving link has a
+    collision shape.
+
+    ``ground``: the height of a z-up floor plane, or a terrain (Plane, HeightField). Each
+    ``<collision>`` box, sphere, cylinder or capsule (:func:`~diffmb.io.geometry.urdf_collision_geoms`)
+    becomes a :mod:`~diffmb.contacts.geometry` shape on its link's body, posed by its
+    ``<origin>`` in the link frame (a link on a fixed joint keeps its own body and frame, which
+    ride on its parent's). Shapes on links welded to the world (no floating base) never move
+    and are skipped. Parameters are MuJoCo's defaults for URDF geoms: friction 1, condim 3,
+    ``solref`` (0.02, 1), ``solimp`` (0.9, 0.95), margin 0; normal stiffness and damping by
+    :func:`~diffmb.forces.elements.soft_constraint_gains` from the effective mass of the body
+    MuJoCo's importer makes of the link and its fixed-joint descendants (its
+    ``body_invweight0``), shared among the shape's ``n_active`` points; the stiction spring
+    takes the same stiffness and critical damping.
+
+    Not modelled: contacts between links (MuJoCo would collide links that are not parent and
+    child) and collision meshes (MuJoCo collides their convex hulls): a mesh on a moving link
+    raises ``NotImplementedError`` naming the link and the file, unless
+    ``ignore=("unsupported_contacts",)`` (then it is dropped with a warning naming it).
+    ``model``: the Model of ``load_urdf(path, floating_base)`` (loaded if not given).
+    """
+    from ..contacts.element import Contacts
+    from ..contacts.geometry import Box, Capsule, Cylinder, Sphere
+    from ..forces.elements import soft_constraint_gains
+    from .geometry import urdf_collision_geoms
+
+    terrain = _ground(ground)
+    src, _ = _read(path)
+    if model is None:
+        model = load_urdf(path, floating_base=floating_base)
+    ignored = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
+    node = dict(zip(model.body_names, model.body_node, strict=True))
+    shapes = urdf_collision_geoms(src)
+    for g in shapes:
+        if g.body not in node:
+            raise ValueError(f"{src}: link {g.body!r} is no body of model {model.name!r}: pass "
+                             "the Model loaded from this file")
+    moving = [g for g in shapes if node[g.body] >= 0]
+    meshes = [f"{g.body!r} ({g.file})" for g in moving if g.kind == "mesh"]
+    if meshes and "unsupported_contacts" not in ignored:
+        more = f" (and {len(meshes) - 3} more)" if len(meshes) > 3 else ""
+        raise NotImplementedError(
+            f"{src}: collision meshes on links " + ", ".join(meshes[:3]) + more + ": MuJoCo "
+            "collides their convex hulls, which diffmb's contacts do not model. Pass "
+            "ignore=('unsupported_contacts',) to simulate without them, or give the links "
+            "primitive <collision> shapes (box, sphere, cylinder, capsule).")
+    if meshes:
+        warnings.warn(f"{src}: collision meshes dropped, these links do not touch the ground: "
+                      + ", ".join(meshes), stacklevel=3)
+    prims = [g for g in moving if g.kind != "mesh"]
+    if not prims:
+        return ()
+    m_eff = _fused_effective_masses(model, {node[g.body] for g in prims})
+    geoms, ms = [], []
+    for g in prims:
+        size = np.asarray(g.size, float)
+        n = {"box": 3, "sphere": 1}.get(g.kind, 2)
+        if size.shape != (n,) or not (np.all(np.isfinite(size)) and np.all(size > 0)):
+            raise ValueError(f"{src}: link {g.body!r}: <collision> {g.kind} of size "
+                             f"{size.tolist()} (MuJoCo's half-sizes): needs {n} finite sizes > 0")
+        kw = dict(pos=np.asarray(g.pos, float), quat=np.asarray(g.quat, float), name=g.name)
+        cls = {"sphere": Sphere, "capsule": Capsule, "cylinder": Cylinder}.get(g.kind)
+        geom = Box(g.body, size, **kw) if g.kind == "box" else cls(g.body, *size, **kw)
+        geoms.append(geom)
+        ms.append(m_eff[node[g.body]] / geom.n_active)
+    m_pt = np.array(ms)
+    k, b = (np.asarray(x) for x in soft_constraint_gains(m_pt, (0.02, 1.0), (0.9, 0.95)))
+    return (Contacts(geoms, terrain, model=model, stiffness=k, damping=b, mu=1.0,
+                     tangential_stiffness=k, tangential_damping=2.0 * np.sqrt(k * m_pt)),)

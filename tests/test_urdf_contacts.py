@@ -1,0 +1,203 @@
+"""Contacts from a URDF's ``<collision>`` shapes, ``urdf_forces(path, ground=...)``, against
+MuJoCo loading the same file (its URDF importer) with a free joint and a floor added."""
+
+import math
+
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import diffmb
+from diffmb.contacts import Contacts, HeightField, Plane
+from diffmb.forces.elements import soft_constraint_gains
+
+G = 9.81
+
+# A box-shaped base on four feet, each reached another way: a sphere on a continuous joint
+# (its own body; a flywheel's inertia, as a wheel of 2 cm radius and 4e-6 kg m² would spin
+# faster than an explicit step at 1 ms resolves its stiction spring), a cylinder on the base link, a capsule through two fixed links with rotated
+# origins, a box on a yawed fixed link. Every foot's lowest point is 0.11 m below the base
+# frame, so the base rests level at z = 0.11 m (plus the contacts' sub-millimetre sink).
+_L_HL = 0.04 / math.cos(0.4)
+_QUAD = f"""<?xml version="1.0"?>
+<robot name="quad">
+  <link name="base">
+    <inertial><origin xyz="0.01 0 0"/><mass value="2.0"/>
+      <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.025"/></inertial>
+    <visual><geometry><sphere radius="0.3"/></geometry></visual>
+    <collision><origin xyz="0 0 0.02" rpy="0 0 0.3"/>
+      <geometry><box size="0.3 0.2 0.06"/></geometry></collision>
+    <collision name="foot_fr"><origin xyz="0.12 -0.1 -0.09"/>
+      <geometry><cylinder radius="0.02" length="0.04"/></geometry></collision>
+  </link>
+  <link name="foot_fl">
+    <inertial><mass value="0.2"/>
+      <inertia ixx="2e-4" ixy="0" ixz="0" iyy="4e-4" iyz="0" izz="2e-4"/></inertial>
+    <collision><geometry><sphere radius="0.02"/></geometry></collision>
+  </link>
+  <joint name="wheel_fl" type="continuous"><parent link="base"/><child link="foot_fl"/>
+    <origin xyz="0.12 0.1 -0.09"/><axis xyz="0 1 0"/></joint>
+  <link name="hip_hl">
+    <inertial><mass value="0.05"/>
+      <inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
+  </link>
+  <joint name="hip_hl" type="fixed"><parent link="base"/><child link="hip_hl"/>
+    <origin xyz="-0.12 0.1 -0.02" rpy="0 0 1.2"/></joint>
+  <link name="foot_hl">
+    <inertial><origin xyz="0 0 -0.02"/><mass value="0.05"/>
+      <inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
+    <collision><origin xyz="0 0 {-_L_HL!r}" rpy="{math.pi / 2 - 0.4!r} 0 0"/>
+      <geometry><capsule radius="0.02" length="0.06"/></geometry></collision>
+  </link>
+  <joint name="foot_hl" type="fixed"><parent link="hip_hl"/><child link="foot_hl"/>
+    <origin xyz="0 0 -0.03" rpy="0.4 0 0"/></joint>
+  <link name="foot_hr">
+    <inertial><mass value="0.05"/>
+      <inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
+    <collision><origin xyz="0 0 -0.05"/><geometry><box size="0.04 0.03 0.02"/></geometry>
+    </collision>
+  </link>
+  <joint name="foot_hr" type="fixed"><parent link="base"/><child link="foot_hr"/>
+    <origin xyz="-0.12 -0.1 -0.05" rpy="0 0 0.7"/></joint>
+</robot>
+"""
+
+_MESH = """<?xml version="1.0"?>
+<robot name="leg">
+  <link name="base">
+    <inertial><mass value="1.0"/>
+      <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
+    <collision><geometry><box size="0.2 0.2 0.05"/></geometry></collision>
+  </link>
+  <link name="shin">
+    <inertial><mass value="0.2"/>
+      <inertia ixx="1e-3" ixy="0" ixz="0" iyy="1e-3" iyz="0" izz="1e-3"/></inertial>
+    <collision><geometry><mesh filename="package://leg/meshes/shin.stl"/></geometry>
+    </collision>
+  </link>
+  <joint name="knee" type="continuous"><parent link="base"/><child link="shin"/>
+    <origin xyz="0 0 -0.1"/><axis xyz="0 1 0"/></joint>
+</robot>
+"""
+
+
+@pytest.fixture
+def quad(tmp_path):
+    f = tmp_path / "quad.urdf"
+    f.write_text(_QUAD)
+    return f
+
+
+def _mujoco_with_floor(path):
+    """MuJoCo's URDF importer on ``path``, with a free joint on the root link and a floor."""
+    spec = mujoco.MjSpec.from_file(str(path))
+    spec.worldbody.first_body().add_freejoint()
+    spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], name="floor")
+    return spec.compile()
+
+
+def test_contact_parameters_are_mujocos_for_its_fused_bodies(quad):
+    """Stiffness and damping per point follow MuJoCo's body_invweight0 of the body its URDF
+    importer makes (the base fused with its fixed-joint links; the wheel its own body), with
+    MuJoCo's default friction, solref and solimp; every collision shape of a moving link is
+    there, on its own link."""
+    model = diffmb.load_urdf(quad, floating_base=True)
+    (el,) = [f for f in diffmb.urdf_forces(quad, model, ground=0.0) if isinstance(f, Contacts)]
+    mj = _mujoco_with_floor(quad)
+    assert [mj.body(i).name for i in range(mj.nbody)] == ["world", "base", "foot_fl"]
+    assert {(g.name, g.kind, g.body) for g in el.geoms} == {
+        ("base_0", "box", "base"), ("foot_fr", "cylinder", "base"),
+        ("foot_fl", "sphere", "foot_fl"), ("foot_hl", "capsule", "foot_hl"),
+        ("foot_hr", "box", "foot_hr")}
+    mj_body = {"base": 1, "foot_hl": 1, "foot_hr": 1, "foot_fl": 2}
+    for i, g in enumerate(el.geoms):
+        geom = [j for j in range(mj.ngeom) if mj.geom_bodyid[j] > 0
+                and int(mj.geom_type[j]) == {"box": 6, "sphere": 2, "capsule": 3,
+                                             "cylinder": 5}[g.kind]]
+        fric, solref, solimp = (mj.geom_friction[geom[0]], mj.geom_solref[geom[0]],
+                                mj.geom_solimp[geom[0]])
+        m_pt = 1.0 / mj.body_invweight0[mj_body[g.body], 0] / g.n_active
+        k, b = soft_constraint_gains(m_pt, solref, solimp[:2])
+        np.testing.assert_allclose(float(el.stiffness[i]), float(k), rtol=1e-9)
+        np.testing.assert_allclose(float(el.damping[i]), float(b), rtol=1e-9)
+        assert float(el.mu[i]) == fric[0] == 1.0
+
+
+def test_quadruped_rests_on_the_floor_as_in_mujoco(quad):
+    """Dropped from 2 cm, the robot lands on its four feet and rests level at the height the
+    geometry gives (0.11 m) and MuJoCo's (within 5 mm); the normal forces carry its weight."""
+    model = diffmb.load_urdf(quad, floating_base=True)
+    forces = diffmb.urdf_forces(quad, model, ground=0.0)
+    q0 = np.array(model.qpos0)
+    q0[2] = 0.13
+    mj = _mujoco_with_floor(quad)
+    d = mujoco.MjData(mj)
+    d.qpos[:] = q0
+    mujoco.mj_step(mj, d, nstep=int(round(1.0 / mj.opt.timestep)))
+    # dt = 0.25 ms: the feet are fused to a base whose radius of gyration (~0.07 m) is
+    # below their lever arm (~0.15 m), so its rocking modes are ~5x faster than a lone box's
+    # and RK4 at 1 ms (or 0.5 ms) would chatter instead of resting
+    traj = diffmb.simulate(model, jnp.asarray(q0), None, t1=1.0, dt=2.5e-4, forces=forces,
+                           saveat=[1.0])
+    q = np.asarray(traj.q[-1])
+    assert abs(d.qpos[2] - 0.11) < 1e-3
+    assert abs(q[2] - d.qpos[2]) < 5e-3
+    assert abs(q[2] - 0.11) < 1e-3
+    # level, as MuJoCo: the tilt of the base's z axis
+    tilt = lambda quat: np.arccos(np.clip(1 - 2 * (quat[1] ** 2 + quat[2] ** 2), -1, 1))  # noqa: E731
+    assert tilt(q[3:7]) < 5e-3 and tilt(d.qpos[3:7]) < 5e-3
+    assert float(jnp.max(jnp.abs(traj.v[-1][:6]))) < 1e-3  # at rest
+    res = diffmb.contacts.contact_forces(model, traj, forces)
+    weight = float(jnp.sum(model.body_mass)) * G
+    np.testing.assert_allclose(float(jnp.sum(res.fn[-1])), weight, rtol=1e-2)
+    loaded = {p[0] for p, f in zip(res.pairs, res.fn[-1], strict=True) if f > 1e-3}
+    assert loaded == {"foot_fl", "foot_fr", "foot_hl", "foot_hr"}
+    assert all(p[1] == "ground" for p in res.pairs)
+
+
+def test_ground_none_builds_no_contacts_and_meshes_are_refused_by_link(tmp_path, quad):
+    f = tmp_path / "leg.urdf"
+    f.write_text(_MESH)
+    model = diffmb.load_urdf(f, floating_base=True)
+    for path, m in ((f, model), (quad, diffmb.load_urdf(quad, floating_base=True))):
+        assert not any(isinstance(x, Contacts) for x in diffmb.urdf_forces(path, m))
+    with pytest.raises(NotImplementedError, match=r"'shin'.*shin\.stl.*unsupported_contacts"):
+        diffmb.urdf_forces(f, model, ground=0.0)
+    with pytest.warns(UserWarning, match="shin"):
+        forces = diffmb.urdf_forces(f, model, ground=Plane((0, 0, 1), -0.5, name="deck"),
+                                    ignore=("unsupported_contacts",))
+    (el,) = [x for x in forces if isinstance(x, Contacts)]
+    assert [g.body for g in el.geoms] == ["base"] and el.terrain.name == "deck"
+    assert float(el.terrain.offset) == -0.5
+    # a height field is taken as it is
+    hf = HeightField(np.zeros((3, 3)), origin=(-1.0, -1.0), spacing=(1.0, 1.0))
+    with pytest.warns(UserWarning, match="shin"):
+        (el,) = diffmb.io.urdf.contacts_from_urdf(f, model, hf, ignore="unsupported_contacts")
+    assert el.terrain is hf
+    # a fixed base never moves: its shapes give no contact, and the mesh of the moving shin
+    # is still refused
+    fixed = diffmb.load_urdf(f)
+    with pytest.raises(NotImplementedError, match="shin"):
+        diffmb.urdf_forces(f, fixed, ground=0.0)
+    with pytest.warns(UserWarning):
+        assert diffmb.io.urdf.contacts_from_urdf(f, fixed, 0.0, ignore="unsupported_contacts") \
+            == ()
+    with pytest.raises(TypeError, match="ground"):
+        diffmb.urdf_forces(f, model, ground="floor")
+    with pytest.raises(ValueError, match="ground"):
+        diffmb.urdf_forces(f, model, ground=float("nan"))
+
+
+def test_unreadable_collision_shapes_are_refused_naming_the_file_and_link(tmp_path):
+    bad = _MESH.replace('<mesh filename="package://leg/meshes/shin.stl"/>',
+                        '<sphere radius="-0.1"/>')
+    f = tmp_path / "bad.urdf"
+    f.write_text(bad)
+    model = diffmb.load_urdf(f, floating_base=True)
+    with pytest.raises(ValueError, match=r"bad\.urdf.*'shin'.*sphere"):
+        diffmb.urdf_forces(f, model, ground=0.0)
+    f.write_text(_MESH.replace('<mesh filename="package://leg/meshes/shin.stl"/>',
+                               '<cone radius="0.1"/>'))
+    with pytest.raises(ValueError, match=r"bad\.urdf.*'shin'"):
+        diffmb.urdf_forces(f, model, ground=0.0)
