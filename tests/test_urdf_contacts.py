@@ -10,7 +10,9 @@ import pytest
 
 import diffmb
 from diffmb.contacts import Contacts, HeightField, Plane
-from diffmb.forces.elements import soft_constraint_gains
+from diffmb.forces.elements import JointDamping, JointSpring, soft_constraint_gains
+
+from .oracles import erd_path
 
 G = 9.81
 
@@ -201,3 +203,52 @@ def test_unreadable_collision_shapes_are_refused_naming_the_file_and_link(tmp_pa
                                '<cone radius="0.1"/>'))
     with pytest.raises(ValueError, match=r"bad\.urdf.*'shin'"):
         diffmb.urdf_forces(f, model, ground=0.0)
+
+
+def test_a1_urdf_stands_on_its_collision_feet_as_in_mujoco():
+    """example-robot-data's Unitree A1 (primitive collision shapes only: box trunk, cylinder
+    hips, box thighs and calves, sphere feet), its twelve joints held by springs about a
+    standing pose (k = 60 N m/rad, b = 2 N m s/rad, the same in both), dropped 1 cm onto
+    ``ground=0.0``: after 2 s it stands on its four feet as MuJoCo's URDF importer (with a
+    free joint and a floor added, every default filter on: its only contacts at rest are the
+    feet on the floor) makes it stand: base height within 5 mm (2.9 mm measured), joint
+    angles within 0.05 rad, the normal forces carrying the weight within 1 %."""
+    path = erd_path("a1_description/urdf/a1.urdf")
+    k, b = 60.0, 2.0
+    model = diffmb.load_urdf(path, floating_base=True)
+    spec = mujoco.MjSpec.from_file(path)
+    spec.worldbody.first_body().add_freejoint()
+    for j in spec.joints:
+        if j.type == mujoco.mjtJoint.mjJNT_HINGE:
+            j.stiffness = [k, 0.0, 0.0]  # MuJoCo 4: polynomial spring, linear term
+            j.damping = [b, 0.0, 0.0] if np.ndim(j.damping) else b
+    spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], name="floor")
+    mj = spec.compile()
+    assert mj.nq == model.nq == 19
+    qref = np.array(mj.qpos0)
+    qref[7:] = np.tile([0.0, 0.9, -1.8], 4)  # hip, thigh, calf
+    mj.qpos_spring[:] = qref
+    d = mujoco.MjData(mj)
+    d.qpos[:] = qref
+    mujoco.mj_kinematics(mj, d)
+    feet = [g for g in range(mj.ngeom) if mj.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE]
+    q0 = qref.copy()
+    q0[2] = 0.01 - min(d.geom_xpos[g][2] - mj.geom_size[g][0] for g in feet)
+    d.qpos[:] = q0
+    mujoco.mj_step(mj, d, nstep=int(round(2.0 / mj.opt.timestep)))
+    assert {(int(c.geom1), int(c.geom2)) for c in d.contact[: d.ncon]} <= {
+        (0, g) for g in feet} and d.ncon == 4
+
+    hinge = np.r_[np.zeros(6), np.ones(12)]
+    forces = diffmb.urdf_forces(path, model, ground=0.0) + (
+        JointSpring(k * hinge, qref), JointDamping(b * hinge))
+    traj = diffmb.simulate(model, jnp.asarray(q0), None, t1=2.0, dt=1e-3, forces=forces,
+                           saveat=[2.0])
+    q = np.asarray(traj.q[-1])
+    assert abs(q[2] - d.qpos[2]) < 5e-3
+    np.testing.assert_allclose(q[7:], d.qpos[7:], atol=0.05)
+    res = diffmb.contacts.contact_forces(model, traj, forces)
+    weight = float(jnp.sum(model.body_mass)) * G
+    np.testing.assert_allclose(float(jnp.sum(res.fn[-1])), weight, rtol=1e-2)
+    loaded = {p[0] for p, f in zip(res.pairs, res.fn[-1], strict=True) if f > 1e-3}
+    assert loaded == {"FR_foot", "FL_foot", "RR_foot", "RL_foot"}

@@ -326,23 +326,23 @@ def _fused_effective_masses(model: Model, nodes) -> dict:
     import jax.numpy as jnp
 
     from ..dynamics.api import mass_matrix
-    from ..dynamics.kinematics import body_coms, body_jacobian, kinematics
+    from ..dynamics.kinematics import body_coms, kinematics, partial_velocities
 
     q = model.qpos0
-    com = np.asarray(body_coms(model, kinematics(model, q, jnp.zeros(model.nv))))
+    kin = kinematics(model, q, jnp.zeros(model.nv))
+    com = np.asarray(body_coms(model, kin))
     mass = np.asarray(model.body_mass)
-    Minv = np.linalg.inv(np.asarray(mass_matrix(model, q)))
-    out = {}
+    nodes = sorted(nodes)
+    reps, points = [], []
     for n in nodes:
         group = [b for b, bn in enumerate(model.body_node) if bn == n]
-        b = group[0]
         mg = mass[group].sum()
-        c = mass[group] @ com[group] / mg if mg > 0 else com[b]
-        J = np.asarray(body_jacobian(model, q, b))
-        r = c - com[b]  # v_c = v_b + ω × r
-        Jc = J[3:] - np.array([[0, -r[2], r[1]], [r[2], 0, -r[0]], [-r[1], r[0], 0]]) @ J[:3]
-        out[n] = 3.0 / np.trace(Jc @ Minv @ Jc.T)
-    return out
+        reps.append(group[0])
+        points.append(mass[group] @ com[group] / mg if mg > 0 else com[group[0]])
+    V, _ = partial_velocities(model, kin, jnp.asarray(np.array(points)), reps)
+    V = np.asarray(V)
+    A = np.einsum("kin,nm,kim->k", V, np.linalg.inv(np.asarray(mass_matrix(model, q))), V)
+    return dict(zip(nodes, 3.0 / A, strict=True))
 
 
 def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(),
