@@ -246,6 +246,7 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
         soft_constraint_gains,
     )
 
+    terrain = None if ground is None else _ground(ground)
     src, root = _read(path)
     if model is None:
         model = load_urdf(path, floating_base=floating_base)
@@ -299,8 +300,8 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
         out.append(Couplings(c1, c2, 0.0, 0.0, np.array(poly), np.array(ks), np.array(bs),
                              dof_qpos_addresses(model), [f"mimic:{a}" for a, *_ in mim],
                              exact=exact_couplings))
-    if ground is not None:
-        out += contacts_from_urdf(path, model, ground, ignore=ignore)
+    if terrain is not None:
+        out += contacts_from_urdf(path, model, terrain, ignore=ignore)
     return tuple(out)
 
 
