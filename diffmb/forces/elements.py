@@ -63,6 +63,9 @@ __all__ = [
     "soft_constraint_gains",
     "friction_slope",
     "limit_force",
+    "soft_impedance",
+    "soft_limit_force",
+    "soft_limit_rows",
     "friction_force",
     "dof_qpos_addresses",
     "total_force",
@@ -436,6 +439,87 @@ def limit_force(x, xd, lower, upper, stiffness, damping):
     return -stiffness * over + stiffness * under - jnp.where(active, damping * xd, 0.0)
 
 
+def soft_impedance(r, solimp):
+    """MuJoCo's impedance d(r) of a soft constraint at violation r ≥ 0 from ``solimp`` =
+    (d_min, d_max, width, mid, power): d_min at r = 0, d_max from r = width on, between them
+    the two power arcs joined at ``mid`` (``power`` 1: a straight line); clipped to
+    [1e-4, 0.9999] as MuJoCo clips it. ``solimp`` (5,) or (n, 5); every input may be traced."""
+    si = jnp.asarray(solimp, dtype=jnp.float64)
+    dmin, dmax, width, mid, power = (si[..., i] for i in range(5))
+    wide = width > 1e-15
+    x = jnp.clip(r / jnp.where(wide, width, 1.0), 0.0, 1.0)
+    low = x <= mid
+    base = jnp.where(low, x, 1.0 - x)
+    scale = jnp.where(low, mid, 1.0 - mid)
+    arc = jnp.where(base > 0, base, 1.0) ** power / jnp.where(scale > 0, scale, 1.0) ** (power - 1)
+    arc = jnp.where(base > 0, arc, 0.0)
+    y = jnp.where(power == 1.0, x, jnp.where(low, arc, 1.0 - arc))
+    y = jnp.where(wide & (x < 1.0), y, 1.0)
+    return jnp.clip(dmin + y * (dmax - dmin), 1e-4, 0.9999)
+
+
+def _soft_reference(y, yd, invweight, solref, solimp):
+    """MuJoCo's reference acceleration a_ref and regulariser R of soft rows (see
+    :func:`soft_limit_force`)."""
+    sr = jnp.asarray(solref, dtype=jnp.float64)
+    T, zeta = sr[..., 0], sr[..., 1]
+    dmax = jnp.asarray(solimp, dtype=jnp.float64)[..., 1]
+    pos = T > 0
+    Ts = jnp.where(pos, T, 1.0)
+    zs = jnp.where(pos, zeta, 1.0)
+    k = jnp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
+    b = jnp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
+    d = soft_impedance(jnp.maximum(-y, 0.0), solimp)
+    return -b * yd - k * d * y, jnp.maximum((1.0 - d) / d * invweight, 1e-15)
+
+
+def soft_limit_force(y, yd, ydd_free, invweight, solref, solimp):
+    """The force of MuJoCo's soft limit constraint on one row, as its solver returns it for a
+    single row: the row coordinate y is the signed distance into the admissible side (y < 0:
+    violated by r = −y), ẏ its rate, ÿ₀ its acceleration without the constraint and A the
+    row's inverse mass (MuJoCo's ``*_invweight0``). With d = d(r) (:func:`soft_impedance`),
+    b = 2/(d_max T), k = 1/(d_max² T² ζ²) for ``solref`` = (T, ζ) (or k = −T/d_max²,
+    b = −ζ/d_max for a negative ``solref``):
+
+        a_ref = −b ẏ − k d y,   R = (1 − d)/d · A,   f = max((a_ref − ÿ₀)/(A + R), 0)
+
+    and f = 0 where y ≥ 0. The row then accelerates as ÿ = (1 − d) ÿ₀ + d a_ref. For a large
+    violation d = d_max and f ≈ m d_max² k r: the force grows with MuJoCo's stiffness, and only
+    pushes (MuJoCo's limit never pulls a joint back into the violation). Arrays broadcast;
+    every input may be traced."""
+    aref, R = _soft_reference(y, yd, invweight, solref, solimp)
+    f = jnp.maximum((aref - ydd_free) / (invweight + R), 0.0)
+    return jnp.where(y < 0, f, 0.0)
+
+
+def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4):
+    """Forces f (n,) ≥ 0 of n soft limit rows with Jacobian J (n, nv) and distances y (n,)
+    (y < 0: violated), solved together as MuJoCo's solver does: a = a₀ + M⁻¹Jᵀf with a₀ the
+    accelerations under ``tau``/``f_ext`` alone, and on the rows that push
+    (A + R) f = a_ref − J a₀, A = J M⁻¹ Jᵀ at q, R and a_ref from ``invweight`` (MuJoCo's
+    ``*_invweight0``), ``solref``/``solimp`` (:func:`soft_limit_force`, which this is for one
+    row at A = ``invweight``). The rows that push are found by Newton's active-set steps on
+    MuJoCo's piecewise-quadratic cost (``iters`` of them; one suffices for a single row)."""
+    from ..dynamics.api import forward_dynamics, mass_matrix
+
+    a0 = forward_dynamics(model, q, v, tau, f_ext)
+    X = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(model, q)), J.T)
+    A, ydd0 = J @ X, J @ a0
+    aref, R = _soft_reference(y, J @ v, invweight, solref, solimp)
+    violated = y < 0
+    n = y.shape[0]
+
+    def forces(active):
+        m = active.astype(jnp.float64)
+        K = m[:, None] * (A + jnp.diag(R)) * m[None, :] + jnp.diag(1.0 - m)
+        return jnp.linalg.solve(K, m * (aref - ydd0))
+
+    active = violated & (ydd0 < aref)
+    for _ in range(iters if n > 1 else 0):
+        active = violated & (ydd0 + A @ forces(active) < aref)
+    return jnp.where(active, forces(active), 0.0)
+
+
 def friction_force(level, slope, xd):
     """Smooth dry friction −f s(c ẋ / f), s(x) = x / (1 + x⁸)^(1/8): viscous with slope c near
     rest, saturating at the level f; zero (with a finite gradient) where f = 0."""
@@ -462,24 +546,67 @@ def dof_qpos_addresses(model: Model) -> tuple:
     return tuple(out)
 
 
+def _soft_rows(owner, n, solref, solimp, invweight, prefix=""):
+    """``(solref (n, 2), solimp (n, 5), invweight (n,))`` of n soft-constraint rows (one row
+    given is shared by all), checked; all None when none is given."""
+    given = [x is not None for x in (solref, solimp, invweight)]
+    if not any(given):
+        return None, None, None
+    if not all(given):
+        raise TypeError(f"{owner}: {prefix}solref, {prefix}solimp and {prefix}invweight go "
+                        "together (MuJoCo's soft constraint) or not at all (the penalty "
+                        "spring-damper)")
+    rows = lambda x, w: jnp.broadcast_to(  # noqa: E731
+        jnp.asarray(x, dtype=jnp.float64), (n, w)) if np.ndim(x) == 1 else x
+    sr = _num(owner, prefix + "solref", rows(solref, 2), (n, 2))
+    si = _num(owner, prefix + "solimp", rows(solimp, 5), (n, 5))
+    w = _num(owner, prefix + "invweight", invweight, (n,), broadcast=True, lo=0.0, lo_open=True)
+    if is_concrete(si):
+        a, f = np.asarray(si), prefix + "solimp"
+        check_value(owner, f + " d_min, d_max", a[:, :2], lo=0.0, hi=1.0, lo_open=True,
+                    hi_open=True)
+        check_value(owner, f + " width", a[:, 2], lo=0.0)
+        check_value(owner, f + " mid", a[:, 3], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        check_value(owner, f + " power", a[:, 4], lo=1.0)
+    return sr, si, w
+
+
 class JointLimits(AbstractForce):
-    """Soft joint limits on hinge/slide joints: a spring-damper acting only beyond the range.
+    """Soft joint limits on hinge/slide joints, acting only beyond the range [lower, upper].
+
+    Given ``solref``/``solimp`` (one row, or one per dof) and ``invweight`` (each dof's inverse
+    mass, MuJoCo's ``dof_invweight0``), the force is MuJoCo's soft limit constraint
+    (:func:`soft_limit_force`, one row per violated side): it needs the dof's acceleration
+    without the limit, so :func:`total_force` evaluates the element after the others and
+    passes their sum (:meth:`loaded_call`; called alone, the element sees gravity and the
+    velocity terms only). The joint then moves as MuJoCo's does, ä = (1 − d) ä₀ + d a_ref:
+    it rests at MuJoCo's violation under any load and, pushed far out, returns with MuJoCo's
+    stiffness and time constant; the force only pushes. The violated limits are solved together
+    (:func:`soft_limit_rows`), as MuJoCo's solver does; the limits of another such element
+    (fixed tendons) count as load neither way. :func:`diffmb.io.mjcf.joint_limits_from_mjcf`
+    builds it so. It costs a mass matrix and a forward dynamics while a limit is violated.
+
+    Without them, a penalty spring–damper (``stiffness``/``damping`` per dof):
 
         d = q - upper > 0:  tau = -k d - b v        d = lower - q > 0:  tau = k d - b v
 
-    (zero inside [lower, upper]): a penalty form of MuJoCo's soft limit constraint;
-    :func:`soft_constraint_gains` gives k, b from ``solref``/``solimp`` and the joint's effective
-    mass, as :func:`diffmb.io.mjcf.joint_limits_from_mjcf` does.
+    (:func:`soft_constraint_gains` gives k, b that rest at MuJoCo's violation; for large
+    violations this spring is ~13× stiffer than MuJoCo's constraint.) ``stiffness`` and
+    ``damping`` are kept in both forms.
     """
 
     lower: jnp.ndarray
     upper: jnp.ndarray
     stiffness: jnp.ndarray
     damping: jnp.ndarray
+    solref: jnp.ndarray | None
+    solimp: jnp.ndarray | None
+    invweight: jnp.ndarray | None
     dof: tuple = eqx.field(static=True)
     qadr: tuple = eqx.field(static=True)
 
-    def __init__(self, dof, qadr, lower, upper, stiffness, damping):
+    def __init__(self, dof, qadr, lower, upper, stiffness, damping, *, solref=None, solimp=None,
+                 invweight=None):
         L = "JointLimits"
         n = len(dof)
         self.dof, self.qadr = tuple(int(d) for d in dof), tuple(int(a) for a in qadr)
@@ -493,16 +620,41 @@ class JointLimits(AbstractForce):
         _ordered(L, "[lower, upper]", self.lower, self.upper)
         self.stiffness = _num(L, "stiffness", stiffness, (n,), broadcast=True, lo=0.0)
         self.damping = _num(L, "damping", damping, (n,), broadcast=True, lo=0.0)
+        self.solref, self.solimp, self.invweight = _soft_rows(L, n, solref, solimp, invweight)
+
+    @property
+    def needs_load(self) -> bool:
+        """True for MuJoCo's constraint form: :func:`total_force` passes the other forces."""
+        return self.solref is not None
 
     def __call__(self, model, t, q, v, ctrl):
+        return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
+
+    def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
+        """The limit forces with ``tau`` (nv,) and ``f_ext`` (nbody, 6 or None) acting besides
+        the limits (for MuJoCo's constraint form; the penalty form ignores them)."""
         _indices("JointLimits", "dof", self.dof, model.nv, f"model nv = {model.nv}")
         _indices("JointLimits", "qadr", self.qadr, model.nq, f"model nq = {model.nq}")
         if not self.dof:
             return jnp.zeros(model.nv), None
         qa = jnp.stack([q[a] for a in self.qadr])
         va = jnp.stack([v[d] for d in self.dof])
-        f = limit_force(qa, va, self.lower, self.upper, self.stiffness, self.damping)
-        return jnp.zeros(model.nv).at[jnp.asarray(self.dof, dtype=jnp.int32)].add(f), None
+        idx = jnp.asarray(self.dof, dtype=jnp.int32)
+        if self.solref is None:
+            f = limit_force(qa, va, self.lower, self.upper, self.stiffness, self.damping)
+            return jnp.zeros(model.nv).at[idx].add(f), None
+        below, above = qa < self.lower, qa > self.upper
+        side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))  # the violated row's sign
+        y = jnp.where(below, qa - self.lower, jnp.where(above, self.upper - qa, 1.0))
+
+        def solve():  # one row per dof: the violated side, +-1 at the dof
+            J = side[:, None] * jnp.eye(model.nv)[idx]
+            f = soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
+                                self.solimp)
+            return side * f
+
+        f = jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(len(self.dof)))
+        return jnp.zeros(model.nv).at[idx].add(f), None
 
 
 class JointFriction(AbstractForce):
@@ -541,7 +693,11 @@ class FixedTendons(AbstractForce):
         spring   f = k (L_lo − L) below L_lo, k (L_hi − L) above L_hi, 0 between (deadband)
         damping  f = −b L̇
         friction f = −F s(c L̇ / F)              (:func:`friction_force`)
-        limits   one-sided spring–damper beyond [lower, upper] where ``limited``
+        limits   beyond [lower, upper] where ``limited``: MuJoCo's soft limit constraint
+                 (:func:`soft_limit_force` on the tendon's row, with its acceleration
+                 without the limits, as :class:`JointLimits`) when ``limit_solref``,
+                 ``limit_solimp`` and ``limit_invweight`` (MuJoCo's ``tendon_invweight0``)
+                 are given, else a one-sided spring–damper (``limit_stiffness``/``_damping``)
 
     ``coef`` (nten, nv) over dofs (zero at ball/free dofs); ``dof_qadr`` (nv,) from
     :func:`dof_qpos_addresses`. Build from a file with :func:`diffmb.io.mjcf.tendons_from_mjcf`.
@@ -557,13 +713,17 @@ class FixedTendons(AbstractForce):
     upper: jnp.ndarray  # (nten,)
     limit_stiffness: jnp.ndarray  # (nten,)
     limit_damping: jnp.ndarray  # (nten,)
+    limit_solref: jnp.ndarray | None  # (nten, 2)
+    limit_solimp: jnp.ndarray | None  # (nten, 5)
+    limit_invweight: jnp.ndarray | None  # (nten,)
     dof_qadr: tuple = eqx.field(static=True)
     limited: tuple = eqx.field(static=True)
     names: tuple = eqx.field(static=True)
 
     def __init__(self, coef, dof_qadr, *, stiffness=0.0, springlength=0.0, damping=0.0,
                  frictionloss=0.0, friction_slope=0.0, limited=None, range=None,
-                 limit_stiffness=0.0, limit_damping=0.0, names=None):
+                 limit_stiffness=0.0, limit_damping=0.0, limit_solref=None, limit_solimp=None,
+                 limit_invweight=None, names=None):
         T = "FixedTendons"
         self.dof_qadr = tuple(int(a) for a in dof_qadr)
         self.coef = _num(T, "coef", coef, (-1, len(self.dof_qadr)))
@@ -581,13 +741,25 @@ class FixedTendons(AbstractForce):
         self.lower, self.upper = rng[:, 0], rng[:, 1]
         self.limit_stiffness = vec("limit_stiffness", limit_stiffness)
         self.limit_damping = vec("limit_damping", limit_damping)
+        soft = _soft_rows(T, n, limit_solref, limit_solimp, limit_invweight, "limit_")
+        self.limit_solref, self.limit_solimp, self.limit_invweight = soft
         self.names = tuple(names) if names is not None else tuple(f"tendon{i}" for i in range(n))
+
+    @property
+    def needs_load(self) -> bool:
+        """True when a limit is MuJoCo's constraint: :func:`total_force` passes the others."""
+        return self.limit_solref is not None and any(self.limited)
 
     def lengths(self, q):
         """Tendon lengths (nten,)."""
         return self.coef @ _dof_positions(q, self.dof_qadr)
 
     def __call__(self, model, t, q, v, ctrl):
+        return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
+
+    def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
+        """The tendon forces with ``tau`` (nv,) and ``f_ext`` acting besides them (used by the
+        limits in MuJoCo's constraint form; called alone: gravity and velocity terms only)."""
         if len(self.dof_qadr) != model.nv:
             raise TypeError(f"FixedTendons.coef: expected {len(self.dof_qadr)} columns to be the "
                             f"model's nv = {model.nv}")
@@ -596,8 +768,21 @@ class FixedTendons(AbstractForce):
         f = self.stiffness * (jnp.maximum(lo - L, 0.0) - jnp.maximum(L - hi, 0.0))
         f = f - self.damping * Ld + friction_force(self.frictionloss, self.friction_slope, Ld)
         lim = np.array(self.limited)
-        f = f + jnp.where(lim, limit_force(L, Ld, self.lower, self.upper, self.limit_stiffness,
-                                           self.limit_damping), 0.0)
+        if self.limit_solref is None:
+            f = f + jnp.where(lim, limit_force(L, Ld, self.lower, self.upper,
+                                               self.limit_stiffness, self.limit_damping), 0.0)
+            return self.coef.T @ f, None
+        below, above = lim & (L < self.lower), lim & (L > self.upper)
+        side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))
+        y = jnp.where(below, L - self.lower, jnp.where(above, self.upper - L, 1.0))
+
+        def solve():  # one row per tendon: the violated side, with the passive forces as load
+            fl = soft_limit_rows(model, q, v, tau + self.coef.T @ f, f_ext,
+                                 side[:, None] * self.coef, y, self.limit_invweight,
+                                 self.limit_solref, self.limit_solimp)
+            return side * fl
+
+        f = f + jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(L.shape))
         return self.coef.T @ f, None
 
 
@@ -722,7 +907,12 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None):
     tau = jnp.zeros(model.nv)
     f_ext = None
     ds = []
+    later = []
     for k, el in enumerate(forces):
+        if getattr(el, "needs_load", False):  # evaluated last, with the others' sum
+            later.append(k)
+            ds.append(None)
+            continue
         if states is not None and states[k] is not None:
             ti, fi, dsi = el.stateful_call(model, t, q, v, ctrl, states[k])
         else:
@@ -732,4 +922,7 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None):
         tau = tau + ti
         if fi is not None:
             f_ext = fi if f_ext is None else f_ext + fi
+    extra = [forces[k].loaded_call(model, t, q, v, ctrl, tau, f_ext)[0] for k in later]
+    for ti in extra:
+        tau = tau + ti
     return tau, f_ext, (None if states is None else tuple(ds))

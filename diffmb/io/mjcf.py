@@ -329,18 +329,24 @@ def actuators_from_mjcf(src, model: Model | None = None):
 def joint_limits_from_mjcf(src, stiffness=None, damping=None):
     """:class:`~diffmb.forces.JointLimits` on the limited hinge/slide joints of a file.
 
-    With ``stiffness``/``damping`` given (scalars or one per limited joint) they are used as
-    they are. Otherwise each limit follows MuJoCo's soft constraint through
-    :func:`~diffmb.forces.elements.soft_constraint_gains` with the joint's ``solref``/``solimp``
-    and effective mass 1/``dof_invweight0``: MuJoCo's resting violation and damping ratio. This
-    is a penalty form of MuJoCo's constraint, not its solver. A joint's ``margin`` moves both
-    bounds inward by it, where MuJoCo's limit starts to act.
+    With ``stiffness``/``damping`` given (scalars or one per limited joint) they are a penalty
+    spring-damper, used as they are. Otherwise each limit is MuJoCo's soft constraint with the
+    joint's ``solref``/``solimp`` and inverse mass ``dof_invweight0`` (its force from the
+    joint's acceleration without the limit; see :class:`~diffmb.forces.JointLimits`), with
+    the penalty gains of :func:`~diffmb.forces.elements.soft_constraint_gains` kept on it.
+    A joint's ``margin`` moves both bounds inward by it, where MuJoCo's limit starts to act.
     """
     from ..forces.elements import JointLimits
 
     mj, _ = _as_mjmodel(src)
     lim = read_joint_limits(mj)
     r = lim["range"]
+    soft = {}
+    if stiffness is None and damping is None:  # MuJoCo's constraint (penalty gains kept)
+        js = list(lim["joint"])
+        soft = dict(solref=np.array([_solref(mj, mj.jnt_solref[j]) for j in js]).reshape(-1, 2),
+                    solimp=np.asarray(mj.jnt_solimp, float)[js].reshape(-1, 5),
+                    invweight=np.asarray(mj.dof_invweight0, float)[list(lim["dof"])])
     if stiffness is None or damping is None:
         ks, bs = [], []
         for j in lim["joint"]:
@@ -351,7 +357,8 @@ def joint_limits_from_mjcf(src, stiffness=None, damping=None):
         damping = np.array(bs) if damping is None else damping
     # a limit acts from ``margin`` inside the range (MuJoCo's violation is distance − margin)
     m = np.asarray(mj.jnt_margin, float)[list(lim["joint"])]
-    return JointLimits(lim["dof"], lim["qadr"], r[:, 0] + m, r[:, 1] - m, stiffness, damping)
+    return JointLimits(lim["dof"], lim["qadr"], r[:, 0] + m, r[:, 1] - m, stiffness, damping,
+                       **soft)
 
 
 def _soft_gain(mj, solref, solimp, dof):
@@ -422,8 +429,9 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
 
     Springs with their deadband (``springlength``, resolved by MuJoCo's compiler), damping,
     ``frictionloss`` (slope from ``solreffriction``/``solimpfriction`` as for joints) and limits
-    (``range``, gains from ``solreflimit``/``solimplimit``), each with the tendon's effective
-    mass 1/``tendon_invweight0`` in :func:`~diffmb.forces.elements.soft_constraint_gains`.
+    (``range``: MuJoCo's soft constraint from ``solreflimit``/``solimplimit`` and the tendon's
+    inverse mass ``tendon_invweight0``, penalty gains from
+    :func:`~diffmb.forces.elements.soft_constraint_gains` kept on it).
     Spatial tendons are refused by :func:`mjcf_forces` (see :func:`unsupported_features`).
     ``limits``/``friction`` False leave those parts out; the file's ``<flag>`` switches
     (limit, frictionloss, constraint, spring, damper) are honoured as MuJoCo honours them.
@@ -459,6 +467,9 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
         range=np.asarray(mj.tendon_range)[ids] + np.outer(np.asarray(mj.tendon_margin)[ids],
                                                             [1.0, -1.0]),
         limit_stiffness=np.array(kl), limit_damping=np.array(bl),
+        limit_solref=np.array([_solref(mj, mj.tendon_solref_lim[t]) for t in ids]),
+        limit_solimp=np.asarray(mj.tendon_solimp_lim, float)[ids],
+        limit_invweight=np.asarray(mj.tendon_invweight0, float)[ids],
         names=[mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_TENDON, t) or f"tendon{t}" for t in ids],
     )
 
