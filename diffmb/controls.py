@@ -21,13 +21,16 @@ wrong type or shape ``TypeError``, naming the class, the field and the admissibl
 
 from __future__ import annotations
 
+import abc
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
 from .validation import check_choice, check_index, check_value, is_concrete
 
-__all__ = ["KnotTable", "piecewise_linear", "cubic", "zero_order_hold", "CPG", "GAITS"]
+__all__ = ["KnotTable", "piecewise_linear", "cubic", "zero_order_hold", "AbstractStatefulControl", "CPG",
+           "GAITS"]
 
 
 class KnotTable(eqx.Module):
@@ -182,7 +185,23 @@ GAITS = {
 }
 
 
-class CPG(eqx.Module):
+class AbstractStatefulControl(eqx.Module):
+    """A control with a state s that ``simulate`` integrates with (q, v) (e.g. oscillators):
+
+        s0 = control.init_state(model)
+        u, ds_dt = control(t, q, v, params, s)
+    """
+
+    @abc.abstractmethod
+    def init_state(self, model):
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def __call__(self, t, q, v, params, state):
+        raise NotImplementedError
+
+
+class CPG(AbstractStatefulControl):
     """A central pattern generator: n coupled Hopf oscillators driving joint targets.
 
     Oscillator i has state zᵢ = (xᵢ, yᵢ) and follows (Righetti & Ijspeert 2006, "Programmable

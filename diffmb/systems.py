@@ -45,6 +45,7 @@ import numpy as np
 from .contacts.element import AbstractGroundForce
 from .dynamics.api import forward_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
+from .controls import AbstractStatefulControl
 from .forces.elements import (
     AbstractForce,
     AbstractStatefulForce,
@@ -163,26 +164,8 @@ def check_initial(name: str, what: str, x, shape) -> jnp.ndarray:
     return x
 
 
-class AbstractStatefulControl(eqx.Module):
-    """A control with a state s that ``simulate`` integrates with (q, v) (e.g. oscillators):
-
-        s0 = control.init_state(model)
-        u, ds_dt = control(t, q, v, params, s)
-    """
-
-    @abc.abstractmethod
-    def init_state(self, model: Model):
-        raise NotImplementedError
-
-    @abc.abstractmethod
-    def __call__(self, t, q, v, params, state):
-        raise NotImplementedError
-
-
 def _has_state(obj) -> bool:
-    from .controls import CPG  # until CPG derives from AbstractStatefulControl
-
-    return isinstance(obj, AbstractStatefulForce | AbstractStatefulControl | CPG)
+    return isinstance(obj, AbstractStatefulForce | AbstractStatefulControl)
 
 
 class TreeSystem(AbstractSecondOrderSystem):
