@@ -396,10 +396,10 @@ def reproduce(out_dir: pathlib.Path, quick: bool = False) -> dict:
         com_mj=com_mj, com_dae=com_dae, conv=conv, sep_mj=sep_mj, sep_dae=sep_dae,
         ts_tw=ts_tw, sep_twin=sep_twin))
     (out_dir / "report.md").write_text(_report(res, figs))
-    from ..viz import Frames, study_replay  # the variational run, in a browser (diffmb.viz)
+    from ..viz import frames, study_replay  # the variational run, in a browser (diffmb.viz)
 
     with open(out_dir / "report.md", "a") as f:
-        f.write("\n" + study_replay(out_dir, mx.MaximalDAE(sysm), Frames(ts, us),
+        f.write("\n" + study_replay(out_dir, mx.MaximalDAE(sysm), frames(ts, us),
                                     title="four-box chain, variational integrator") + "\n")
     return res
 

@@ -33,9 +33,7 @@ from .scene import (
 
 __all__ = ["replay", "still", "Primitive", "PosedBodies", "Scene", "build_scene", "poses_of",
            "primitives_of", "body_names_of", "shapes_of", "FORMATS", "model_from_info", "frames",
-           "Frames", "study_replay", "beam_frames"]
-
-Frames = frames  # the name the studies use
+           "study_replay", "beam_frames"]
 
 FORMATS = (".html", ".gif", ".mp4", ".png")
 
