@@ -135,6 +135,25 @@ def test_rest_under_an_actuator_load_like_mujoco(tmp_path):
     np.testing.assert_allclose(q, ref, rtol=0, atol=1e-8)
 
 
+def test_generalized_control_and_body_wrench_count_as_load(tmp_path):
+    """A control that no element consumes (a generalized force) and a body wrench press the
+    link into its limit: MuJoCo's qacc with the same qfrc_applied / xfrc_applied, to 1e-9."""
+    path = _pendulum(tmp_path)
+    model, forces = diffmb.load_mjcf(path), diffmb.mjcf_forces(path)
+    wrench = np.array([0.0, 0.0, -30.0, 0.0, 2.0, 0.0])
+    forces = (*forces, diffmb.forces.BodyWrench("link", wrench))
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+    d.xfrc_applied[mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, "link")] = wrench
+    for q, u in ((0.52, 3.0), (0.9, 25.0), (-0.7, -8.0)):
+        d.qpos[:], d.qvel[:], d.qfrc_applied[:] = q, 0.0, u
+        mujoco.mj_forward(mj, d)
+        a = diffmb.forward(model, jnp.array([q]), jnp.zeros(1), forces=forces,
+                           ctrl=jnp.array([u]))
+        np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-9, atol=1e-9)
+    assert d.efc_force[: d.nefc].max() > 0  # the limit pushed
+
+
 _CHAIN = """
 <mujoco>
   <compiler angle="radian"/>

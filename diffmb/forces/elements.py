@@ -901,6 +901,9 @@ def init_states(forces, model: Model) -> tuple:
 def total_force(forces, model: Model, t, q, v, ctrl, states=None):
     """Sum of the elements' outputs: ``(tau (nv,), f_ext (nbody, 6) or None, ds)``.
 
+    Elements whose ``needs_load`` is True (limits as MuJoCo's constraint) come last: each is
+    called as ``loaded_call(model, t, q, v, ctrl, tau, f_ext)`` with the sum of the others
+    (and the control, where no element consumes it: it is then a generalized force).
     ``states``: the stateful elements' states aligned with ``forces`` (None: no element has
     state); ``ds`` is their time derivative, aligned likewise (None when ``states`` is None).
     """
@@ -922,7 +925,11 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None):
         tau = tau + ti
         if fi is not None:
             f_ext = fi if f_ext is None else f_ext + fi
-    extra = [forces[k].loaded_call(model, t, q, v, ctrl, tau, f_ext)[0] for k in later]
+    load = tau
+    if later and ctrl is not None and not any(getattr(f, "uses_ctrl", False) for f in forces):
+        c = jnp.asarray(ctrl)  # a control no element consumes is a generalized force
+        load = tau + c if c.shape == (model.nv,) else tau
+    extra = [forces[k].loaded_call(model, t, q, v, ctrl, load, f_ext)[0] for k in later]
     for ti in extra:
         tau = tau + ti
     return tau, f_ext, (None if states is None else tuple(ds))
