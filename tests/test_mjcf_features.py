@@ -91,7 +91,8 @@ _LIMITED_TENDON = """
 
 def test_tendon_limit_and_friction_like_mujoco(tmp_path):
     """The issue's two-link pendulum: released from horizontal, the tendon q1 − q2 ∈ [−0.3, 0.3]
-    stops the elbow. diffmb (penalty, solref mapping) ends where MuJoCo's solver does."""
+    stops the elbow. diffmb (MuJoCo's soft constraint on the tendon's row) ends where MuJoCo's
+    solver does."""
     f = _write(tmp_path, _LIMITED_TENDON, j1='damping="0.3"', j2='damping="0.05"')
     mj_q = _mujoco_run(f, 3000)
     model = diffmb.load_mjcf(f)

@@ -687,8 +687,8 @@ class JointFriction(AbstractForce):
 
 class FixedTendons(AbstractForce):
     """MuJoCo's fixed tendons: lengths L = C q, linear in the hinge/slide positions, with their
-    passive forces and limits, applied to the joints as tau = Cᵀ f (``mj_passive`` and the limit
-    and friction constraints of ``mj_instantiateLimit``/``Friction``, as penalty laws):
+    passive forces and limits, applied to the joints as tau = Cᵀ f (``mj_passive``, the friction
+    constraint of ``mj_instantiateFriction`` as a smooth law, and the limit constraint):
 
         spring   f = k (L_lo − L) below L_lo, k (L_hi − L) above L_hi, 0 between (deadband)
         damping  f = −b L̇

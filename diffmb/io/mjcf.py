@@ -844,7 +844,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     soft, as MuJoCo's; ``exact_couplings=True`` holds linear ones to round-off instead). ``friction=True``: the joints'
     ``frictionloss`` (:func:`joint_friction_from_mjcf`). ``limits=True``: soft limits on the
     limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
-    ``limit_stiffness``/``limit_damping`` override the solref mapping). ``contacts=True``: contact
+    ``limit_stiffness``/``limit_damping`` make them a penalty spring-damper with those gains
+    instead). ``contacts=True``: contact
     elements for the geom pairs MuJoCo would collide (:func:`contacts_from_mjcf`: sphere,
     capsule, box and cylinder against a world plane or height field; other pairs are refused
     naming the geoms unless ``ignore=("unsupported_contacts",)``; ``contact_overrides``
