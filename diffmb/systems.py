@@ -192,6 +192,10 @@ class TreeSystem(AbstractSecondOrderSystem):
     def __check_init__(self):
         if self.quaternion not in ("exact", "unprojected"):
             raise ValueError(f"quaternion must be 'exact' or 'unprojected', got {self.quaternion!r}")
+        for i, f in enumerate(self.forces):
+            if not isinstance(f, AbstractForce):
+                raise TypeError(f"forces[{i}]: expected a force element (diffmb.forces."
+                                f"AbstractForce), got {type(f).__name__}")
 
     @property
     def name(self) -> str:

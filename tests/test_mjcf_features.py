@@ -191,6 +191,20 @@ def test_urdf_forces_like_mujoco_loading_the_urdf(tmp_path, friction):
     np.testing.assert_allclose(np.asarray(tr.q[-1]), mj_q, atol=5e-3)
 
 
+@pytest.mark.parametrize("q1", [0.62, 0.9, 1.2])
+def test_urdf_limits_are_mujocos_soft_constraint_far_out(tmp_path, q1):
+    """A URDF joint pushed past its upper limit (by 0.02 to 0.6 rad): urdf_forces' limit gives
+    MuJoCo's qacc for the same URDF (its soft constraint with the default solref/solimp), not a
+    penalty spring that grows without bound."""
+    f = tmp_path / "r.urdf"
+    f.write_text(_URDF.replace('friction="FRICTION"', 'friction="0"').replace(
+        '<mimic joint="j1" multiplier="0.5" offset="0.1"/>', ""))
+    q, v = np.array([q1, 0.3]), np.array([0.5, 0.0])
+    model = diffmb.load_urdf(f)
+    a = diffmb.forward(model, jnp.asarray(q), jnp.asarray(v), forces=diffmb.urdf_forces(f))
+    np.testing.assert_allclose(np.asarray(a), _mujoco_qacc(f, q, v), rtol=1e-7, atol=1e-7)
+
+
 def test_urdf_forces_errors_name_the_joint(tmp_path):
     f = tmp_path / "bad.urdf"
     f.write_text(_URDF.replace("FRICTION", "0").replace('<mimic joint="j1"', '<mimic joint="j9"'))

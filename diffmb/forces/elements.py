@@ -78,6 +78,17 @@ class AbstractForce(eqx.Module):
 
     uses_ctrl: ClassVar[bool] = False
 
+    @property
+    def needs_load(self) -> bool:
+        """True for an element that acts against the others' load (MuJoCo's constraint form):
+        :func:`total_force` evaluates it last through ``loaded_call``."""
+        return False
+
+    def loaded_call(self, model: Model, t, q, v, ctrl, tau, f_ext):
+        """The element's output given ``tau`` (nv,) and ``f_ext`` acting besides it; an element
+        whose ``needs_load`` is False ignores them."""
+        return self(model, t, q, v, ctrl)
+
     @abc.abstractmethod
     def __call__(self, model: Model, t, q, v, ctrl):
         raise NotImplementedError
@@ -912,7 +923,7 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None):
     ds = []
     later = []
     for k, el in enumerate(forces):
-        if getattr(el, "needs_load", False):  # evaluated last, with the others' sum
+        if el.needs_load:  # evaluated last, with the others' sum
             later.append(k)
             ds.append(None)
             continue

@@ -221,9 +221,10 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
     :class:`~diffmb.forces.JointFriction`; ``limits``: :class:`~diffmb.forces.JointLimits`;
     ``mimic``: :class:`~diffmb.forces.Couplings` with q_mimic = offset + multiplier·q_joint
     (soft, as MuJoCo's; ``exact_couplings=True`` holds them to round-off).
-    URDF carries no solver settings: gains follow MuJoCo's defaults (``solref`` (0.02, 1),
-    ``solimp`` (0.9, 0.95)) through :func:`~diffmb.forces.elements.soft_constraint_gains`, with
-    each joint's effective mass 1/(M⁻¹)ᵢᵢ at q = 0 (MuJoCo's ``dof_invweight0``). ``effort`` and
+    URDF carries no solver settings: MuJoCo's defaults (``solref`` (0.02, 1), ``solimp``
+    (0.9, 0.95, 0.001, 0.5, 2)) with each joint's effective mass 1/(M⁻¹)ᵢᵢ at q = 0 (MuJoCo's
+    ``dof_invweight0``): limits are MuJoCo's soft constraint, friction and mimic couplings
+    spring–dampers from :func:`~diffmb.forces.elements.soft_constraint_gains`. ``effort`` and
     ``velocity`` limits bound actuators and are not applied. ``model``: the Model of
     ``load_urdf(path, floating_base)`` (loaded if not given).
 
@@ -287,7 +288,9 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
     if limits and lim:
         ks, bs = zip(*(soft_constraint_gains(1.0 / w[dofs[n]]) for n, _, _ in lim), strict=True)
         out.append(JointLimits([dofs[n] for n, _, _ in lim], [qadr[n] for n, _, _ in lim],
-                               [lo for _, lo, _ in lim], [hi for _, _, hi in lim], ks, bs))
+                               [lo for _, lo, _ in lim], [hi for _, _, hi in lim], ks, bs,
+                               solref=(0.02, 1.0), solimp=(0.9, 0.95, 0.001, 0.5, 2.0),
+                               invweight=[w[dofs[n]] for n, _, _ in lim]))
     if mimic and mim:
         n = len(mim)
         c1, c2, poly, ks, bs = np.zeros((n, model.nv)), np.zeros((n, model.nv)), [], [], []
