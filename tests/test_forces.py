@@ -282,3 +282,14 @@ def test_stateful_element_is_evaluated_with_its_state():
     assert init_states((JointDamping(), el), model)[0] is None
     a, ds = diffmb.forward(model, jnp.zeros(1), jnp.zeros(1), forces=(el,))
     assert float(a[0]) == -2.0 and float(ds[0][0]) == -1.0
+
+
+def test_a_control_of_the_wrong_length_names_the_actuators():
+    """Two actuators given three values: a TypeError naming the expected shape and the
+    actuators, not a failure inside ``reshape``; the right length passes."""
+    act = Actuators(dof=(0, 1), qadr=(0, 1), gear=[1.0, 1.0], gain=[1.0, 2.0],
+                    bias=[[0.0, 0.0, 0.0]] * 2, names=("m1", "m2"))
+    q = v = jnp.zeros(2)
+    with pytest.raises(TypeError, match=r"ctrl has shape \(3,\), expected \(2,\).*m1, m2"):
+        act.actuator_force(q, v, jnp.ones(3))
+    np.testing.assert_allclose(act.actuator_force(q, v, jnp.array([1.0, 1.0])), [1.0, 2.0])

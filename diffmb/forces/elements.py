@@ -333,6 +333,10 @@ class Actuators(AbstractForce):
         """Scalar actuator forces (nu,) before the gear maps them to joints; ``ctrl`` None (no
         control given to ``simulate``) is MuJoCo's default, zero."""
         ctrl = jnp.zeros(self.nu) if ctrl is None else jnp.asarray(ctrl, dtype=jnp.float64)
+        if ctrl.size != self.nu:  # shapes are static: checked under jit too
+            raise TypeError(f"Actuators: ctrl has shape {tuple(ctrl.shape)}, expected ({self.nu},) "
+                            f"(one value per actuator: {', '.join(self.names[:6])}"
+                            f"{', ...' if self.nu > 6 else ''})")
         ctrl = ctrl.reshape(self.nu)
         lim = np.array(self.ctrllimited)
         u = jnp.where(lim, jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
