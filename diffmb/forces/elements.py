@@ -461,6 +461,7 @@ def soft_impedance(r, solimp):
     [1e-4, 0.9999] as MuJoCo clips it. ``solimp`` (5,) or (n, 5); every input may be traced."""
     si = jnp.asarray(solimp, dtype=jnp.float64)
     dmin, dmax, width, mid, power = (si[..., i] for i in range(5))
+    power = jnp.maximum(power, 1.0)
     wide = width > 1e-15
     x = jnp.clip(r / jnp.where(wide, width, 1.0), 0.0, 1.0)
     low = x <= mid
@@ -578,11 +579,12 @@ def _soft_rows(owner, n, solref, solimp, invweight, prefix=""):
     w = _num(owner, prefix + "invweight", invweight, (n,), broadcast=True, lo=0.0, lo_open=True)
     if is_concrete(si):
         a, f = np.asarray(si), prefix + "solimp"
-        check_value(owner, f + " d_min, d_max", a[:, :2], lo=0.0, hi=1.0, lo_open=True,
-                    hi_open=True)
+        # MuJoCo loads any of these in [0, 1] and clamps them when it evaluates (d to
+        # [1e-4, 0.9999], power to >= 1): so does soft_impedance
+        check_value(owner, f + " d_min, d_max", a[:, :2], lo=0.0, hi=1.0)
         check_value(owner, f + " width", a[:, 2], lo=0.0)
-        check_value(owner, f + " mid", a[:, 3], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-        check_value(owner, f + " power", a[:, 4], lo=1.0)
+        check_value(owner, f + " mid", a[:, 3], lo=0.0, hi=1.0)
+        check_value(owner, f + " power", a[:, 4])
     return sr, si, w
 
 
