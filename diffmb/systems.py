@@ -43,9 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .contacts.element import AbstractGroundForce
+from .controls import AbstractStatefulControl
 from .dynamics.api import forward_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
-from .controls import AbstractStatefulControl
 from .forces.elements import (
     AbstractForce,
     AbstractStatefulForce,

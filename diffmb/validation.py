@@ -13,7 +13,7 @@ message names the owner (class), the field, the offending value and the admissib
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import numpy as np
@@ -70,7 +70,7 @@ def check_value(owner: str, field: str, value, *, lo=None, hi=None, lo_open: boo
         raise TypeError(f"{owner}.{field}: expected {ndim} dimension(s), got shape {arr.shape}")
     if shape is not None:
         shape = tuple(shape)
-        if len(shape) != arr.ndim or any(s not in (-1, a) for s, a in zip(shape, arr.shape)):
+        if len(shape) != arr.ndim or any(s not in (-1, a) for s, a in zip(shape, arr.shape, strict=True)):
             dims = ["n" if s == -1 else str(s) for s in shape]
             want = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
             raise TypeError(f"{owner}.{field}: expected shape {want}, got {arr.shape}")

@@ -5,8 +5,6 @@ parameters that generated the identification data)."""
 import pathlib
 import re
 
-import pytest
-
 GUIDE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "guide.md"
 
 
