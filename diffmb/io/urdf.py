@@ -163,19 +163,26 @@ def _inertial(src, ln):
     return m, c, R @ I @ R.T
 
 
-def _link_number(src, where, elem, attr):
-    """A number of a link's ``<inertial>`` (0 when absent); non-numeric or non-finite text is
-    refused naming the file and the link."""
+def _number(src, where, elem, attr, default, *, nonnegative=False):
+    """The number ``attr`` of ``elem`` (``default`` when absent); non-numeric, non-finite or (with
+    ``nonnegative``) negative text is refused naming the file and ``where`` (a link or joint)."""
     x = elem.get(attr) if elem is not None else None
     if x is None:
-        return 0.0
+        return default
     try:
         v = float(x)
     except ValueError:
         raise ValueError(f"{src}: {where}: <{elem.tag} {attr}={x!r}> is not a number") from None
     if not np.isfinite(v):
         raise ValueError(f"{src}: {where}: <{elem.tag} {attr}={x!r}> is not finite")
+    if nonnegative and v < 0:
+        raise ValueError(f"{src}: {where}: <{elem.tag} {attr}={x!r}> must be >= 0")
     return v
+
+
+def _link_number(src, where, elem, attr):
+    """A number of a link's ``<inertial>`` (0 when absent)."""
+    return _number(src, where, elem, attr, 0.0)
 
 
 def _joint(src, name, jt, jn):
@@ -196,18 +203,8 @@ def _joint(src, name, jt, jn):
 
 
 def _attr(src, elem, name, attr, default, *, nonnegative=False):
-    x = elem.get(attr) if elem is not None else None
-    if x is None:
-        return default
-    try:
-        v = float(x)
-    except ValueError:
-        raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> is not a number") from None
-    if not np.isfinite(v):
-        raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> is not finite")
-    if nonnegative and v < 0:
-        raise ValueError(f"{src}: joint {name!r}: <{elem.tag} {attr}={x!r}> must be >= 0")
-    return v
+    """A number of joint ``name``'s element ``elem``."""
+    return _number(src, f"joint {name!r}", elem, attr, default, nonnegative=nonnegative)
 
 
 def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True, mimic=True,
