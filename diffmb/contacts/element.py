@@ -163,6 +163,15 @@ class AbstractGroundForce(eqx.Module):
     def check_initial(self, model: Model, q) -> None:
         raise NotImplementedError
 
+    def _initial_values(self, depths, model: Model, q):
+        """``depths(self, model, q)`` as a numpy array when the element, the model and ``q``
+        are concrete (also inside an outer trace), else None: nothing to check."""
+        if not (is_concrete(q) and is_concrete(self) and is_concrete(model)):
+            return None
+        with jax.ensure_compile_time_eval():
+            out = depths(self, model, jnp.asarray(q, dtype=jnp.float64))
+        return np.asarray(out) if is_concrete(out) else None
+
 
 class _Points(eqx.Module):
     """Everything at the candidate points (nc = Σ n_points), world frame."""
@@ -243,13 +252,9 @@ class AbstractContacts(AbstractGroundForce):
         """Refuse a geom that starts deeper in the terrain than :data:`MAX_INITIAL_PENETRATION`
         times its own size (a ValueError naming the geom, its depth and the limit); nothing
         under a trace. Points (no size) are not checked."""
-        if not (is_concrete(q) and is_concrete(self) and is_concrete(model)):
+        pen = self._initial_values(_penetrations, model, q)
+        if pen is None:
             return
-        with jax.ensure_compile_time_eval():  # concrete also inside an outer trace
-            pen = _penetrations(self, model, jnp.asarray(q, dtype=jnp.float64))
-        if not is_concrete(pen):
-            return
-        pen = np.asarray(pen)
         gi = np.asarray(self.point_geom)
         for i, (g, name) in enumerate(zip(self.geoms, _geom_names(self), strict=True)):
             size = float(g.thickness())

@@ -838,13 +838,9 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
     def check_initial(self, model: Model, q) -> None:
         """Refuse a wheel whose initial sinkage exceeds its radius (the centre below the
         ground: outside the stress model, θ₁ ≤ π/2), naming the wheel and the sinkage."""
-        if not (is_concrete(q) and is_concrete(self) and is_concrete(model)):
+        z = self._initial_values(_sinkages, model, q)
+        if z is None:
             return
-        with jax.ensure_compile_time_eval():  # concrete also inside an outer trace
-            z = _sinkages(self, model, jnp.asarray(q, dtype=jnp.float64))
-        if not is_concrete(z):
-            return
-        z = np.asarray(z)
         for w, name, zi in zip(self.wheels, self.wheel_names, z, strict=True):
             r = float(w.radius)
             if zi > r:
