@@ -1,18 +1,34 @@
-"""The contact force element: geoms on bodies against a terrain, as body wrenches.
+"""The contact force element: pairs of geoms and terrains, as body wrenches.
 
 :class:`Contacts` (stiction friction, stateful: the default) and :class:`CoulombContacts`
 (regularised Coulomb, stateless) are force elements for :func:`diffmb.simulate`: they return
 ``tau = 0`` and ``f_ext`` (nbody, 6) = [force, torque] in the world frame at each body's centre
-of mass (torque = (p − com) × f), summed over every candidate point of every geom
+of mass (torque = (p − com) × f), summed over every candidate point of every pair
 (:mod:`~diffmb.contacts.geometry`); the laws are :mod:`~diffmb.contacts.law`.
+
+Pairs
+-----
+One element holds every pair of a robot and evaluates its kinematics once. A pair is a geom A
+(on a body, or on the world with ``body="world"``) and an "other side" B: a terrain (Plane,
+HeightField) or another geom. ``Contacts(geoms, terrain)`` pairs every geom with one terrain;
+``Contacts(geoms, others)`` with a sequence pairs ``geoms[i]`` with ``others[i]`` (a terrain or
+a geom; the same geom object may appear in several pairs). Which side gives the candidate
+points: against a terrain, A's; between geoms, a round geom's (point, sphere, capsule: A's if A
+is round, else B's if B is round), otherwise both directions (A's points in B and B's points in
+A: a box on a box is carried by the upper box's corners). Every pair has a fixed number of
+points. At each point the law sees the penetration into the other geom (its signed distance,
+:meth:`~diffmb.contacts.geometry.AbstractGeom.signed_distance_local`) plus the pair's
+``margin`` (the contact acts from that distance) and the relative velocity of the two bodies'
+material points there; the force +f acts on the body giving the point and −f on the other at
+the same point (nothing on the world or a terrain), so momentum is conserved.
 
 The numbers are checked when the element is built from concrete values (a ``ValueError``
 naming the class, the field, the value and its range: ``stiffness`` > 0, ``damping`` ≥ 0,
 ``mu`` ≥ 0, ``exponent`` ≥ 1, ``dissipation`` ≥ 0, ``tangential_*`` > 0, ``eps`` > 0,
-``timeconst``, ``dampratio`` > 0, 0 < ``dmin`` ≤ ``dmax`` < 1; geom bodies within ``model``);
-traced values are not checked. Before a run :func:`diffmb.simulate` calls
-:meth:`AbstractGroundForce.check_initial`: a geom that starts deeper in the terrain than
-:data:`MAX_INITIAL_PENETRATION` (0.5) of its own size is refused by name.
+``timeconst``, ``dampratio`` > 0, 0 < ``dmin`` ≤ ``dmax`` < 1, ``margin`` finite; geom bodies
+within ``model``); traced values are not checked. Before a run :func:`diffmb.simulate` calls
+:meth:`AbstractGroundForce.check_initial`: a pair that starts deeper than
+:data:`MAX_INITIAL_PENETRATION` (0.5) of its thinner geom's size is refused naming both.
 
 Default parameters: mass-normalised (MuJoCo's solref/solimp)
 -----------------------------------------------------------
@@ -35,7 +51,9 @@ eigenvalue of −1271 s⁻¹ per point, up to −3900 s⁻¹ in the rocking mode
 RK4's stability region at dt = 1 ms.) The tangential spring of the stiction law gets k_t = k
 and the critical damping b_t = 2 ζ √(k_t m_pt). ``effective_mass`` is MuJoCo's
 ``body_invweight0`` analogue: 1/(mean diagonal of J M⁻¹ Jᵀ) of the body's com translation (m
-for a free body).
+for a free body); a pair of two bodies takes m_eff = 1/(1/m_A + 1/m_B) as MuJoCo adds their
+``body_invweight0`` (the world's is 0), and ``n_active`` of the side giving the points (the
+larger of the two when both do).
 
 Stability with the default solver (RK4, fixed step)
 ---------------------------------------------------
@@ -61,12 +79,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dynamics.api import mass_matrix
-from ..dynamics.kinematics import body_coms, body_jacobian, kinematics
+from ..dynamics.kinematics import (
+    body_coms,
+    body_frames,
+    body_jacobian,
+    kinematics,
+    point_velocities,
+)
 from ..forces.elements import AbstractForce, AbstractStatefulForce, soft_constraint_gains
 from ..model import Model
 from ..validation import check_choice, check_value, is_concrete
 from . import law as L
-from .geometry import AbstractGeom, body_index, candidates
+from ..spatial import quaternion as quatm
+from .geometry import AbstractGeom, body_index
 from .terrain import AbstractTerrain
 
 __all__ = [
@@ -105,11 +130,24 @@ def effective_mass(model: Model, body, q=None):
     return 3.0 / jnp.trace(A)
 
 
-def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipation,
-            tangential_stiffness, tangential_damping, eps, timeconst, dampratio, dmin, dmax):
-    """The per-geom parameter arrays (ng,) (and eps ()), defaults filled in."""
-    ng = len(geoms)
-    full = lambda x: jnp.broadcast_to(_f64(x), (ng,))
+ROUND = ("point", "sphere", "capsule")
+
+
+def _is_world(body) -> bool:
+    return isinstance(body, str) and body == "world"
+
+
+def _bid(model: Model, g, owner="geom") -> int:
+    """Body index of geom ``g`` in ``model``; -1 for the world."""
+    return -1 if _is_world(g.body) else body_index(model, g.body, owner)
+
+
+def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
+            tangential_stiffness, tangential_damping, eps, margin, timeconst, dampratio, dmin,
+            dmax):
+    """The per-pair parameter arrays (np,) (and eps ()), defaults filled in."""
+    npair = len(el.pairs)
+    full = lambda x: jnp.broadcast_to(_f64(x), (npair,))
     need = [x is None for x in (stiffness, damping, tangential_stiffness, tangential_damping)]
     k_soft = b_soft = m_pt = None
     if any(need):
@@ -117,10 +155,23 @@ def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipati
             raise ValueError("Contacts: pass model= for the mass-normalised default stiffness and"
                              " damping (or give stiffness, damping, tangential_stiffness and "
                              "tangential_damping)")
-        bodies = [body_index(model, g.body) for g in geoms]
-        per_body = {b: effective_mass(model, b, q) for b in set(bodies)}
-        m = jnp.stack([per_body[b] for b in bodies])
-        na = np.array([g.n_active for g in geoms], dtype=float)
+        per_body = {}
+
+        def inv_weight(b):
+            if b < 0:
+                return jnp.zeros(())
+            if b not in per_body:
+                per_body[b] = 1.0 / effective_mass(model, b, q)
+            return per_body[b]
+
+        m = []
+        for ia, kind, ib in el.pairs:
+            w = inv_weight(_bid(model, el.geoms[ia]))
+            if kind == "geom":
+                w = w + inv_weight(_bid(model, el.geoms[ib]))
+            m.append(1.0 / w)
+        m = jnp.stack(m)
+        na = np.array(el.pair_active, dtype=float)
         k_soft, b_soft = soft_contact_params(m, timeconst, dampratio, dmin, dmax, na)
         m_pt = m / na
     n = full(exponent)
@@ -140,15 +191,16 @@ def _params(geoms, model, q, normal, stiffness, damping, mu, exponent, dissipati
     bt = 2.0 * dampratio * jnp.sqrt(kt * m_pt) if tangential_damping is None \
         else full(tangential_damping)
     return dict(stiffness=k, damping=b, exponent=n, dissipation=c, mu=full(mu),
-                tangential_stiffness=kt, tangential_damping=bt, eps=_f64(eps).reshape(()))
+                tangential_stiffness=kt, tangential_damping=bt, margin=full(margin),
+                eps=_f64(eps).reshape(()))
 
 
 MAX_INITIAL_PENETRATION = 0.5
 """Largest initial penetration accepted, as a fraction of a geom's own size
 (:meth:`~diffmb.contacts.geometry.AbstractGeom.thickness`: a sphere's radius, a box's smallest
-half-size, ...). A compliant contact started deeper stores the energy of a spring compressed
-far beyond its rest deflection (~0.3 mm with the defaults) and launches the body: a sphere
-started 0.5 m below the floor would leave it at tens of m/s."""
+half-size, ...; for two geoms the thinner one's). A compliant contact started deeper stores the
+energy of a spring compressed far beyond its rest deflection (~0.3 mm with the defaults) and
+launches the body: a sphere started 0.5 m below the floor would leave it at tens of m/s."""
 
 
 class AbstractGroundForce(eqx.Module):
@@ -174,7 +226,9 @@ class AbstractGroundForce(eqx.Module):
 
 
 class _Points(eqx.Module):
-    """Everything at the candidate points (nc = Σ n_points), world frame."""
+    """Everything at the candidate points (nc = Σ n_points), world frame; ``normal``, ``ft``
+    and ``velocity`` as seen by the pair's geom A (the normal of the force on A, the friction
+    force on A, A's velocity relative to B)."""
 
     point: jnp.ndarray  # (nc, 3)
     normal: jnp.ndarray  # (nc, 3)
@@ -186,34 +240,88 @@ class _Points(eqx.Module):
     f_ext: jnp.ndarray  # (nbody, 6)
 
 
+def _geom_frame(model, Rb, pb, o, g):
+    """World rotation and origin of geom ``g`` (the world body: its own pose)."""
+    b = _bid(model, g)
+    if b < 0:
+        return quatm.to_rotmat(g.quat), g.pos
+    return g.frame(Rb[b], pb[b] + o)
+
+
+def _raw_points(el, model: Model, kin):
+    """Per point: world position P, the other side's outward normal n, its signed distance d,
+    and the static body indices of the source (force +f) and destination (−f) sides."""
+    Rb, pb = body_frames(model, kin)
+    o = kin.origin
+    frames = [_geom_frame(model, Rb, pb, o, g) for g in el.geoms]
+    terrains = el.terrains
+    P, D, N, src, dst = [], [], [], [], []
+    for _pair, s_idx, d_kind, d_idx, _sign in el.directions:
+        gs = el.geoms[s_idx]
+        R, c = frames[s_idx]
+        if d_kind == "terrain":
+            other, bd = terrains[d_idx], -1
+        else:
+            from .geometry import PosedGeom
+
+            other = PosedGeom(el.geoms[d_idx], *frames[d_idx])
+            bd = _bid(model, el.geoms[d_idx])
+        p = gs.points(R, c, other)
+        d, n = jax.vmap(other.signed_distance)(p)
+        P.append(p)
+        D.append(d)
+        N.append(n)
+        src += [_bid(model, gs)] * p.shape[0]
+        dst += [bd] * p.shape[0]
+    return (jnp.concatenate(P), jnp.concatenate(D), jnp.concatenate(N), np.array(src),
+            np.array(dst))
+
+
+def _body_velocities(model, kin, P, bodies):
+    """Velocities (k, 3) of the material points P of ``bodies`` (the world's are 0)."""
+    moving = bodies >= 0
+    _, vp = point_velocities(kin, P - kin.origin, [int(b) for b in np.where(moving, bodies, 0)])
+    return jnp.where(moving[:, None], vp, 0.0)
+
+
 def _evaluate(el, model: Model, q, v, z) -> _Points:
     kin = kinematics(model, q, v)
-    cand = candidates(model, el.geoms, el.terrain, q, v, kin=kin)
-    gi = np.asarray(el.point_geom)
-    bodies = np.asarray(cand.body)
-    ddelta = -jnp.sum(cand.normal * cand.velocity, axis=-1)
-    fn = L.normal_force(el.normal, cand.penetration, ddelta, el.stiffness[gi], el.damping[gi],
-                        el.dissipation[gi], el.exponent[gi])
-    ft, dz = L.tangential(el.friction, fn, cand.velocity, cand.normal, z, el.mu[gi],
-                          el.tangential_stiffness[gi], el.tangential_damping[gi], el.eps)
-    f = fn[:, None] * cand.normal + ft
-    com = body_coms(model, kin)[bodies] + kin.origin
-    w = jnp.concatenate([f, jnp.cross(cand.point - com, f)], axis=1)
-    f_ext = jnp.zeros((model.n_bodies, 6)).at[bodies].add(w)
-    return _Points(cand.point, cand.normal, cand.penetration, cand.velocity, fn, ft, dz, f_ext)
+    P, d, n, src, dst = _raw_points(el, model, kin)
+    pi = np.asarray(el.point_geom)
+    sign = np.asarray(el.point_sign, dtype=float)[:, None]
+    vrel = _body_velocities(model, kin, P, src) - _body_velocities(model, kin, P, dst)
+    pen = -d + el.margin[pi]
+    ddelta = -jnp.sum(n * vrel, axis=-1)
+    fn = L.normal_force(el.normal, pen, ddelta, el.stiffness[pi], el.damping[pi],
+                        el.dissipation[pi], el.exponent[pi])
+    ft, dz = L.tangential(el.friction, fn, vrel, n, z, el.mu[pi],
+                          el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps)
+    f = fn[:, None] * n + ft
+    com = jnp.concatenate([body_coms(model, kin) + kin.origin, jnp.zeros((1, 3))])
+    nb = model.n_bodies
+    rows_s, rows_d = np.where(src >= 0, src, nb), np.where(dst >= 0, dst, nb)
+    w_s = jnp.concatenate([f, jnp.cross(P - com[rows_s], f)], axis=1)
+    w_d = -jnp.concatenate([f, jnp.cross(P - com[rows_d], f)], axis=1)
+    f_ext = jnp.zeros((nb + 1, 6)).at[rows_s].add(w_s).at[rows_d].add(w_d)[:nb]
+    return _Points(P, sign * n, pen, sign * vrel, fn, sign * ft, dz, f_ext)
 
 
 class AbstractContacts(AbstractGroundForce):
-    """What both contact elements hold: ``geoms`` (a tuple of
-    :mod:`~diffmb.contacts.geometry` shapes), a ``terrain``, the static law choices ``normal``
-    and ``friction``, and the per-geom parameters (ng,), traced (``force.<name>.mu`` etc. in
-    :mod:`diffmb.optim`): ``stiffness`` k [N/m or N/mⁿ], ``damping`` b [N s/m] (linear law),
-    ``exponent`` n and ``dissipation`` c [s/m] (Hunt–Crossley), ``mu``,
-    ``tangential_stiffness`` k_t [N/m] and ``tangential_damping`` b_t [N s/m] (stiction), and
-    the Coulomb law's regularising speed ``eps`` [m/s] (scalar)."""
+    """What both contact elements hold: ``geoms`` (a tuple of the distinct
+    :mod:`~diffmb.contacts.geometry` shapes of every pair), ``terrain`` (the first terrain of
+    the pairs, None when every pair is between geoms) and ``more_terrains`` (the others), the
+    static pair list ``pairs`` ((geom index, "terrain" or "geom", index) per pair), the static
+    law choices ``normal`` and ``friction``, and the per-pair parameters (np,), traced
+    (``force.<name>.mu`` etc. in :mod:`diffmb.optim`): ``stiffness`` k [N/m or N/mⁿ],
+    ``damping`` b [N s/m] (linear law), ``exponent`` n and ``dissipation`` c [s/m]
+    (Hunt–Crossley), ``mu``, ``tangential_stiffness`` k_t [N/m] and ``tangential_damping`` b_t
+    [N s/m] (stiction), ``margin`` [m] (the contact acts from this distance; 0: from touch),
+    and the Coulomb law's regularising speed ``eps`` [m/s] (scalar). With one terrain for all
+    geoms (``Contacts(geoms, terrain)``), the pairs are the geoms, in order."""
 
     geoms: tuple
-    terrain: AbstractTerrain
+    terrain: AbstractTerrain | None
+    more_terrains: tuple
     stiffness: jnp.ndarray
     damping: jnp.ndarray
     exponent: jnp.ndarray
@@ -221,14 +329,32 @@ class AbstractContacts(AbstractGroundForce):
     mu: jnp.ndarray
     tangential_stiffness: jnp.ndarray
     tangential_damping: jnp.ndarray
+    margin: jnp.ndarray
     eps: jnp.ndarray
     normal: str = eqx.field(static=True)
     friction: str = eqx.field(static=True)
-    point_geom: tuple = eqx.field(static=True)  # (nc,) geom index of each candidate point
+    pairs: tuple = eqx.field(static=True)  # (np,) (geom index, "terrain" | "geom", index)
+    pair_active: tuple = eqx.field(static=True)  # (np,) points that carry the pair at once
+    # (pair, source geom, "terrain" | "geom", destination index, ±1) per direction
+    directions: tuple = eqx.field(static=True)
+    point_geom: tuple = eqx.field(static=True)  # (nc,) pair index of each candidate point
+    point_sign: tuple = eqx.field(static=True)  # (nc,) +1: A's point, -1: B's point in A
+
+    @property
+    def terrains(self) -> tuple:
+        """Every distinct terrain of the pairs."""
+        return () if self.terrain is None else (self.terrain, *self.more_terrains)
+
+    @property
+    def others(self) -> tuple:
+        """The other side of each pair (a terrain or a geom), in pair order."""
+        return tuple(self.terrains[ib] if kind == "terrain" else self.geoms[ib]
+                     for _, kind, ib in self.pairs)
 
     @property
     def n_points(self) -> int:
-        """Number of candidate points nc (Σ of the geoms' ``n_points``)."""
+        """Number of candidate points nc (Σ over the pairs' directions of the source geom's
+        ``n_points``)."""
         return len(self.point_geom)
 
     def evaluate(self, model: Model, q, v, state=None) -> _Points:
@@ -238,38 +364,55 @@ class AbstractContacts(AbstractGroundForce):
         return _evaluate(self, model, q, v, z)
 
     def energy(self, model: Model, q, state=None):
-        """Elastic energy stored in the contacts (J): the normal springs, and the stiction
-        springs ½ k_t |z|² when ``state`` z (nc, 3) is given."""
+        """Elastic energy stored in the contacts (J): the normal springs of every pair, and
+        the stiction springs ½ k_t |z|² when ``state`` z (nc, 3) is given."""
         r = self.evaluate(model, q, jnp.zeros(model.nv))
-        gi = np.asarray(self.point_geom)
-        e = jnp.sum(L.normal_energy(self.normal, r.penetration, self.stiffness[gi],
-                                    self.exponent[gi]))
+        pi = np.asarray(self.point_geom)
+        e = jnp.sum(L.normal_energy(self.normal, r.penetration, self.stiffness[pi],
+                                    self.exponent[pi]))
         if state is not None:
-            e = e + 0.5 * jnp.sum(self.tangential_stiffness[gi] * jnp.sum(state**2, axis=-1))
+            e = e + 0.5 * jnp.sum(self.tangential_stiffness[pi] * jnp.sum(state**2, axis=-1))
         return e
 
     def check_initial(self, model: Model, q) -> None:
-        """Refuse a geom that starts deeper in the terrain than :data:`MAX_INITIAL_PENETRATION`
-        times its own size (a ValueError naming the geom, its depth and the limit); nothing
-        under a trace. Points (no size) are not checked."""
+        """Refuse a pair that starts deeper than :data:`MAX_INITIAL_PENETRATION` times the
+        size of its thinner geom (a ValueError naming both, the depth and the limit); nothing
+        under a trace. Points (no size) are not checked (a pair of a point and a geom: against
+        the geom's size)."""
         pen = self._initial_values(_penetrations, model, q)
         if pen is None:
             return
-        gi = np.asarray(self.point_geom)
-        for i, (g, name) in enumerate(zip(self.geoms, _geom_names(self), strict=True)):
-            size = float(g.thickness())
-            depth = float(np.max(pen[gi == i]))
-            if size > 0 and depth > MAX_INITIAL_PENETRATION * size:
+        pi = np.asarray(self.point_geom)
+        names = _geom_names(self)
+        for i, (ia, kind, ib) in enumerate(self.pairs):
+            g = self.geoms[ia]
+            sizes = [float(g.thickness())]
+            if kind == "geom":
+                sizes.append(float(self.geoms[ib].thickness()))
+            sizes = [s for s in sizes if s > 0]
+            if not sizes or not np.any(pi == i):
+                continue
+            size = min(sizes)
+            depth = float(np.max(pen[pi == i]))
+            if depth <= MAX_INITIAL_PENETRATION * size:
+                continue
+            if kind == "terrain":
                 raise ValueError(
-                    f"{model.name}: geom {name!r} ({g.kind}) starts {depth:.4g} m deep in "
-                    f"terrain {self.terrain.name!r}, more than {MAX_INITIAL_PENETRATION:g} of "
-                    f"its size {size:.4g} m: start it on or above the ground (a compliant "
+                    f"{model.name}: geom {names[ia]!r} ({g.kind}) starts {depth:.4g} m deep in "
+                    f"terrain {self.terrains[ib].name!r}, more than {MAX_INITIAL_PENETRATION:g} "
+                    f"of its size {size:.4g} m: start it on or above the ground (a compliant "
                     "contact this deep would launch it)")
+            h = self.geoms[ib]
+            raise ValueError(
+                f"{model.name}: geoms {names[ia]!r} ({g.kind}) and {names[ib]!r} ({h.kind}) "
+                f"start {depth:.4g} m inside each other, more than {MAX_INITIAL_PENETRATION:g} "
+                f"of the thinner one's size {size:.4g} m: start them apart or touching (a "
+                "compliant contact this deep would launch them)")
 
 
 @eqx.filter_jit
 def _penetrations(el, model, q):
-    return candidates(model, el.geoms, el.terrain, q).penetration
+    return el.evaluate(model, q, jnp.zeros(model.nv)).penetration
 
 
 def _geom_names(el) -> list:
@@ -281,10 +424,10 @@ _RANGES = dict(stiffness=(0.0, True), damping=(0.0, False), mu=(0.0, False),
                exponent=(1.0, False), dissipation=(0.0, False),
                tangential_stiffness=(0.0, True), tangential_damping=(0.0, True),
                eps=(0.0, True), timeconst=(0.0, True), dampratio=(0.0, True),
-               dmin=(0.0, True), dmax=(0.0, True))
+               dmin=(0.0, True), dmax=(0.0, True), margin=(None, False))
 
 
-def _check_params(owner, ng, kw):
+def _check_params(owner, npair, kw):
     for field, (lo, lo_open) in _RANGES.items():
         val = kw.get(field)
         if val is None:
@@ -296,12 +439,43 @@ def _check_params(owner, ng, kw):
                     hi=1.0 if field in ("dmin", "dmax") else None,
                     hi_open=field in ("dmin", "dmax"))
         if shape is None and is_concrete(val) and np.ndim(val) > 0 and \
-                np.shape(val) not in ((ng,), (1,)):
-            raise TypeError(f"{owner}.{field}: expected one number or one per geom ({ng},), "
+                np.shape(val) not in ((npair,), (1,)):
+            raise TypeError(f"{owner}.{field}: expected one number or one per pair ({npair},), "
                             f"got shape {np.shape(val)}")
     if is_concrete((kw["dmin"], kw["dmax"])) and float(kw["dmin"]) > float(kw["dmax"]):
         raise ValueError(f"{owner}.dmin = {float(kw['dmin']):g}: must be <= dmax = "
                          f"{float(kw['dmax']):g}")
+
+
+def _index(items, x) -> int:
+    """Index of ``x`` in ``items`` by identity, appending it when new."""
+    for i, y in enumerate(items):
+        if y is x:
+            return i
+    items.append(x)
+    return len(items) - 1
+
+
+def _pair_directions(geoms, pairs):
+    """Per pair: its n_active and its directions (source geom, destination, sign)."""
+    active, dirs = [], []
+    for p, (ia, kind, ib) in enumerate(pairs):
+        a = geoms[ia]
+        if kind == "terrain":
+            active.append(a.n_active)
+            dirs.append((p, ia, "terrain", ib, 1))
+            continue
+        b = geoms[ib]
+        if a.kind in ROUND:
+            active.append(a.n_active)
+            dirs.append((p, ia, "geom", ib, 1))
+        elif b.kind in ROUND:
+            active.append(b.n_active)
+            dirs.append((p, ib, "geom", ia, -1))
+        else:
+            active.append(max(a.n_active, b.n_active))
+            dirs += [(p, ia, "geom", ib, 1), (p, ib, "geom", ia, -1)]
+    return tuple(active), tuple(dirs)
 
 
 def _init(self, geoms, terrain, friction, model, q, normal, **kw):
@@ -314,32 +488,76 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
     for i, g in enumerate(geoms):
         if not isinstance(g, AbstractGeom):
             raise TypeError(f"{owner}.geoms[{i}] = {g!r}: not a contact geom (Sphere, Box, ...)")
-    if not isinstance(terrain, AbstractTerrain):
-        raise TypeError(f"{owner}.terrain = {terrain!r}: not a terrain (Plane, HeightField)")
+    if isinstance(terrain, (AbstractTerrain, AbstractGeom)):
+        others = (terrain,) * len(geoms)
+    elif isinstance(terrain, (list, tuple)):
+        others = tuple(terrain)
+        if len(others) != len(geoms):
+            raise TypeError(f"{owner}.terrain: one terrain or geom per geom ({len(geoms)}), "
+                            f"got {len(others)}")
+    else:
+        raise TypeError(f"{owner}.terrain = {terrain!r}: not a terrain (Plane, HeightField), "
+                        "a geom, or a sequence of them (one per geom)")
+    for i, t in enumerate(others):
+        if not isinstance(t, (AbstractTerrain, AbstractGeom)):
+            raise TypeError(f"{owner}.terrain[{i}] = {t!r}: not a terrain (Plane, HeightField) "
+                            "or a contact geom")
+        if isinstance(t, AbstractGeom) and t is geoms[i]:
+            raise ValueError(f"{owner}.terrain[{i}]: geom {t.name!r} paired with itself")
+        if _is_world(geoms[i].body) and (isinstance(t, AbstractTerrain) or _is_world(t.body)):
+            raise ValueError(f"{owner}.geoms[{i}] ({geoms[i].name!r}) is on the world and so "
+                             f"is terrain[{i}]: a pair needs a moving body")
     check_choice(owner, "normal", normal, L.NORMAL_LAWS)
     if model is not None and not isinstance(model, Model):
         raise TypeError(f"{owner}.model = {model!r}: not a diffmb Model")
     _check_params(owner, len(geoms), kw)
     if q is not None and model is not None:
         check_value(owner, "q", q, shape=(model.nq,))
-    if model is not None:
-        for i, g in enumerate(geoms):
-            body_index(model, g.body, f"{owner}.geoms[{i}]")  # now rather than inside a trace
-    self.geoms, self.terrain = geoms, terrain
+    if model is not None:  # now rather than inside a trace
+        for i, (g, t) in enumerate(zip(geoms, others, strict=True)):
+            ba = _bid(model, g, f"{owner}.geoms[{i}]")
+            if isinstance(t, AbstractGeom):
+                bb = _bid(model, t, f"{owner}.terrain[{i}]")
+                if ba == bb:
+                    raise ValueError(f"{owner}: geoms {g.name!r} and {t.name!r} (pair {i}) are "
+                                     f"on the same body {model.body_names[ba]!r}: they cannot "
+                                     "collide")
+    uniq, terrains, pairs = [], [], []
+    for g in geoms:
+        _index(uniq, g)
+    for g, t in zip(geoms, others, strict=True):
+        ia = _index(uniq, g)
+        if isinstance(t, AbstractTerrain):
+            pairs.append((ia, "terrain", _index(terrains, t)))
+        else:
+            pairs.append((ia, "geom", _index(uniq, t)))
+    self.geoms = tuple(uniq)
+    self.terrain = terrains[0] if terrains else None
+    self.more_terrains = tuple(terrains[1:])
+    self.pairs = tuple(pairs)
+    self.pair_active, self.directions = _pair_directions(self.geoms, self.pairs)
     self.normal, self.friction = normal, friction
-    for name, val in _params(geoms, model, q, normal, **kw).items():
+    for name, val in _params(self, model, q, normal, **kw).items():
         setattr(self, name, val)
-    self.point_geom = tuple(i for i, g in enumerate(geoms) for _ in range(g.n_points))
+    pg, ps = [], []
+    for p, s, _, _, sign in self.directions:
+        n = self.geoms[s].n_points
+        pg += [p] * n
+        ps += [sign] * n
+    self.point_geom, self.point_sign = tuple(pg), tuple(ps)
 
 
 _DOC_ARGS = """
-    ``geoms``: :mod:`~diffmb.contacts.geometry` shapes; ``terrain``: a Plane/HeightField.
-    Parameters, each a number or one per geom (traced): ``stiffness`` k, ``damping`` b
-    (default: mass-normalised from ``model`` at ``q`` (default ``model.qpos0``) by
-    :func:`soft_contact_params` with ``timeconst``, ``dampratio``, ``dmin``, ``dmax``), ``mu``
-    (1.0), ``normal`` = "linear" (default) or "hunt_crossley" (``exponent`` n, ``dissipation``
-    c; with the default stiffness, k and c give the same rest penetration and rest damping as
-    the linear law; with a given stiffness c defaults to 0).
+    ``geoms``: :mod:`~diffmb.contacts.geometry` shapes; ``terrain``: a Plane/HeightField (or a
+    geom) that every geom meets, or a sequence with one terrain or geom per geom (pair i is
+    ``geoms[i]`` with ``terrain[i]``; see the module docstring). Parameters, each a number or
+    one per pair (traced): ``stiffness`` k, ``damping`` b (default: mass-normalised from
+    ``model`` at ``q`` (default ``model.qpos0``) by :func:`soft_contact_params` with
+    ``timeconst``, ``dampratio``, ``dmin``, ``dmax``), ``mu`` (1.0), ``margin`` [m] (0: the
+    contact acts from this distance, as MuJoCo's ``margin``), ``normal`` = "linear" (default)
+    or "hunt_crossley" (``exponent`` n, ``dissipation`` c; with the default stiffness, k and c
+    give the same rest penetration and rest damping as the linear law; with a given stiffness c
+    defaults to 0).
 """
 
 
@@ -353,12 +571,13 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
 
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, normal="linear", exponent=1.0, dissipation=None,
-                 tangential_stiffness=None, tangential_damping=None, timeconst=0.02,
-                 dampratio=1.0, dmin=0.9, dmax=0.95):
+                 tangential_stiffness=None, tangential_damping=None, margin=0.0,
+                 timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95):
         _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
-              eps=1e-3, timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax)
+              eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
+              dmax=dmax)
 
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
@@ -375,11 +594,11 @@ class CoulombContacts(AbstractContacts, AbstractForce):
 
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
-                 timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95):
+                 margin=0.0, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95):
         _init(self, geoms, terrain, "coulomb", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
-              tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, timeconst=timeconst,
-              dampratio=dampratio, dmin=dmin, dmax=dmax)
+              tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, margin=margin,
+              timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax)
 
     def __call__(self, model, t, q, v, ctrl):
         r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))
@@ -393,10 +612,14 @@ CoulombContacts.__init__.__doc__ = _DOC_ARGS
 class ContactResult(eqx.Module):
     """Contact points along a trajectory, world frame; ns saves (leading axes of the
     trajectory), nc candidate points of all contact elements: ``point`` (ns, nc, 3) m,
-    ``normal`` (ns, nc, 3), ``penetration`` (ns, nc) m (−:data:`~diffmb.contacts.terrain.NO_GROUND`
-    for a point beyond a height field's extent), ``fn`` (ns, nc) N (≥ 0), ``ft``
-    (ns, nc, 3) N, ``velocity`` (ns, nc, 3) m/s of the contact points; ``pairs``: (geom name,
-    terrain name) of each point. ``result["fn"]`` works too."""
+    ``normal`` (ns, nc, 3) the direction of the normal force on the pair's geom (the terrain's
+    or the other geom's outward normal), ``penetration`` (ns, nc) m (plus the pair's
+    ``margin``; −:data:`~diffmb.contacts.terrain.NO_GROUND` for a point beyond a height field's
+    extent), ``fn`` (ns, nc) N (≥ 0), ``ft`` (ns, nc, 3) N the friction force on the pair's
+    geom, ``velocity`` (ns, nc, 3) m/s of the pair's geom relative to the other side at the
+    point; ``pairs``: (geom name, other name) of each point's pair (the terrain's or the other
+    geom's name; a pair between two geoms whose points both sides give lists it once per
+    point). ``result["fn"]`` works too."""
 
     point: jnp.ndarray
     normal: jnp.ndarray
@@ -414,10 +637,10 @@ class ContactResult(eqx.Module):
 
 
 def _pairs(el) -> list:
-    out = []
-    for g, gname in zip(el.geoms, _geom_names(el), strict=True):
-        out += [(gname, el.terrain.name)] * g.n_points
-    return out
+    """(geom name, other name) of each candidate point: its pair's geom A and other side."""
+    names = _geom_names(el)
+    other = lambda kind, ib: el.terrains[ib].name if kind == "terrain" else names[ib]  # noqa: E731
+    return [(names[el.pairs[p][0]], other(*el.pairs[p][1:])) for p in el.point_geom]
 
 
 @eqx.filter_jit
