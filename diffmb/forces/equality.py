@@ -1,0 +1,270 @@
+"""MuJoCo's connect and weld equality constraints (closed kinematic loops, welded bodies) as
+its soft constraints.
+
+A connect holds a point of one body on a point of another (a ball joint closing a loop: 3
+rows); a weld also holds their orientations (6 rows). Each row has MuJoCo's soft-constraint
+law: bilateral (no one-sided clamp), with the impedance d from ``solimp`` at the norm of the
+equality's violation, the reference acceleration from ``solref`` and MuJoCo's regulariser
+R = (1 − d)/d · diagApprox, and all rows are solved together with M(q) as MuJoCo's solver does.
+Build them from a file with :func:`diffmb.io.mjcf_equality.equalities_from_mjcf`.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..dynamics.kinematics import (
+    body_frames,
+    kinematics,
+    node_accelerations,
+    partial_velocities,
+    point_accelerations,
+)
+from ..spatial import quaternion as quat
+from ..spatial.safe import safe_norm
+from ..validation import check_value, is_concrete
+from .elements import AbstractForce, _num, _soft_rows, soft_impedance
+
+__all__ = ["Equalities", "soft_equality_rows"]
+
+_KINDS = ("connect", "weld")
+
+
+def _gains(solref, solimp):
+    """MuJoCo's stiffness k and damping b of soft rows (``mj_makeImpedance``): k = 1/(d_max²
+    T² ζ²), b = 2/(d_max T) for ``solref`` = (T, ζ), T > 0; k = −T/d_max², b = −ζ/d_max for the
+    direct form; d_max clamped to [1e-4, 0.9999] as MuJoCo clamps it."""
+    T, zeta = solref[..., 0], solref[..., 1]
+    dmax = jnp.clip(solimp[..., 1], 1e-4, 0.9999)
+    pos = T > 0
+    Ts = jnp.where(pos, T, 1.0)
+    k = jnp.where(pos, 1.0 / jnp.maximum(dmax**2 * Ts**2 * zeta**2, 1e-15), -T / dmax**2)
+    b = jnp.where(zeta > 0, 2.0 / jnp.maximum(dmax * Ts, 1e-15), -zeta / dmax)
+    return k, b
+
+
+def _impedance(r, solimp):
+    """MuJoCo's ``getimpedance`` at violation r ≥ 0: the solimp arcs
+    (:func:`~diffmb.forces.elements.soft_impedance`) on solimp clamped as MuJoCo clamps it, and
+    the flat value (d_min + d_max)/2 where width is zero or d_min = d_max."""
+    dmin = jnp.clip(solimp[..., 0], 1e-4, 0.9999)
+    dmax = jnp.clip(solimp[..., 1], 1e-4, 0.9999)
+    width = jnp.maximum(solimp[..., 2], 0.0)
+    mid = jnp.clip(solimp[..., 3], 1e-4, 0.9999)
+    power = jnp.maximum(solimp[..., 4], 1.0)
+    si = jnp.stack([dmin, dmax, width, mid, power], axis=-1)
+    flat = (width <= 1e-15) | (dmin == dmax)
+    return jnp.where(flat, 0.5 * (dmin + dmax), soft_impedance(r, si))
+
+
+def soft_equality_rows(model, q, v, tau, f_ext, J, aref, R):
+    """Forces f (n,) of n bilateral soft rows with Jacobian J (n, nv), reference accelerations
+    ``aref`` (n,) and regulariser R (n,), solved with M(q) as MuJoCo's solver solves them:
+    a = a₀ + M⁻¹Jᵀf, (J M⁻¹ Jᵀ + diag R) f = a_ref − J a₀, a₀ the accelerations under
+    ``tau``/``f_ext`` alone (the minimiser of MuJoCo's quadratic cost for equality rows)."""
+    from ..dynamics.api import forward_dynamics, mass_matrix
+
+    a0 = forward_dynamics(model, q, v, tau, f_ext)
+    X = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(model, q)), J.T)
+    K = J @ X + jnp.diag(R)
+    return jnp.linalg.solve(K, aref - J @ a0)
+
+
+class Equalities(AbstractForce):
+    """MuJoCo's connect and weld equalities, one soft constraint each (``mj_instantiateEquality``,
+    ``mj_makeImpedance``, ``mj_referenceConstraint``).
+
+    Equality i ties frame 1 — point ``anchor1[i]`` and orientation ``frame1[i]`` (w, x, y, z)
+    fixed in body ``body1[i]`` — to frame 2 (``anchor2[i]``, ``frame2[i]`` in ``body2[i]``);
+    bodies are indices into ``model.body_names``, −1 the world. With p_k the anchors' world
+    positions and Q_k = q_k ⊗ frame_k the frames' world orientations:
+
+        connect  r = p₁ − p₂                                      (3 rows)
+        weld     r = [p₁ − p₂;  s · Im(Q₂* ⊗ Q₁)]                 (6 rows, s = ``torquescale``)
+
+    J = ∂ṙ/∂v (for the orientation rows ½ s Im(Q₂* ⊗ (ω₁ − ω₂) ⊗ Q₁), MuJoCo's Jacobian). Each
+    row's reference acceleration and regulariser are MuJoCo's:
+
+        a_ref = −b J v − k d r − J̇ v,   R = max((1 − d)/d · w, 1e-15)
+
+    with k, b from ``solref`` (T, ζ) (k = 1/(d_max² T² ζ²), b = 2/(d_max T); negative: the
+    direct form k = −T/d_max², b = −ζ/d_max), d = d(‖r‖) from ``solimp`` at the norm of the
+    equality's whole violation (3 or 6 rows), and w MuJoCo's diagonal approximation
+    ``invweight[i]`` = (translation, rotation): the sum of the two bodies'
+    ``body_invweight0``. The rows are solved together with M(q)
+    (:func:`soft_equality_rows`), so the element needs the other forces: :func:`total_force`
+    evaluates it last (:meth:`loaded_call`; called alone it sees gravity and the velocity terms
+    only). The loop then closes as MuJoCo's does, r̈ = (1 − d) r̈₀ + d (−b ṙ − k d r) on each
+    lone row, and rests at MuJoCo's violation under load.
+
+    Limits of another element evaluated last (:class:`~diffmb.forces.JointLimits`,
+    :class:`~diffmb.forces.FixedTendons`) are solved apart from these rows: each counts the
+    other as no load. Costs a mass matrix, its Cholesky factor and a forward dynamics per
+    call.
+    """
+
+    anchor1: jnp.ndarray  # (n, 3) in body1's frame
+    anchor2: jnp.ndarray  # (n, 3) in body2's frame
+    frame1: jnp.ndarray  # (n, 4) frame orientation in body1 (welds)
+    frame2: jnp.ndarray  # (n, 4) frame orientation in body2 (welds)
+    torquescale: jnp.ndarray  # (n,) (welds)
+    solref: jnp.ndarray  # (n, 2)
+    solimp: jnp.ndarray  # (n, 5)
+    invweight: jnp.ndarray  # (n, 2) MuJoCo's diagApprox: translation, rotation
+    kind: tuple = eqx.field(static=True)
+    body1: tuple = eqx.field(static=True)
+    body2: tuple = eqx.field(static=True)
+    names: tuple = eqx.field(static=True)
+
+    def __init__(self, kind, body1, body2, anchor1, anchor2, *, frame1=None, frame2=None,
+                 torquescale=1.0, solref=(0.02, 1.0), solimp=(0.9, 0.95, 0.001, 0.5, 2.0),
+                 invweight, names=None):
+        E = "Equalities"
+        kind = (kind,) if isinstance(kind, str) else tuple(kind)
+        n = len(kind)
+        for i, k in enumerate(kind):
+            if k not in _KINDS:
+                raise ValueError(f"{E}.kind[{i}] = {k!r}: choose one of {list(_KINDS)}")
+        self.kind = kind
+        for f, b in (("body1", body1), ("body2", body2)):
+            b = tuple(b)
+            if len(b) != n:
+                raise TypeError(f"{E}.{f}: expected {n} body indices (one per equality), got "
+                                f"{len(b)}")
+            for i, x in enumerate(b):
+                if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+                    raise TypeError(f"{E}.{f}[{i}] = {x!r}: a body index (int) is required")
+                if x < -1:
+                    raise ValueError(f"{E}.{f}[{i}] = {x}: must be a body index >= 0, or -1 "
+                                     "(the world)")
+            setattr(self, f, tuple(int(x) for x in b))
+        same = [i for i in range(n) if self.body1[i] == self.body2[i]]
+        if same:
+            i = same[0]
+            raise ValueError(f"{E}.body2[{i}] = {self.body2[i]}: the same body as body1 (an "
+                             "equality ties two different bodies)")
+        self.anchor1 = _num(E, "anchor1", anchor1, (n, 3))
+        self.anchor2 = _num(E, "anchor2", anchor2, (n, 3))
+        unit = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
+        self.frame1 = _num(E, "frame1", unit if frame1 is None else frame1, (n, 4))
+        self.frame2 = _num(E, "frame2", unit if frame2 is None else frame2, (n, 4))
+        for f in ("frame1", "frame2"):
+            x = getattr(self, f)
+            if is_concrete(x):
+                check_value(E, f + " norm", np.linalg.norm(np.asarray(x), axis=-1), lo=0.0,
+                            lo_open=True)
+        self.torquescale = _num(E, "torquescale", torquescale, (n,), broadcast=True)
+        self.invweight = _num(E, "invweight", invweight, (n, 2), broadcast=True, lo=0.0)
+        self.solref, self.solimp, _ = _soft_rows(E, n, solref, solimp, jnp.ones(n))
+        self.names = tuple(names) if names is not None else tuple(f"equality{i}" for i in range(n))
+        if len(self.names) != n:
+            raise TypeError(f"{E}.names: expected {n} names, got {len(self.names)}")
+
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+    @property
+    def needs_load(self) -> bool:
+        """True: the rows are solved with the other forces (:func:`total_force`)."""
+        return self.n > 0
+
+    def _rows(self):
+        """Static row layout: indices into the 6 n candidate rows, and each row's equality."""
+        rows, owner = [], []
+        for i, k in enumerate(self.kind):
+            r = range(6 * i, 6 * i + (6 if k == "weld" else 3))
+            rows += list(r)
+            owner += [i] * len(r)
+        return np.array(rows, dtype=np.int32), np.array(owner, dtype=np.int32)
+
+    def _check_model(self, model):
+        nb = model.n_bodies
+        for f in ("body1", "body2"):
+            bad = [i for i, b in enumerate(getattr(self, f)) if b >= nb]
+            if bad:
+                i = bad[0]
+                raise ValueError(f"Equalities.{f}[{i}] = {getattr(self, f)[i]}: must be a body "
+                                 f"index in [-1, {nb}) (model has {nb} bodies)")
+
+    def constraint(self, model, q, v):
+        """MuJoCo's ``efc_pos``, ``efc_J`` and J̇v of the rows: ``(r (m,), J (m, nv),
+        jdot_v (m,))``, m = 3 per connect + 6 per weld, rows in equality order."""
+        self._check_model(model)
+        n = self.n
+        b = np.array(self.body1 + self.body2)  # (2n,) body1 rows first
+        world = b < 0
+        live = jnp.asarray(~world, dtype=jnp.float64)
+        bi = np.where(world, 0, b)
+        kin = kinematics(model, q, v)
+        Rb, pb = body_frames(model, kin)
+        R = jnp.where(world[:, None, None], jnp.eye(3), Rb[bi])
+        p = jnp.where(world[:, None], -kin.origin, pb[bi])
+        anchor = jnp.concatenate([self.anchor1, self.anchor2])
+        x = p + jnp.einsum("kij,kj->ki", R, anchor)  # anchors, relative to kin.origin
+        V, W = partial_velocities(model, kin, x, bi)  # (2n, 3, nv)
+        V, W = V * live[:, None, None], W * live[:, None, None]
+        acc0 = node_accelerations(kin, jnp.zeros(model.nv))  # J̇v: accelerations at a = 0
+        dw, ddx = point_accelerations(kin, acc0, x, bi)
+        dw, ddx = dw * live[:, None], ddx * live[:, None]
+        w = W @ v  # (2n, 3)
+
+        r_t = x[:n] - x[n:]
+        J_t = V[:n] - V[n:]
+        jdv_t = ddx[:n] - ddx[n:]
+
+        # orientation: Q_e = Q₂* ⊗ Q₁ = quaternion of (R₂F₂)ᵀ R₁F₁; ω in frame 2 drives it
+        fq = jnp.concatenate([self.frame1, self.frame2])
+        fn = safe_norm(fq, axis=-1)  # MuJoCo multiplies the frames as given: |f₁||f₂| scales
+        RF = R @ quat.to_rotmat(fq / fn[:, None])
+        Re = jnp.swapaxes(RF[n:], -1, -2) @ RF[:n]
+        Qe = jax.vmap(quat.from_rotmat)(Re)
+        e0, ev = Qe[:, :1], Qe[:, 1:]
+        s = (self.torquescale * fn[:n] * fn[n:])[:, None]
+        RF2t = jnp.swapaxes(RF[n:], -1, -2)
+        r_r = s * ev
+        Wd = RF2t @ (W[:n] - W[n:])  # (n, 3, nv) relative angular velocity in frame 2
+        # Im((0, ω) ⊗ Q_e) = e₀ ω + ω × e_v
+        J_r = 0.5 * s[:, :, None] * (e0[:, :, None] * Wd
+                                     + jnp.cross(Wd, ev[:, :, None], axisa=1, axisb=1, axisc=1))
+        dwr = w[:n] - w[n:]
+        om = RF2t @ dwr[..., None]
+        om = om[..., 0]
+        omd = (RF2t @ (dw[:n] - dw[n:] - jnp.cross(w[n:], dwr))[..., None])[..., 0]
+        jdv_r = 0.5 * s * (e0 * omd + jnp.cross(omd, ev)
+                           - 0.5 * jnp.sum(om * om, -1, keepdims=True) * ev)
+
+        rows, _ = self._rows()
+        r = jnp.concatenate([r_t, r_r], axis=1).reshape(-1)[rows]
+        J = jnp.concatenate([J_t, J_r], axis=1).reshape(6 * n, model.nv)[rows]
+        jdv = jnp.concatenate([jdv_t, jdv_r], axis=1).reshape(-1)[rows]
+        return r, J, jdv
+
+    def reference(self, r, Jv, jdv):
+        """MuJoCo's ``efc_aref`` and ``efc_R`` (m,) of the rows at violation r, rates J v and
+        J̇v (:meth:`constraint`)."""
+        rows, owner = self._rows()
+        n = self.n
+        full = jnp.zeros(6 * n).at[rows].set(r).reshape(n, 6)
+        d = _impedance(safe_norm(full, axis=-1), self.solimp)[owner]  # norm per equality
+        k, b = _gains(self.solref, self.solimp)
+        rot = np.array([(i % 6) >= 3 for i in rows])
+        w = jnp.where(rot, self.invweight[owner, 1], self.invweight[owner, 0])
+        aref = -b[owner] * Jv - k[owner] * d * r - jdv
+        return aref, jnp.maximum((1.0 - d) / d * w, 1e-15)
+
+    def __call__(self, model, t, q, v, ctrl):
+        return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
+
+    def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
+        """Generalised constraint forces Jᵀf (nv,) with ``tau`` (nv,) and ``f_ext``
+        (nbody, 6 or None) acting besides them."""
+        if not self.n:
+            return jnp.zeros(model.nv), None
+        r, J, jdv = self.constraint(model, q, v)
+        aref, R = self.reference(r, J @ v, jdv)
+        f = soft_equality_rows(model, q, v, tau, f_ext, J, aref, R)
+        return J.T @ f, None
