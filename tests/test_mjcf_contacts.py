@@ -163,13 +163,20 @@ def test_gradient_through_touch_down_is_finite_and_matches_differences(tmp_path)
 
 
 def test_unsupported_pairs_are_named(tmp_path):
-    f = tmp_path / "two.xml"
-    f.write_text("""<mujoco><worldbody>
-      <body name="a" pos="0 0 1"><freejoint/><geom name="ga" type="sphere" size="0.1"/></body>
-      <body name="b" pos="0 0 2"><freejoint/><geom name="gb" type="sphere" size="0.1"/></body>
+    """A height field on a moving body is no ground: the pair is refused naming both geoms;
+    ignored, it is dropped with a warning that names the geoms MuJoCo's first step loads
+    through it (the ball resting on the raft)."""
+    f = tmp_path / "raft.xml"
+    f.write_text("""<mujoco><asset><hfield name="pad" nrow="3" ncol="3" size="0.5 0.5 0.1 0.1"/>
+      </asset><worldbody>
+      <body name="raft" pos="0 0 1"><joint type="slide" axis="1 0 0"/>
+        <geom name="raft" type="hfield" hfield="pad" mass="1"/></body>
+      <body name="b" pos="0 0 1.0995"><freejoint/><geom name="gb" type="sphere" size="0.1"/></body>
     </worldbody></mujoco>""")
-    with pytest.raises(NotImplementedError, match="'ga' \\(sphere\\) with 'gb' \\(sphere\\)"):
+    with pytest.raises(NotImplementedError, match="'raft' \\(hfield\\) with 'gb' \\(sphere\\)"):
         diffmb.mjcf_forces(f)
+    with pytest.warns(UserWarning, match="carry load through them: 'raft', 'gb'|'gb', 'raft'"):
+        diffmb.mjcf_forces(f, ignore=("unsupported_contacts",))
 
 
 def test_contact_parameters_overridable_per_geom(tmp_path):

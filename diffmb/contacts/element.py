@@ -456,6 +456,19 @@ def _index(items, x) -> int:
     return len(items) - 1
 
 
+def pair_n_active(geom, other) -> int:
+    """How many candidate points of the pair (``geom``, ``other``) carry it at once: against a
+    terrain the geom's ``n_active``; between geoms that of the side giving the points (a
+    round geom: point, sphere, capsule), the larger of the two when both do."""
+    if not isinstance(other, AbstractGeom):
+        return geom.n_active
+    if geom.kind in ROUND:
+        return geom.n_active
+    if other.kind in ROUND:
+        return other.n_active
+    return max(geom.n_active, other.n_active)
+
+
 def _pair_directions(geoms, pairs):
     """Per pair: its n_active and its directions (source geom, destination, sign)."""
     active, dirs = [], []
@@ -466,14 +479,12 @@ def _pair_directions(geoms, pairs):
             dirs.append((p, ia, "terrain", ib, 1))
             continue
         b = geoms[ib]
+        active.append(pair_n_active(a, b))
         if a.kind in ROUND:
-            active.append(a.n_active)
             dirs.append((p, ia, "geom", ib, 1))
         elif b.kind in ROUND:
-            active.append(b.n_active)
             dirs.append((p, ib, "geom", ia, -1))
         else:
-            active.append(max(a.n_active, b.n_active))
             dirs += [(p, ia, "geom", ib, 1), (p, ib, "geom", ia, -1)]
     return tuple(active), tuple(dirs)
 

@@ -609,29 +609,41 @@ def _has_constraints(mj) -> bool:
 
 
 def _colliding_geom_ids(mj) -> list[tuple[int, int, int]]:
-    """(g1, g2, pair id or -1) of the geom pairs MuJoCo's collision filter would test
-    (contype/conaffinity, parent–child filtering, ``<exclude>``, explicit ``<pair>``); empty when
-    contacts are disabled."""
+    """(g1, g2, pair id or -1) of the geom pairs MuJoCo's collision filter would test, in
+    MuJoCo's order of preference: every explicit ``<pair>``, then the dynamic pairs of geoms on
+    bodies in different weld groups (``body_weldid``) whose contype/conaffinity bitmasks
+    match, less a body and its parent's weld group (unless ``filterparent`` is disabled; the
+    world's children are not filtered), body pairs named in ``<exclude>`` (by body, not weld
+    group) and the geom pairs an explicit ``<pair>`` already covers; pairs for which MuJoCo has
+    no collision function (plane or height field against plane or height field) are left out.
+    Empty when contacts are disabled."""
     import mujoco
 
     if _constraints_off(mj, "CONTACT"):
         return []
     excluded = {(int(s) >> 16, int(s) & 0xFFFF) for s in np.asarray(mj.exclude_signature)}
     filterparent = not (mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT))
-    root = lambda b: int(mj.body_weldid[b])  # noqa: E731
-    out = [(int(mj.pair_geom1[i]), int(mj.pair_geom2[i]), i) for i in range(mj.npair)]
+    weld = lambda b: int(mj.body_weldid[b])  # noqa: E731
+    flat = lambda g: _GEOM_TYPES.get(int(mj.geom_type[g])) in _TERRAIN_GEOMS  # noqa: E731
+    out = [(int(mj.pair_geom1[i]), int(mj.pair_geom2[i]), i) for i in range(mj.npair)
+           if not (flat(int(mj.pair_geom1[i])) and flat(int(mj.pair_geom2[i])))]
+    explicit = {frozenset((int(mj.pair_geom1[i]), int(mj.pair_geom2[i])))
+                for i in range(mj.npair)}
     for g1 in range(mj.ngeom):
         for g2 in range(g1 + 1, mj.ngeom):
-            b1, b2 = root(int(mj.geom_bodyid[g1])), root(int(mj.geom_bodyid[g2]))
-            if b1 == b2:
+            a1, a2 = int(mj.geom_bodyid[g1]), int(mj.geom_bodyid[g2])
+            b1, b2 = weld(a1), weld(a2)
+            if b1 == b2 or (flat(g1) and flat(g2)):
                 continue
             if not ((mj.geom_contype[g1] & mj.geom_conaffinity[g2])
                     or (mj.geom_contype[g2] & mj.geom_conaffinity[g1])):
                 continue
-            if (min(b1, b2), max(b1, b2)) in excluded or (max(b1, b2), min(b1, b2)) in excluded:
+            if (min(a1, a2), max(a1, a2)) in excluded:
                 continue
-            p1, p2 = root(int(mj.body_parentid[b1])), root(int(mj.body_parentid[b2]))
+            p1, p2 = weld(int(mj.body_parentid[b1])), weld(int(mj.body_parentid[b2]))
             if filterparent and (p1 == b2 or p2 == b1) and b1 != 0 and b2 != 0:
+                continue
+            if frozenset((g1, g2)) in explicit:
                 continue
             out.append((g1, g2, -1))
     return out
@@ -651,7 +663,7 @@ def colliding_geom_pairs(src) -> list[tuple[str, str]]:
 
 
 _TERRAIN_GEOMS = ("plane", "hfield")
-_BODY_GEOMS = ("sphere", "capsule", "box", "cylinder")
+_BODY_GEOMS = ("sphere", "capsule", "box", "cylinder", "ellipsoid", "mesh")
 _GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder",
                6: "box", 7: "mesh", 8: "sdf"}
 
@@ -659,57 +671,75 @@ _GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid
 def _mixed_contact_params(mj, g1, g2, pair):
     """MuJoCo's parameters of one contact pair (``mj_contactParam``): from an explicit
     ``<pair>`` as given; otherwise friction is the elementwise max, solref/solimp the
-    solmix-weighted mean, margin the max, condim the max, unless one geom has the higher
-    ``priority``, whose values are then used."""
+    solmix-weighted mean (solref: the
+    elementwise min when either is direct, negative) and condim the max, unless one geom has the higher ``priority``,
+    whose friction, solref, solimp and condim are then used. ``margin`` is where the contact
+    starts to act (MuJoCo's ``includemargin``): the pair's ``margin``, else the sum of the two
+    geoms' (``gap`` only adds contacts that exert no force beyond it)."""
     if pair >= 0:
         return dict(friction=np.array(mj.pair_friction[pair][:3], float),
                     solref=np.array(mj.pair_solref[pair], float),
                     solimp=np.array(mj.pair_solimp[pair][:2], float),
                     margin=float(mj.pair_margin[pair]), condim=int(mj.pair_dim[pair]))
+    margin = float(mj.geom_margin[g1]) + float(mj.geom_margin[g2])
     p1, p2 = int(mj.geom_priority[g1]), int(mj.geom_priority[g2])
     if p1 != p2:
         g = g1 if p1 > p2 else g2
         return dict(friction=np.array(mj.geom_friction[g], float),
                     solref=np.array(mj.geom_solref[g], float),
                     solimp=np.array(mj.geom_solimp[g][:2], float),
-                    margin=max(float(mj.geom_margin[g1]), float(mj.geom_margin[g2])),
-                    condim=int(mj.geom_condim[g]))
+                    margin=margin, condim=int(mj.geom_condim[g]))
     m1, m2 = float(mj.geom_solmix[g1]), float(mj.geom_solmix[g2])
-    mix = 0.5 if m1 + m2 < 1e-15 else m1 / (m1 + m2)
+    mix = 0.5 if m1 + m2 < 1e-15 else (1.0 if m2 < 1e-15 else 0.0 if m1 < 1e-15
+                                       else m1 / (m1 + m2))
+    r1, r2 = np.asarray(mj.geom_solref[g1], float), np.asarray(mj.geom_solref[g2], float)
+    # direct (negative) solref: the elementwise min
+    solref = mix * r1 + (1 - mix) * r2 if r1[0] > 0 and r2[0] > 0 else np.minimum(r1, r2)
     return dict(friction=np.maximum(mj.geom_friction[g1], mj.geom_friction[g2]).astype(float),
-                solref=mix * np.asarray(mj.geom_solref[g1]) + (1 - mix) * np.asarray(mj.geom_solref[g2]),
+                solref=solref,
                 solimp=(mix * np.asarray(mj.geom_solimp[g1]) + (1 - mix) * np.asarray(mj.geom_solimp[g2]))[:2],
-                margin=max(float(mj.geom_margin[g1]), float(mj.geom_margin[g2])),
+                margin=margin,
                 condim=max(int(mj.geom_condim[g1]), int(mj.geom_condim[g2])))
 
 
 def read_contact_pairs(src) -> tuple[list[dict], list[str]]:
     """The file's colliding geom pairs split into what diffmb's contacts model and what they do
-    not: ``(pairs, unsupported)``. A supported pair is a plane or height field welded to the
-    world against a sphere, capsule, box or cylinder on a moving body; each is a dict with
-    ``terrain`` and ``geom`` (geom ids), their names, the body id and MuJoCo's mixed parameters
-    (:func:`_mixed_contact_params`). ``unsupported`` lists the other pairs as readable strings
-    naming both geoms and why."""
+    not: ``(pairs, unsupported)``. A supported pair is a sphere, capsule, box, cylinder,
+    ellipsoid or mesh (its convex hull) on a moving body against either a plane or height field
+    fixed to the world (``terrain`` True) or another such geom on any other body (moving, or
+    fixed to the world). Each is a dict with ``geom`` and ``other`` (geom ids; ``geom`` the one
+    on a moving body), their names ``geom_name`` and ``other_name``, ``terrain``, the body ids
+    ``body`` and ``other_body``, MuJoCo's mixed parameters (:func:`_mixed_contact_params`) and
+    ``pair`` (the explicit ``<pair>`` id or -1). ``unsupported`` lists the other pairs (SDF
+    geoms, a plane or height field on a moving body) as readable strings naming both geoms and
+    why. Pairs of two geoms that never move are left out (MuJoCo's contact would do nothing)."""
     mj, _ = _as_mjmodel(src)
     static = lambda g: int(mj.body_weldid[int(mj.geom_bodyid[g])]) == 0  # noqa: E731
     kind = lambda g: _GEOM_TYPES.get(int(mj.geom_type[g]), "unknown")  # noqa: E731
     pairs, bad = [], []
     for g1, g2, pair in _colliding_geom_ids(mj):
-        if kind(g2) in _TERRAIN_GEOMS and static(g2):
+        if kind(g2) in _TERRAIN_GEOMS or (static(g1) and not static(g2)):
             g1, g2 = g2, g1
         n1, n2 = _geom_name(mj, g1), _geom_name(mj, g2)
         what = f"{n1!r} ({kind(g1)}) with {n2!r} ({kind(g2)})"
-        if not (kind(g1) in _TERRAIN_GEOMS and static(g1)):
-            bad.append(f"{what}: only a plane or height field fixed to the world is supported as "
-                       "the ground; geom-geom contact between bodies is not modelled")
-        elif kind(g2) not in _BODY_GEOMS:
-            bad.append(f"{what}: a {kind(g2)} on the ground is not supported (use a sphere, "
-                       "capsule, box or cylinder)")
-        elif static(g2):
-            continue  # two static geoms never move: MuJoCo's contact would do nothing
+        flat = [g for g in (g1, g2) if kind(g) in _TERRAIN_GEOMS and not static(g)]
+        other = [g for g in (g1, g2) if kind(g) not in _TERRAIN_GEOMS + _BODY_GEOMS]
+        if other:
+            bad.append(f"{what}: a {kind(other[0])} geom ({_geom_name(mj, other[0])!r}) "
+                       "cannot collide in diffmb (SDF and plugin geoms are not modelled)")
+        elif flat:
+            bad.append(f"{what}: a {kind(flat[0])} on a moving body "
+                       f"({_geom_name(mj, flat[0])!r}); only a plane or height field fixed to "
+                       "the world is a ground")
+        elif static(g1) and static(g2):
+            continue
         else:
-            pairs.append(dict(terrain=g1, geom=g2, terrain_name=n1, geom_name=n2,
-                              body=int(mj.geom_bodyid[g2]), **_mixed_contact_params(mj, g1, g2, pair)))
+            if static(g1):
+                g1, g2, n1, n2 = g2, g1, n2, n1
+            terrain = kind(g2) in _TERRAIN_GEOMS
+            pairs.append(dict(geom=g1, other=g2, geom_name=n1, other_name=n2, terrain=terrain,
+                              body=int(mj.geom_bodyid[g1]), other_body=int(mj.geom_bodyid[g2]),
+                              pair=pair, **_mixed_contact_params(mj, g1, g2, pair)))
     return pairs, bad
 
 
@@ -739,45 +769,87 @@ def _terrain_from_geom(mj, g, name, where=None):
                        spacing=(2 * rx / (ncol - 1), 2 * ry / (nrow - 1)), name=name)
 
 
-def _contact_geom(mj, pair, body_name):
-    """The diffmb geom of a pair's body geom, grown by the pair's margin (MuJoCo's contact
-    acts from distance ``margin``, so the surface rests about ``margin`` above the ground)."""
-    from ..contacts.geometry import Box, Capsule, Cylinder, Sphere
+def _contact_geom(mj, g, model: Model):
+    """The diffmb geom of MuJoCo geom ``g`` on its body (``"world"`` for the world body), posed
+    as MuJoCo poses it in the body frame: sphere, capsule, box, cylinder and ellipsoid with
+    MuJoCo's sizes, a mesh as a :class:`~diffmb.contacts.geometry.ConvexMesh` of the vertices
+    MuJoCo's compiler keeps (scaled, in the mesh frame MuJoCo recentres; their convex hull is
+    the shape MuJoCo collides)."""
+    from ..contacts.geometry import Box, Capsule, ConvexMesh, Cylinder, Ellipsoid, Sphere
 
-    g, m = pair["geom"], pair["margin"]
+    b = int(mj.geom_bodyid[g])
+    body = "world" if b == 0 else model.body_names[b - 1]
     size = np.asarray(mj.geom_size[g], float)
     kw = dict(pos=np.asarray(mj.geom_pos[g], float), quat=np.asarray(mj.geom_quat[g], float),
-              name=pair["geom_name"])
+              name=_geom_name(mj, g))
     kind = _GEOM_TYPES[int(mj.geom_type[g])]
     if kind == "sphere":
-        return Sphere(body_name, size[0] + m, **kw)
+        return Sphere(body, size[0], **kw)
     if kind == "capsule":
-        return Capsule(body_name, size[0] + m, size[1], **kw)
+        return Capsule(body, size[0], size[1], **kw)
     if kind == "cylinder":
-        return Cylinder(body_name, size[0] + m, size[1] + m, **kw)
-    return Box(body_name, size + m, **kw)
+        return Cylinder(body, size[0], size[1], **kw)
+    if kind == "ellipsoid":
+        return Ellipsoid(body, size, **kw)
+    if kind == "mesh":
+        m = int(mj.geom_dataid[g])
+        va, vn = int(mj.mesh_vertadr[m]), int(mj.mesh_vertnum[m])
+        return ConvexMesh(body, np.array(mj.mesh_vert[va:va + vn], float), **kw)
+    return Box(body, size, **kw)
+
+
+def _loaded_geoms(mj, pairs) -> list[str]:
+    """Geoms of ``pairs`` (geom id pairs) that carry a normal force in MuJoCo's first step
+    from the ``home`` keyframe (else ``qpos0``), by name."""
+    import mujoco
+
+    d = mujoco.MjData(mj)
+    k = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_KEY, "home")
+    if k >= 0:
+        mujoco.mj_resetDataKeyframe(mj, d, k)
+    mujoco.mj_step(mj, d)
+    mujoco.mj_forward(mj, d)
+    want = {frozenset(p) for p in pairs}
+    out, f = [], np.zeros(6)
+    for i in range(d.ncon):
+        c = d.contact[i]
+        g = (int(c.geom[0]), int(c.geom[1]))
+        if frozenset(g) not in want or c.efc_address < 0:
+            continue
+        mujoco.mj_contactForce(mj, d, i, f)
+        if f[0] > 0:
+            out += [_geom_name(mj, x) for x in g if _geom_name(mj, x) not in out]
+    return out
 
 
 def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False,
                        overrides=None, ignore=()) -> tuple:
-    """Contact elements (:class:`~diffmb.contacts.Contacts`, one per ground geom) for the geom
-    pairs MuJoCo would collide (:func:`read_contact_pairs`).
+    """The contact element (one :class:`~diffmb.contacts.Contacts` holding every pair, ground
+    and body–body) for the geom pairs MuJoCo would collide (:func:`read_contact_pairs`), or
+    ``()`` when there are none.
 
     Per pair, as MuJoCo combines the two geoms (:func:`_mixed_contact_params`): the sliding
     friction μ = ``friction[0]`` (0 for ``condim`` 1), and normal stiffness and damping from
-    ``solref``/``solimp`` by
-    :func:`~diffmb.forces.elements.soft_constraint_gains` with the body's effective mass
-    1/``body_invweight0`` shared among the geom's ``n_active`` points (MuJoCo's rest
-    penetration, ~0.3 mm with the defaults). The stiction spring takes the same stiffness and
-    critical damping. ``margin`` grows the geom. Unsupported pairs (body–body, meshes,
-    ellipsoids) raise ``NotImplementedError`` naming the geoms unless ``ignore_unsupported``
-    (or ``"unsupported_contacts"`` in ``ignore``). Torsional and rolling friction (``condim`` 4
-    and 6) are not modelled: such pairs are refused naming the geoms unless ``"condim"`` is in
-    ``ignore`` (then only their sliding friction acts).
+    ``solref``/``solimp`` by :func:`~diffmb.forces.elements.soft_constraint_gains` with the
+    pair's effective mass 1/(``body_invweight0`` of one body + of the other; 0 for the world)
+    shared among the pair's ``n_active`` points (MuJoCo's rest penetration, ~0.3 mm with the
+    defaults). The stiction spring takes the same stiffness and critical damping. ``margin``
+    shifts the penetration (the contact acts from that distance, as MuJoCo's
+    ``includemargin``); the geoms keep their size. Meshes collide as their convex hulls, as
+    in MuJoCo (a concave mesh too). Unsupported pairs (SDF and plugin geoms, a plane or height
+    field on a moving body) raise ``NotImplementedError`` naming the geoms unless
+    ``ignore_unsupported`` (or ``"unsupported_contacts"`` in ``ignore``): then they are
+    dropped with a warning that names them and every geom among them that carried load in
+    MuJoCo's first step from the ``home`` keyframe (or ``qpos0``). Torsional and rolling
+    friction (``condim`` 4 and 6) are not modelled: such pairs are refused naming the geoms
+    unless ``"condim"`` is in ``ignore`` (then only their sliding friction acts).
     ``overrides``: ``{geom name: {"mu": .., "stiffness": .., "damping": ..}}`` replaces the
-    file's values for that geom's pairs (a name that is no contact geom is an error).
+    file's values for the pairs of that geom (on a moving body; a name that is no such
+    colliding geom is an error).
     """
-    from ..contacts.element import Contacts
+    import warnings
+
+    from ..contacts.element import Contacts, pair_n_active
     from ..forces.elements import soft_constraint_gains
 
     mj, where = _as_mjmodel(src)
@@ -789,8 +861,19 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
             f"{where}: MuJoCo would collide geom pairs that diffmb's contacts do not model: "
             + "; ".join(bad[:3]) + more + ". Pass ignore=('unsupported_contacts',) to simulate "
             "without them, or exclude them in the file (contype/conaffinity, <exclude>).")
+    if bad:
+        kept = {frozenset((p["geom"], p["other"])) for p in pairs}
+        dropped = [(g1, g2) for g1, g2, _ in _colliding_geom_ids(mj)
+                   if frozenset((g1, g2)) not in kept]
+        loaded = _loaded_geoms(mj, dropped)
+        warnings.warn(
+            f"{where}: geom pairs dropped (ignore='unsupported_contacts'): " + "; ".join(bad)
+            + (". In MuJoCo's first step these geoms carry load through them: "
+               + ", ".join(repr(n) for n in loaded) + ": without them the model may fall "
+               "through" if loaded else ". None of them carries load in MuJoCo's first step"),
+            stacklevel=3)
     # torsional friction acts from condim 4 (friction[1]), rolling from condim 6 (friction[2])
-    rich = [f"{p['terrain_name']!r} with {p['geom_name']!r} (condim {p['condim']})"
+    rich = [f"{p['other_name']!r} with {p['geom_name']!r} (condim {p['condim']})"
             for p in pairs if (p["condim"] >= 4 and p["friction"][1] > 0)
             or (p["condim"] >= 6 and p["friction"][2] > 0)]
     if rich and "condim" not in ignore:
@@ -801,7 +884,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
             "model; pass ignore=('condim',) to simulate them with sliding friction only, or set "
             "condim=\"3\" in the file.")
     overrides = dict(overrides or {})
-    known = {p["geom_name"] for p in pairs}
+    known = {p["geom_name"] for p in pairs} | {p["other_name"] for p in pairs
+                                               if not p["terrain"]}
     for name, ov in overrides.items():
         if name not in known:
             raise ValueError(f"{where}: contact override for {name!r}, which is not a colliding "
@@ -814,23 +898,38 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         return ()
     if model is None:
         model = from_mjmodel(mj, where)
-    out = []
-    for t in dict.fromkeys(p["terrain"] for p in pairs):
-        group = [p for p in pairs if p["terrain"] == t]
-        terrain = _terrain_from_geom(mj, t, group[0]["terrain_name"], where)
-        geoms, ks, bs, mus = [], [], [], []
-        for p in group:
-            geom = _contact_geom(mj, p, model.body_names[p["body"] - 1])
-            m_pt = 1.0 / float(mj.body_invweight0[p["body"], 0]) / geom.n_active
-            k, b = soft_constraint_gains(m_pt, _solref(mj, p["solref"]), p["solimp"])
-            ov = overrides.get(p["geom_name"], {})
-            geoms.append(geom)
-            ks.append(float(ov.get("stiffness", k)))
-            bs.append(float(ov.get("damping", b)))
-            mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
-        out.append(Contacts(geoms, terrain, model=model, stiffness=np.array(ks),
-                            damping=np.array(bs), mu=np.array(mus)))
-    return tuple(out)
+    made = {}
+
+    def geom(g):
+        if g not in made:
+            made[g] = _contact_geom(mj, g, model)
+        return made[g]
+
+    def terrain(g, name):
+        if g not in made:
+            made[g] = _terrain_from_geom(mj, g, name, where)
+        return made[g]
+
+    iw = np.asarray(mj.body_invweight0, float)[:, 0]
+    geoms, others, ks, bs, mus, m_pts, margins = [], [], [], [], [], [], []
+    for p in pairs:
+        a = geom(p["geom"])
+        b = terrain(p["other"], p["other_name"]) if p["terrain"] else geom(p["other"])
+        w = iw[p["body"]] + (0.0 if p["terrain"] else iw[p["other_body"]])
+        m_pt = 1.0 / w / pair_n_active(a, b)
+        k, d = soft_constraint_gains(m_pt, _solref(mj, p["solref"]), p["solimp"])
+        ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
+        geoms.append(a)
+        others.append(b)
+        ks.append(float(ov.get("stiffness", k)))
+        bs.append(float(ov.get("damping", d)))
+        mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
+        m_pts.append(m_pt)
+        margins.append(p["margin"])
+    ks, m_pts = np.array(ks), np.array(m_pts)
+    return (Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
+                     mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
+                     tangential_damping=2.0 * np.sqrt(ks * m_pts)),)
 
 
 def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, ignore=(),
@@ -845,10 +944,13 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     ``frictionloss`` (:func:`joint_friction_from_mjcf`). ``limits=True``: soft limits on the
     limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
     ``limit_stiffness``/``limit_damping`` make them a penalty spring-damper with those gains
-    instead). ``contacts=True``: contact
-    elements for the geom pairs MuJoCo would collide (:func:`contacts_from_mjcf`: sphere,
-    capsule, box and cylinder against a world plane or height field; other pairs are refused
-    naming the geoms unless ``ignore=("unsupported_contacts",)``; ``contact_overrides``
+    instead). ``contacts=True``: one contact
+    element for the geom pairs MuJoCo would collide (:func:`contacts_from_mjcf`: sphere,
+    capsule, box, cylinder, ellipsoid and mesh (its convex hull) on any body against a world
+    plane or height field and against each other, on two moving bodies or a moving body and
+    the world; SDF and plugin geoms and a plane or height field on a moving body are refused
+    naming the geoms unless ``ignore=("unsupported_contacts",)``, which drops them with a
+    warning naming those that carried load in MuJoCo's first step; ``contact_overrides``
     ``{geom: {"mu", "stiffness", "damping"}}`` replaces the file's values per geom).
     ``fluid``: ``"mujoco"`` MuJoCo's inertia-box and ellipsoid fluid models (its velocity terms;
     refused at evaluation with a Model that has added inertia), ``"potential"`` buoyancy, drag and
