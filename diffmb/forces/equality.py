@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..dynamics.crba import crba_kin
 from ..dynamics.kinematics import (
     body_frames,
     kinematics,
@@ -23,6 +24,7 @@ from ..dynamics.kinematics import (
     partial_velocities,
     point_accelerations,
 )
+from ..dynamics.rnea import rnea_kin
 from ..spatial import quaternion as quat
 from ..spatial.safe import safe_norm
 from ..validation import check_value, is_concrete
@@ -60,17 +62,16 @@ def _impedance(r, solimp):
     return jnp.where(flat, 0.5 * (dmin + dmax), soft_impedance(r, si))
 
 
-def soft_equality_rows(model, q, v, tau, f_ext, J, aref, R):
+def soft_equality_rows(M, h, J, aref, R):
     """Forces f (n,) of n bilateral soft rows with Jacobian J (n, nv), reference accelerations
-    ``aref`` (n,) and regulariser R (n,), solved with M(q) as MuJoCo's solver solves them:
-    a = a₀ + M⁻¹Jᵀf, (J M⁻¹ Jᵀ + diag R) f = a_ref − J a₀, a₀ the accelerations under
-    ``tau``/``f_ext`` alone (the minimiser of MuJoCo's quadratic cost for equality rows)."""
-    from ..dynamics.api import forward_dynamics, mass_matrix
-
-    a0 = forward_dynamics(model, q, v, tau, f_ext)
-    X = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(model, q)), J.T)
-    K = J @ X + jnp.diag(R)
-    return jnp.linalg.solve(K, aref - J @ a0)
+    ``aref`` (n,) and regulariser R (n,), solved with the mass matrix M (nv, nv) as MuJoCo's
+    solver solves them: with a₀ = M⁻¹h the accelerations under the generalised force h (nv,)
+    alone (τ − bias, external wrenches included), a = a₀ + M⁻¹Jᵀf and
+    (J M⁻¹ Jᵀ + diag R) f = a_ref − J a₀ (the minimiser of MuJoCo's quadratic cost for
+    equality rows)."""
+    L = jax.scipy.linalg.cho_factor(M)
+    K = J @ jax.scipy.linalg.cho_solve(L, J.T) + jnp.diag(R)
+    return jnp.linalg.solve(K, aref - J @ jax.scipy.linalg.cho_solve(L, h))
 
 
 class Equalities(AbstractForce):
@@ -93,17 +94,17 @@ class Equalities(AbstractForce):
     with k, b from ``solref`` (T, ζ) (k = 1/(d_max² T² ζ²), b = 2/(d_max T); negative: the
     direct form k = −T/d_max², b = −ζ/d_max), d = d(‖r‖) from ``solimp`` at the norm of the
     equality's whole violation (3 or 6 rows), and w MuJoCo's diagonal approximation
-    ``invweight[i]`` = (translation, rotation): the sum of the two bodies'
-    ``body_invweight0``. The rows are solved together with M(q)
-    (:func:`soft_equality_rows`), so the element needs the other forces: :func:`total_force`
-    evaluates it last (:meth:`loaded_call`; called alone it sees gravity and the velocity terms
-    only). The loop then closes as MuJoCo's does, r̈ = (1 − d) r̈₀ + d (−b ṙ − k d r) on each
-    lone row, and rests at MuJoCo's violation under load.
+    ``invweight[i]`` = (translation, rotation): the sum of the two bodies' ``body_invweight0``.
+    The rows are solved together with M(q) (:func:`soft_equality_rows`), so the element needs
+    the other forces: :func:`~diffmb.forces.elements.total_force` evaluates it last
+    (:meth:`loaded_call`; called alone it sees gravity and the velocity terms only). The loop
+    then closes as MuJoCo's does, r̈ = (1 − d) r̈₀ + d (−b ṙ − k d r) on a lone row, and
+    rests at MuJoCo's violation under load.
 
     Limits of another element evaluated last (:class:`~diffmb.forces.JointLimits`,
     :class:`~diffmb.forces.FixedTendons`) are solved apart from these rows: each counts the
-    other as no load. Costs a mass matrix, its Cholesky factor and a forward dynamics per
-    call.
+    other as no load. Costs one kinematics pass (shared by the rows, M and the bias), a mass
+    matrix with its Cholesky factor and an RNEA per call.
     """
 
     anchor1: jnp.ndarray  # (n, 3) in body1's frame
@@ -193,13 +194,15 @@ class Equalities(AbstractForce):
     def constraint(self, model, q, v):
         """MuJoCo's ``efc_pos``, ``efc_J`` and J̇v of the rows: ``(r (m,), J (m, nv),
         jdot_v (m,))``, m = 3 per connect + 6 per weld, rows in equality order."""
+        return self._constraint(model, kinematics(model, q, v), v)
+
+    def _constraint(self, model, kin, v):
         self._check_model(model)
         n = self.n
         b = np.array(self.body1 + self.body2)  # (2n,) body1 rows first
         world = b < 0
         live = jnp.asarray(~world, dtype=jnp.float64)
         bi = np.where(world, 0, b)
-        kin = kinematics(model, q, v)
         Rb, pb = body_frames(model, kin)
         R = jnp.where(world[:, None, None], jnp.eye(3), Rb[bi])
         p = jnp.where(world[:, None], -kin.origin, pb[bi])
@@ -264,7 +267,9 @@ class Equalities(AbstractForce):
         (nbody, 6 or None) acting besides them."""
         if not self.n:
             return jnp.zeros(model.nv), None
-        r, J, jdv = self.constraint(model, q, v)
+        kin = kinematics(model, q, v)  # shared by the rows, M and the bias
+        r, J, jdv = self._constraint(model, kin, v)
         aref, R = self.reference(r, J @ v, jdv)
-        f = soft_equality_rows(model, q, v, tau, f_ext, J, aref, R)
+        h = tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext)
+        f = soft_equality_rows(crba_kin(model, kin), h, J, aref, R)
         return J.T @ f, None
