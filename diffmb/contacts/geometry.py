@@ -25,7 +25,7 @@ Sphere     (r,)      exact
 Capsule    (r, h)    exact (distance to the axis segment z ∈ [−h, h], minus r)
 Box        (3,)      exact, outside edges and corners included
 Cylinder   (r, h)    exact, outside rim edges included
-Ellipsoid  (3,)      exact to ~1e-15 (closest point by bisection on its Lagrange
+Ellipsoid  (3,)      exact to rounding (closest point by bisection on its Lagrange
                      multiplier, 64 steps); within 1e-6 r_min of it inside, near the plane
                      through the centre normal to the shortest axis
 ConvexMesh vertices  max over the hull's face planes: exact inside and outside in the
@@ -34,13 +34,18 @@ ConvexMesh vertices  max over the hull's face planes: exact inside and outside i
 
 Candidate points. Against a terrain or a PosedGeom every geom gives a FIXED number of candidate
 points (``n_points``, static, so every function traces once and vmaps), each a point of the
-geom's surface that is deepest along the other side's normal (or a corner):
+geom's surface that is deepest along the other side's normal (or a corner).
+``geom.contacts(R, c, other) -> (points, d, n)`` gives them with their signed distances and
+the other side's normals: ``other.signed_distance`` at each point, except that a sphere or
+capsule against a PosedGeom is measured from its centre (axis point) e, d = d(e) − r, n = n(e):
+exact whenever e lies outside the other geom (the surface point alone can sit nearer another
+face of a box than the one it was pushed through).
 
 ==========  ===========  ===============================================================
 geom        points       candidates (c centre, R axes, n the other side's normal there)
 ==========  ===========  ===============================================================
 Point       1            the point itself (``pos``)
-Sphere      1            c − r n (n taken at c)
+Sphere      1            c − r n (n taken at c; against a PosedGeom d = d(c) − r)
 Capsule     2            against a terrain: its two end spheres, centres c ± h R[:, 2];
                          against a PosedGeom: per half of its axis segment (t ∈ [−h, 0] and
                          [0, h]) the sphere point at the t where the other geom's signed
@@ -67,6 +72,14 @@ as MuJoCo does). The hull is computed when the geom is built (``scipy.spatial.Co
 vertices and its face planes (coplanar triangles merged into one plane) are kept; flat or
 degenerate input is refused. :meth:`ConvexMesh.from_mjmodel` reads a compiled MuJoCo mesh geom
 (the hull MuJoCo's compiler built, in the frame MuJoCo collides it in).
+
+A geom on ``body="world"`` is fixed in the world frame (:func:`body_index` gives -1;
+:func:`geom_frames` and :func:`candidates` pose it at its ``pos``/``quat`` in world
+coordinates, with zero velocity): a table, a wall, an obstacle for a body to collide with.
+
+Pairs are collided point-against-distance: a box on a box is carried by the corners of each
+inside the other, which is exact for a corner pressed into a face but does not see an edge
+crossing an edge (no corner inside), and underestimates a deep overlap of similar boxes.
 
 ``n_active`` is how many candidates can carry the body at once (sphere 1, capsule 2, box 4,
 cylinder 2, point 1, ellipsoid 1, convex mesh 4): :func:`~diffmb.contacts.soft_contact_params`
