@@ -26,12 +26,13 @@ Compared (:data:`CRITERIA`), at ``t``, or at ``t_fall`` (0.3 s) when the root bo
 both (its z axis turns by more than :data:`FALL_TILT` rad between 0 and ``t`` in each): the root
 body's height (the body of the first joint: the robot's base), the pose of every other
 free-floating body (objects), the hinge-joint angles (ball joints by their rotation angle), the
-sum of the contact normal forces over the weight of the moving bodies, the number of contacts
+sum of the contact normal forces over the weight of what the contacts carry (the bodies below
+free joints, or every moving body where there is none), the number of contacts
 that carry load and the deepest penetration (geometric penetration plus the pair's margin in
 both). The wall time of 1 s simulated is the compiled run's time over ``t``; the compile time is
 that of ``jax.jit(...).lower(...).compile()``.
 
-Run: ``python -m diffmb.bench.scenes [--quick] [--only SUBSTR] [--out DIR]`` prints the table
+Run: ``python -m diffmb.bench.scenes [--only SUBSTRS] [--out DIR] [--list]`` prints the table
 (markdown, :func:`table`) and writes ``DIR/bench_scenes.json`` (every row).
 """
 
@@ -224,8 +225,9 @@ def _run_mujoco(mj, q0, v0, u, times):
     snaps, step = [], 0
     for t in times:
         n = int(round(t / mj.opt.timestep))
-        mujoco.mj_step(mj, d, nstep=max(n - step, 0)) if n > step else None
-        step = max(step, n)
+        if n > step:
+            mujoco.mj_step(mj, d, nstep=n - step)
+            step = n
         mujoco.mj_forward(mj, d)
         snaps.append(_mujoco_snapshot(mj, d, bodies))
     return snaps
@@ -262,7 +264,7 @@ def _urdf_spec(path):
                 return str(parent / pkg / rest)
         return m.group(0)
 
-    src = re.sub(r"package://([^/\"']+)/([^\"']+)", resolve, src)
+    src = re.sub(r"package:///?([^/\"']+)/([^\"']+)", resolve, src)
     tmp = Path(tempfile.mkdtemp(prefix="diffmb_scene_")) / Path(path).name
     tmp.write_text(src)
     spec = mujoco.MjSpec.from_file(str(tmp))
@@ -281,7 +283,7 @@ def _urdf_spec(path):
     if floating:
         first = spec.worldbody.first_body()
         if first is not None:
-            first.add_freejoint()
+            first.add_freejoint(name="root_joint")  # load_urdf's name for it
     spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], name="floor")
     return spec, floating, tmp
 
@@ -515,7 +517,12 @@ def _compare(mj, model, jmap, bmap, root, sm, sd) -> dict:
             dj.append(_rot_angle(_quat_R(sm["qpos"][a:a + 4]), _quat_R(sd["qpos"][qa:qa + 4])))
     out["djoints"] = max(dj) if dj else None
     # load carried by contacts
-    moving = [i for i in range(1, mj.nbody) if mj.body_weldid[i] != 0]
+    # the bodies the contacts must carry: the trees hanging from free joints, else every body
+    # that moves (a planar walker on slide joints)
+    free_roots = {int(mj.jnt_bodyid[j]) for j in range(mj.njnt)
+                  if mj.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE}
+    moving = [i for i in range(1, mj.nbody) if mj.body_weldid[i] != 0
+              and (not free_roots or int(mj.body_rootid[i]) in free_roots)]
     weight = float(sum(mj.body_mass[i] for i in moving)) * float(np.linalg.norm(mj.opt.gravity))
     tiny = max(LOAD_FRACTION * weight, 1e-9)
     fn_m, fn_d = np.asarray(sm["fn"]), np.asarray(sd["fn"])
@@ -592,6 +599,10 @@ def table(rows) -> str:
             tag = r["status"] + (" (out of scope)" if r.get("out_of_scope") else "")
             lines.append(f"| {name} | {tag}: {why} | | | | | | | | | | | |")
             continue
+        if r.get("error"):
+            err = r["error"].replace("|", "\\|")[:160]
+            lines.append(f"| {name} | accepted, but the run failed: {err} | | | | | | | | | | | no |")
+            continue
         if not r.get("finite", True):
             lines.append(f"| {name} | accepted: not finite down to dt = {_fmt(r['dt'], '.3g', 1e3)}"
                          f" ms | | | | | | | | | {_fmt(r['wall_1s'], '.3g')} | "
@@ -613,11 +624,13 @@ def table(rows) -> str:
 
 
 def sweep(only: str | None = None, t: float = T, progress=None) -> list[dict]:
-    """:func:`check_scene` over :func:`scene_files` (those whose name contains ``only``)."""
+    """:func:`check_scene` over :func:`scene_files` (with ``only``, a comma-separated list of
+    substrings: those whose ``source/name`` contains one of them)."""
+    keys = [k.strip() for k in (only or "").split(",") if k.strip()]
     rows = []
     for source, path in scene_files():
         name = scene_name(source, path)
-        if only and only not in f"{source}/{name}":
+        if keys and not any(k in f"{source}/{name}" for k in keys):
             continue
         try:
             row = check_scene(path, t, source=source)
@@ -646,10 +659,10 @@ def _jsonable(x):
 
 
 def main(argv=None) -> int:
-    """``python -m diffmb.bench.scenes [--only SUBSTR] [--t T] [--out DIR]``: the table."""
+    """``python -m diffmb.bench.scenes [--only SUBSTRS] [--t T] [--out DIR] [--list]``: the table."""
     ap = argparse.ArgumentParser(prog="python -m diffmb.bench.scenes",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default=None, help="scenes whose 'source/name' contains this")
+    ap.add_argument("--only", default=None, help="comma-separated substrings: the scenes whose 'source/name' contains one")
     ap.add_argument("--t", type=float, default=T, help=f"seconds simulated (default {T})")
     ap.add_argument("--out", default=None, help="write DIR/bench_scenes.json")
     ap.add_argument("--list", action="store_true", help="list the scene files and stop")
