@@ -772,9 +772,8 @@ def _terrain_from_geom(mj, g, name, where=None):
 def _contact_geom(mj, g, model: Model):
     """The diffmb geom of MuJoCo geom ``g`` on its body (``"world"`` for the world body), posed
     as MuJoCo poses it in the body frame: sphere, capsule, box, cylinder and ellipsoid with
-    MuJoCo's sizes, a mesh as a :class:`~diffmb.contacts.geometry.ConvexMesh` of the vertices
-    MuJoCo's compiler keeps (scaled, in the mesh frame MuJoCo recentres; their convex hull is
-    the shape MuJoCo collides)."""
+    MuJoCo's sizes, a mesh as a :class:`~diffmb.contacts.geometry.ConvexMesh` of the convex
+    hull MuJoCo's compiler builds (the shape MuJoCo collides, a concave mesh too)."""
     from ..contacts.geometry import Box, Capsule, ConvexMesh, Cylinder, Ellipsoid, Sphere
 
     b = int(mj.geom_bodyid[g])
@@ -792,9 +791,7 @@ def _contact_geom(mj, g, model: Model):
     if kind == "ellipsoid":
         return Ellipsoid(body, size, **kw)
     if kind == "mesh":
-        m = int(mj.geom_dataid[g])
-        va, vn = int(mj.mesh_vertadr[m]), int(mj.mesh_vertnum[m])
-        return ConvexMesh(body, np.array(mj.mesh_vert[va:va + vn], float), **kw)
+        return ConvexMesh.from_mjmodel(mj, g, body, name=kw["name"])
     return Box(body, size, **kw)
 
 
