@@ -6,7 +6,8 @@ its cost is quadratic and its Newton solver (tolerance 1e-12) returns the exact 
 constraints included: a closed four-bar linkage (connect, several solref/solimp forms), a free
 body welded to the world and a hinge chain welded to it with ``torquescale``, two free bodies
 welded with a ``relpose``, the site forms of both, and Menagerie's Cassie (four connects
-closing its leg linkages).
+closing its leg linkages). Joint and tendon limits violated at the same time are solved with
+the equality rows (:func:`solve_together`), as MuJoCo solves all its rows at once.
 """
 
 from pathlib import Path
@@ -19,8 +20,8 @@ import pytest
 
 import diffmb
 from diffmb.forces import BodyWrench, JointDamping, JointSpring
-from diffmb.forces.equality import Equalities
-from diffmb.io.mjcf import actuators_from_mjcf
+from diffmb.forces.equality import Equalities, solve_together
+from diffmb.io.mjcf import actuators_from_mjcf, joint_limits_from_mjcf, tendons_from_mjcf
 from diffmb.io.mjcf_equality import connect_weld_ids, equalities_from_mjcf
 
 DATA = Path(__file__).parent / "data" / "equality"
@@ -146,7 +147,7 @@ def _worst_qacc(path, forces, states, *, ctrl=None, mj=None, qfrc=None, xfrc=Non
         if xfrc is not None:
             d.xfrc_applied[:] = xfrc
         mujoco.mj_forward(mj, d)
-        assert d.nefc == d.ne  # only equality rows: no limit or contact
+        assert d.ncon == 0
         viol.append(np.linalg.norm(d.efc_pos[: d.ne]))
         a = np.asarray(acc(jnp.asarray(q), jnp.asarray(v), None if u is None else jnp.asarray(u)))
         worst = max(worst, float(np.abs(a - d.qacc).max() / max(1.0, np.abs(d.qacc).max())))
@@ -230,19 +231,23 @@ def test_constraint_rows_are_mujocos(tmp_path):
 
 def test_cassie_closed_legs_like_mujoco():
     """Menagerie's Cassie: four connects close the achilles and plantar rods of its legs.
-    About the home keyframe, joints inside their ranges, moving, with motor controls, springs
-    and damping: MuJoCo's qacc (contacts off) to 1e-9 relative."""
+    About the home keyframe, moving, with motor controls, springs, damping and its joint
+    limits: inside the ranges, and perturbed so that a limit pushes while the loops are
+    open (the limit rows solved with the equality rows): MuJoCo's qacc (contacts off) to 1e-9
+    relative."""
     path = DATA / "cassie.xml"
     mj = mujoco.MjModel.from_xml_path(str(path))
     mj.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
     mj.opt.tolerance = 1e-12
-    forces = (JointDamping(), JointSpring(), actuators_from_mjcf(path),
-              equalities_from_mjcf(path))
+    forces = solve_together((JointDamping(), JointSpring(), actuators_from_mjcf(path),
+                             equalities_from_mjcf(path), joint_limits_from_mjcf(path)))
+    assert [type(f).__name__ for f in forces] == ["JointDamping", "JointSpring", "Actuators",
+                                                  "Equalities"]
     rng = np.random.default_rng(4)
     states = []
-    for _ in range(3):
+    for scale in (0.02, 0.02, 0.4, 0.4, 0.4):
         q = np.array(mj.key_qpos[0])
-        q[7:] += 0.02 * rng.normal(size=mj.nq - 7)
+        q[7:] += scale * rng.normal(size=mj.nq - 7)
         q[3:7] += 0.1 * rng.normal(size=4)
         mujoco.mj_normalizeQuat(mj, q)  # the free and ball joints' quaternions
         states.append((q, rng.normal(size=mj.nv)))
@@ -250,6 +255,55 @@ def test_cassie_closed_legs_like_mujoco():
     worst, viol = _worst_qacc(path, forces, states, ctrl=ctrl, mj=mj)
     assert worst < 1e-9, worst
     assert viol.min() > 1e-3  # the perturbation opened the loops
+    d = mujoco.MjData(mj)
+    pushing = []
+    for q, v in states:
+        d.qpos[:], d.qvel[:] = q, v
+        mujoco.mj_forward(mj, d)
+        pushing.append(int(np.sum(d.efc_force[d.ne : d.nefc] > 0)))
+    assert pushing[:2] == [0, 0] and min(pushing[2:]) >= 1, pushing
+
+
+_LIMITED = _FOURBAR.format(attrs="").replace(
+    '<joint name="j1" type="hinge" axis="0 1 0" damping="0.05"/>',
+    '<joint name="j1" type="hinge" axis="0 1 0" damping="0.05" range="-0.2 0.3" limited="true"/>',
+).replace(
+    '<joint name="j3" type="hinge" axis="0 1 0" armature="0.01"/>',
+    '<joint name="j3" type="hinge" axis="0 1 0" armature="0.01" range="-0.25 0.2" '
+    'limited="true" solreflimit="0.01 1.5"/>',
+).replace("</equality>", """</equality>
+  <tendon>
+    <fixed name="t" limited="true" range="-0.15 0.1" solreflimit="0.03 0.9" damping="0.02">
+      <joint joint="j1" coef="1"/><joint joint="j2" coef="0.5"/>
+    </fixed>
+  </tendon>""")
+
+
+def test_limits_solved_with_equalities_like_mujoco(tmp_path):
+    """The four-bar with two joint limits and a fixed-tendon limit on its loop: violated
+    limits and the open loop solved together (joint limits moved into the Equalities element,
+    the tendon's limit rows too while its damping stays in a FixedTendons copy): MuJoCo's
+    qacc to 1e-9 in every state, some with two limits pushing at once; solved apart, each
+    blind to the other, they miss it by far."""
+    path = _write(tmp_path, "limited", _LIMITED)
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    apart = (JointDamping(), equalities_from_mjcf(path), joint_limits_from_mjcf(path),
+             tendons_from_mjcf(path))
+    forces = solve_together(apart)
+    assert [type(f).__name__ for f in forces] == ["JointDamping", "Equalities", "FixedTendons"]
+    assert not forces[2].needs_load and len(forces[1].limits) == 2
+    states = _states(mj, np.random.default_rng(7), 16, 0.7, 1.0)
+    worst, _ = _worst_qacc(path, forces, states, mj=mj)
+    assert worst < 1e-9, worst
+    d = mujoco.MjData(mj)
+    pushing = []
+    for q, v in states:
+        d.qpos[:], d.qvel[:] = q, v
+        mujoco.mj_forward(mj, d)
+        pushing.append(int(np.sum(d.efc_force[d.ne : d.nefc] > 0)))
+    assert sum(p >= 1 for p in pushing) >= 6 and max(pushing) >= 2, pushing
+    worst_apart, _ = _worst_qacc(path, apart, states, mj=mj)
+    assert worst_apart > 1e-2
 
 
 def test_fourbar_stays_closed_like_mujoco(tmp_path):
@@ -286,7 +340,8 @@ _SMALL = """
   <worldbody>
     <body name="free" pos="0.2 0.1 1" euler="10 20 30"><freejoint/>
       <geom type="box" size="0.1 0.2 0.05" mass="1.3"/></body>
-    <body name="arm" pos="0 0.6 1"><joint name="h" axis="0 1 0" damping="0.2"/>
+    <body name="arm" pos="0 0.6 1">
+      <joint name="h" axis="0 1 0" damping="0.2" limited="true" range="-0.02 0.05"/>
       <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="0.7"/></body>
   </worldbody>
   <equality>
@@ -299,13 +354,21 @@ _SMALL = """
 
 def test_equality_gradients_and_batches(tmp_path):
     """jax.grad of the accelerations through a violated weld (the impedance on its power arcs,
-    the norm of the violation, the free body's quaternion) against central differences, and
-    vmap over states equal to one state at a time; a finite gradient at zero violation."""
+    the norm of the violation, the free body's quaternion) and a violated joint limit solved
+    with it, against central differences, and vmap over states equal to one state at a time;
+    a finite gradient at zero violation."""
     path = _write(tmp_path, "small", _SMALL)
     mj = mujoco.MjModel.from_xml_path(str(path))
     model = diffmb.load_mjcf(path)
-    forces = (JointDamping(), equalities_from_mjcf(path))
+    forces = solve_together((JointDamping(), equalities_from_mjcf(path),
+                             joint_limits_from_mjcf(path)))
     states = _states(mj, np.random.default_rng(5), 4, 0.1, 0.5)
+    states[0][0][7] = 0.12  # the arm's hinge beyond its upper limit, pushed further
+    states[0][1][6] = 0.5
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = states[0]
+    mujoco.mj_forward(mj, d)
+    assert d.nefc == d.ne + 1 and d.efc_force[d.ne] > 0  # MuJoCo's limit pushes there
     w = np.random.default_rng(6).normal(size=mj.nv)
     f = jax.jit(lambda q, v: jnp.dot(diffmb.forward(model, q, v, forces=forces), w))
     g = jax.jit(jax.grad(f, argnums=(0, 1)))

@@ -11,6 +11,8 @@ Build them from a file with :func:`diffmb.io.mjcf_equality.equalities_from_mjcf`
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -28,9 +30,18 @@ from ..dynamics.rnea import rnea_kin
 from ..spatial import quaternion as quat
 from ..spatial.safe import safe_norm
 from ..validation import check_value, is_concrete
-from .elements import AbstractForce, _num, _soft_rows, soft_impedance
+from .elements import (
+    AbstractForce,
+    FixedTendons,
+    JointLimits,
+    _dof_positions,
+    _num,
+    _soft_reference,
+    _soft_rows,
+    soft_impedance,
+)
 
-__all__ = ["Equalities", "soft_equality_rows"]
+__all__ = ["Equalities", "soft_equality_rows", "solve_together"]
 
 _KINDS = ("connect", "weld")
 
@@ -62,16 +73,41 @@ def _impedance(r, solimp):
     return jnp.where(flat, 0.5 * (dmin + dmax), soft_impedance(r, si))
 
 
-def soft_equality_rows(M, h, J, aref, R):
-    """Forces f (n,) of n bilateral soft rows with Jacobian J (n, nv), reference accelerations
-    ``aref`` (n,) and regulariser R (n,), solved with the mass matrix M (nv, nv) as MuJoCo's
-    solver solves them: with a₀ = M⁻¹h the accelerations under the generalised force h (nv,)
-    alone (τ − bias, external wrenches included), a = a₀ + M⁻¹Jᵀf and
-    (J M⁻¹ Jᵀ + diag R) f = a_ref − J a₀ (the minimiser of MuJoCo's quadratic cost for
-    equality rows)."""
+def soft_equality_rows(M, h, J, aref, R, unilateral=None, candidate=None, iters=8):
+    """Forces f (n,) of n soft rows with Jacobian J (n, nv), reference accelerations ``aref``
+    (n,) and regulariser R (n,), solved with the mass matrix M (nv, nv) as MuJoCo's solver
+    solves them: with a₀ = M⁻¹h the accelerations under the generalised force h (nv,) alone
+    (τ − bias, external wrenches included), a = a₀ + M⁻¹Jᵀf and, on the rows that act,
+    (J M⁻¹ Jᵀ + diag R) f = a_ref − J a₀ (the minimiser of MuJoCo's cost).
+
+    Bilateral rows (equalities) always act. Rows flagged ``unilateral`` (limits) act only
+    where ``candidate`` (violated) and they push (f > 0, i.e. J a < a_ref); they are found by
+    Newton's active-set steps on MuJoCo's piecewise-quadratic cost (``iters``; the set is
+    fixed before the final solve, which ``grad`` differentiates)."""
     L = jax.scipy.linalg.cho_factor(M)
-    K = J @ jax.scipy.linalg.cho_solve(L, J.T) + jnp.diag(R)
-    return jnp.linalg.solve(K, aref - J @ jax.scipy.linalg.cho_solve(L, h))
+    A = J @ jax.scipy.linalg.cho_solve(L, J.T)
+    b = aref - J @ jax.scipy.linalg.cho_solve(L, h)
+    K = A + jnp.diag(R)
+    if unilateral is None or not np.any(unilateral):
+        return jnp.linalg.solve(K, b)
+    uni = np.asarray(unilateral, bool)
+
+    def forces(active):
+        m = active.astype(jnp.float64)
+        Km = m[:, None] * K * m[None, :] + jnp.diag(1.0 - m)
+        return m * jnp.linalg.solve(Km, m * b)
+
+    A_, b_, K_ = (jax.lax.stop_gradient(x) for x in (A, b, K))
+    active = ~uni | (candidate & (b_ > 0))
+
+    def step(active):
+        m = active.astype(jnp.float64)
+        f = m * jnp.linalg.solve(m[:, None] * K_ * m[None, :] + jnp.diag(1.0 - m), m * b_)
+        return ~uni | (candidate & (A_ @ f < b_))  # J a − a_ref = A f − b < 0: the row pushes
+
+    for _ in range(iters):
+        active = step(active)
+    return forces(active)
 
 
 class Equalities(AbstractForce):
@@ -119,10 +155,11 @@ class Equalities(AbstractForce):
     body1: tuple = eqx.field(static=True)
     body2: tuple = eqx.field(static=True)
     names: tuple = eqx.field(static=True)
+    limits: tuple = ()  # JointLimits / FixedTendons whose limit rows are solved with these
 
     def __init__(self, kind, body1, body2, anchor1, anchor2, *, frame1=None, frame2=None,
                  torquescale=1.0, solref=(0.02, 1.0), solimp=(0.9, 0.95, 0.001, 0.5, 2.0),
-                 invweight, names=None):
+                 invweight, names=None, limits=()):
         E = "Equalities"
         kind = (kind,) if isinstance(kind, str) else tuple(kind)
         n = len(kind)
@@ -163,6 +200,15 @@ class Equalities(AbstractForce):
         self.names = tuple(names) if names is not None else tuple(f"equality{i}" for i in range(n))
         if len(self.names) != n:
             raise TypeError(f"{E}.names: expected {n} names, got {len(self.names)}")
+        limits = tuple(limits)
+        for i, el in enumerate(limits):
+            soft = (isinstance(el, JointLimits) and el.solref is not None) or (
+                isinstance(el, FixedTendons) and el.limit_solref is not None)
+            if not soft:
+                raise TypeError(f"{E}.limits[{i}]: {type(el).__name__} is not a JointLimits or "
+                                "FixedTendons element in MuJoCo's soft-constraint form "
+                                "(solref, solimp and invweight given)")
+        self.limits = limits
 
     @property
     def n(self) -> int:
@@ -259,6 +305,42 @@ class Equalities(AbstractForce):
         aref = -b[owner] * Jv - k[owner] * d * r - jdv
         return aref, jnp.maximum((1.0 - d) / d * w, 1e-15)
 
+    def limit_rows(self, model, q, v):
+        """The limit rows of the elements in ``limits``: ``(J (m, nv), aref (m,), R (m,),
+        violated (m,))``, one row per limited dof or tendon on its violated side (MuJoCo's
+        limit row, as :func:`~diffmb.forces.elements.soft_limit_rows` builds it)."""
+        Js, arefs, Rs, viol = [], [], [], []
+        for el in self.limits:
+            if isinstance(el, JointLimits):
+                if not el.dof:
+                    continue
+                x = jnp.stack([q[a] for a in el.qadr])
+                C = jnp.eye(model.nv)[np.asarray(el.dof)]
+                lim, lo, hi = np.ones(len(el.dof), bool), el.lower, el.upper
+                w, sr, si = el.invweight, el.solref, el.solimp
+            else:
+                if len(el.dof_qadr) != model.nv:
+                    raise TypeError(f"FixedTendons.coef: expected {len(el.dof_qadr)} columns "
+                                    f"to be the model's nv = {model.nv}")
+                C = el.coef
+                x = C @ _dof_positions(q, el.dof_qadr)
+                lim, lo, hi = np.array(el.limited, bool), el.lower, el.upper
+                w, sr, si = el.limit_invweight, el.limit_solref, el.limit_solimp
+            below, above = lim & (x < lo), lim & (x > hi)
+            side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))
+            y = jnp.where(below, x - lo, jnp.where(above, hi - x, 1.0))
+            J = side[:, None] * C
+            aref, R = _soft_reference(y, J @ v, w, sr, si)
+            Js.append(J)
+            arefs.append(aref)
+            Rs.append(R)
+            viol.append(below | above)
+        if not Js:
+            z = jnp.zeros(0)
+            return jnp.zeros((0, model.nv)), z, z, jnp.zeros(0, bool)
+        return (jnp.concatenate(Js), jnp.concatenate(arefs), jnp.concatenate(Rs),
+                jnp.concatenate(viol))
+
     def __call__(self, model, t, q, v, ctrl):
         return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
 
@@ -271,5 +353,50 @@ class Equalities(AbstractForce):
         r, J, jdv = self._constraint(model, kin, v)
         aref, R = self.reference(r, J @ v, jdv)
         h = tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext)
-        f = soft_equality_rows(crba_kin(model, kin), h, J, aref, R)
+        M = crba_kin(model, kin)
+        Jl, arefl, Rl, viol = self.limit_rows(model, q, v)
+        if not Jl.shape[0]:
+            return J.T @ soft_equality_rows(M, h, J, aref, R), None
+        m = J.shape[0]
+        J = jnp.concatenate([J, Jl])
+        uni = np.arange(J.shape[0]) >= m
+        cand = jnp.concatenate([jnp.ones(m, bool), viol])
+        f = soft_equality_rows(M, h, J, jnp.concatenate([aref, arefl]),
+                               jnp.concatenate([R, Rl]), uni, cand)
         return J.T @ f, None
+
+
+def solve_together(forces) -> tuple:
+    """``forces`` with the soft limits (MuJoCo's constraint form) of its
+    :class:`~diffmb.forces.JointLimits` and :class:`~diffmb.forces.FixedTendons` elements
+    solved with its :class:`Equalities` rows, as MuJoCo's solver solves all constraint rows
+    at once: the joint limits move into ``Equalities.limits``, the tendons' limit rows too
+    while their springs, damping and friction stay in a copy of the tendon element without
+    limits. Without an Equalities element (or without soft limits) ``forces`` is returned as
+    it is; the order of the other elements is kept."""
+    forces = tuple(forces)
+    eqs = [k for k, f in enumerate(forces) if isinstance(f, Equalities) and f.n]
+    if not eqs:
+        return forces
+    if len(eqs) > 1:
+        raise ValueError(f"solve_together: {len(eqs)} Equalities elements (at {eqs}); join "
+                         "them into one to solve their rows together")
+    limits, out = [], []
+    for f in forces:
+        if isinstance(f, JointLimits) and f.solref is not None:
+            limits.append(f)
+            continue
+        if isinstance(f, FixedTendons) and f.limit_solref is not None and any(f.limited):
+            limits.append(f)
+            out.append(FixedTendons(
+                f.coef, f.dof_qadr, stiffness=f.stiffness, springlength=f.springlength,
+                damping=f.damping, frictionloss=f.frictionloss, friction_slope=f.friction_slope,
+                names=f.names))
+            continue
+        out.append(f)
+    if not limits:
+        return forces
+    k = next(i for i, f in enumerate(out) if isinstance(f, Equalities) and f.n)
+    eq = out[k]
+    out[k] = dataclasses.replace(eq, limits=eq.limits + tuple(limits))
+    return tuple(out)
