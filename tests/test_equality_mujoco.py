@@ -22,7 +22,11 @@ import diffmb
 from diffmb.forces import BodyWrench, JointDamping, JointSpring
 from diffmb.forces.equality import Equalities, solve_together
 from diffmb.io.mjcf import actuators_from_mjcf, joint_limits_from_mjcf, tendons_from_mjcf
-from diffmb.io.mjcf_equality import connect_weld_ids, equalities_from_mjcf
+from diffmb.io.mjcf_equality import (
+    connect_weld_ids,
+    equalities_from_mjcf,
+    unsupported_equalities,
+)
 
 DATA = Path(__file__).parent / "data" / "equality"
 
@@ -419,6 +423,29 @@ def test_reader_flags_inactive_and_static(tmp_path):
     model = diffmb.load_mjcf(_write(tmp_path, "fourbar", _FOURBAR.format(attrs="")))
     with pytest.raises(ValueError, match=r"on\.xml: the model's bodies"):
         equalities_from_mjcf(on, model)
+    assert unsupported_equalities(on) == [] and unsupported_equalities(off) == []
+
+
+def test_unsupported_equalities_named():
+    """A tendon equality on a spatial tendon is neither a coupling nor a connect/weld: it is
+    listed by name; the connect, the joint equality and a weld of a body fixed to the world
+    are not."""
+    mj = mujoco.MjModel.from_xml_string("""
+<mujoco>
+  <worldbody>
+    <body name="c" pos="1 0 0"><joint name="h" axis="0 1 0"/><geom size="0.1" mass="1"/>
+      <site name="s1"/></body>
+    <body name="fixed" pos="0 0 2"><geom size="0.1" mass="1"/></body>
+    <site name="s0"/>
+  </worldbody>
+  <tendon><spatial name="sp"><site site="s0"/><site site="s1"/></spatial></tendon>
+  <equality>
+    <joint joint1="h"/><tendon name="rope" tendon1="sp"/>
+    <connect name="pin" body1="c" anchor="0 0 0"/><weld body1="fixed"/>
+  </equality>
+</mujoco>""")
+    assert unsupported_equalities(mj) == ["rope: tendon (on a spatial tendon)"]
+    assert connect_weld_ids(mj) == [2]
 
 
 @pytest.mark.parametrize("kw, err, msg", [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mjcf import _as_mjmodel, _constraints_off, _solref
+from .mjcf import _as_mjmodel, _constraints_off, _coupling_ids, _solref
 
-__all__ = ["equalities_from_mjcf", "connect_weld_ids"]
+__all__ = ["equalities_from_mjcf", "connect_weld_ids", "unsupported_equalities"]
 
 
 def _eq_name(mj, e):
@@ -35,6 +35,32 @@ def connect_weld_ids(src) -> list:
         if int(mj.body_weldid[b1]) == 0 and int(mj.body_weldid[b2]) == 0:
             continue  # both fixed to the world: MuJoCo's rows have a zero Jacobian
         out.append(e)
+    return out
+
+
+def unsupported_equalities(src) -> list[str]:
+    """The file's active equalities that neither :func:`equalities_from_mjcf` (connect, weld)
+    nor :func:`~diffmb.io.mjcf.couplings_from_mjcf` (joint equalities on hinge/slide joints,
+    tendon equalities on fixed tendons) builds, each as ``"<name>: <type>"`` (type ``flex``,
+    ``flexvert``, ``flexstrain``, ``distance``, or a tendon equality on a spatial tendon);
+    connects and welds between two bodies fixed to the world act on nothing
+    and are not listed. Empty when ``equality``/``constraint`` is disabled in ``<flag>``."""
+    import mujoco
+
+    mj, _ = _as_mjmodel(src)
+    if _constraints_off(mj, "EQUALITY"):
+        return []
+    kinds = (int(mujoco.mjtEq.mjEQ_CONNECT), int(mujoco.mjtEq.mjEQ_WELD))
+    done = set(_coupling_ids(mj))
+    out = []
+    for e in range(mj.neq):
+        ty = int(mj.eq_type[e])
+        if not bool(mj.eq_active0[e]) or ty in kinds or e in done:
+            continue
+        kind = mujoco.mjtEq(ty).name.removeprefix("mjEQ_").lower()
+        if ty == int(mujoco.mjtEq.mjEQ_TENDON):
+            kind = "tendon (on a spatial tendon)"
+        out.append(f"{_eq_name(mj, e)}: {kind}")
     return out
 
 
