@@ -28,8 +28,8 @@ Cylinder   (r, h)    exact, outside rim edges included
 Ellipsoid  (3,)      exact to rounding (closest point by bisection on its Lagrange
                      multiplier, 64 steps); within 1e-6 r_min of it inside, near the plane
                      through the centre normal to the shortest axis
-ConvexMesh vertices  max over the hull's face planes: exact inside and outside in the
-                     regions facing a face, a lower bound outside near an edge or vertex
+ConvexMesh vertices  exact: inside, max over the hull's face planes; outside, the distance
+                     to the nearest hull triangle
 =========  ========  ===================================================================
 
 Candidate points. Against a terrain or a PosedGeom every geom gives a FIXED number of candidate
@@ -201,11 +201,49 @@ def _sd_ellipsoid(x, radii):
     return jnp.dot(n, x - y), n
 
 
-def _sd_planes(x, planes):
-    """max over the planes [n, offset] (nf, 4) of n·x − offset, and the normal of the max."""
+def _sdiv(a, b):
+    ok = b != 0
+    return jnp.where(ok, a / jnp.where(ok, b, 1.0), 0.0)
+
+
+def _closest_on_triangles(p, T):
+    """The closest point to p (3,) on each triangle T (nt, 3, 3) (Voronoi regions of its
+    vertices, edges and face, as in Ericson's Real-Time Collision Detection, 5.1.5)."""
+    A, B, C = T[:, 0], T[:, 1], T[:, 2]
+    ab, ac = B - A, C - A
+    dot = lambda u, v: jnp.sum(u * v, axis=-1)
+    d1, d2 = dot(ab, p - A), dot(ac, p - A)
+    d3, d4 = dot(ab, p - B), dot(ac, p - B)
+    d5, d6 = dot(ab, p - C), dot(ac, p - C)
+    va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
+    s = va + vb + vc
+    face = A + ab * _sdiv(vb, s)[:, None] + ac * _sdiv(vc, s)[:, None]
+    on_ab = A + ab * _sdiv(d1, d1 - d3)[:, None]
+    on_ac = A + ac * _sdiv(d2, d2 - d6)[:, None]
+    on_bc = B + (C - B) * _sdiv(d4 - d3, (d4 - d3) + (d5 - d6))[:, None]
+    out = face
+    for cond, q in [((va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0), on_bc),
+                    ((vb <= 0) & (d2 >= 0) & (d6 <= 0), on_ac),
+                    ((d6 >= 0) & (d5 <= d6), C),
+                    ((vc <= 0) & (d1 >= 0) & (d3 <= 0), on_ab),
+                    ((d3 >= 0) & (d4 <= d3), B),
+                    ((d1 <= 0) & (d2 <= 0), A)]:  # the first region that holds wins
+        out = jnp.where(cond[:, None], q, out)
+    return out
+
+
+def _sd_polytope(x, planes, triangles):
+    """Signed distance to a convex polytope: inside, max over its face planes [n, offset]
+    (nf, 4) of n·x − offset (the normal of the max); outside, the distance to the nearest of
+    its boundary triangles (nt, 3, 3) (the normal towards x)."""
     v = planes[:, :3] @ x - planes[:, 3]
     k = jnp.argmax(v)
-    return v[k], planes[k, :3]
+    q = _closest_on_triangles(x, triangles)
+    e = x - q
+    j = jnp.argmin(jnp.sum(e * e, axis=-1))
+    n_out, d_out = _unit(e[j], planes[k, :3])
+    outside = v[k] > 0
+    return jnp.where(outside, d_out, v[k]), jnp.where(outside, n_out, planes[k, :3])
 
 
 class AbstractGeom(eqx.Module):
@@ -542,9 +580,9 @@ class Ellipsoid(AbstractGeom):
 
 
 def _convex_hull(owner, V):
-    """Hull vertices (k, 3) (in input order) and merged face planes (nf, 4) [n, offset] with
-    n·x <= offset inside, of the points V (nv, 3); ValueError naming ``owner`` when the points
-    span no volume."""
+    """Hull vertices (k, 3) (in input order), merged face planes (nf, 4) [n, offset] with
+    n·x <= offset inside, and boundary triangles (nt, 3, 3) of the points V (nv, 3);
+    ValueError naming ``owner`` when the points span no volume."""
     from scipy.spatial import ConvexHull, QhullError
 
     scale = float(np.max(np.ptp(V, axis=0))) if len(V) else 0.0
@@ -566,17 +604,19 @@ def _convex_hull(owner, V):
         if not any(np.max(np.abs(p[:3] - n_)) < 1e-9 and abs(p[3] - off) < 1e-9 * scale
                    for p in planes):
             planes.append(np.concatenate([n_, [off]]))
-    return V[np.sort(hull.vertices)], np.array(planes)
+    return V[np.sort(hull.vertices)], np.array(planes), V[hull.simplices]
 
 
 class ConvexMesh(AbstractGeom):
     """The convex hull of ``vertices`` (nv, 3) (geom frame); its candidates are the hull's
     vertices (``n_points`` of them, per instance). ``vertices`` keeps the hull's vertices only,
     ``planes`` (nf, 4) its face planes [n, offset] (n·x <= offset inside, coplanar triangles
-    merged). The hull is computed here, so the vertices must be concrete numbers."""
+    merged), ``triangles`` (nt, 3, 3) its boundary triangles. The hull is computed here, so the
+    vertices must be concrete numbers."""
 
     vertices: jnp.ndarray
     planes: jnp.ndarray
+    triangles: jnp.ndarray
     kind: ClassVar[str] = "mesh"
     n_active: ClassVar[int] = 4
 
@@ -591,8 +631,8 @@ class ConvexMesh(AbstractGeom):
         V = np.asarray(vertices, dtype=float)
         if V.shape[1] != 3:
             raise TypeError(f"{own}.vertices: expected shape (nv, 3), got {V.shape}")
-        hv, planes = _convex_hull(own, V)
-        self.vertices, self.planes = _f64(hv), _f64(planes)
+        hv, planes, tris = _convex_hull(own, V)
+        self.vertices, self.planes, self.triangles = _f64(hv), _f64(planes), _f64(tris)
         self.pos, self.quat = _pose(own, pos, quat)
 
     @property
@@ -628,7 +668,7 @@ class ConvexMesh(AbstractGeom):
         return c + self.vertices @ R.T
 
     def signed_distance_local(self, x):
-        return _sd_planes(_f64(x), self.planes)
+        return _sd_polytope(_f64(x), self.planes, self.triangles)
 
     def thickness(self):
         w = self.vertices @ self.planes[:, :3].T  # (nv, nf)
