@@ -91,23 +91,17 @@ def soft_equality_rows(M, h, J, aref, R, unilateral=None, candidate=None, iters=
     if unilateral is None or not np.any(unilateral):
         return jnp.linalg.solve(K, b)
     uni = np.asarray(unilateral, bool)
+    candidate = jnp.ones(uni.shape, bool) if candidate is None else candidate
 
-    def forces(active):
+    def forces(active, K, b):
         m = active.astype(jnp.float64)
-        Km = m[:, None] * K * m[None, :] + jnp.diag(1.0 - m)
-        return m * jnp.linalg.solve(Km, m * b)
+        return m * jnp.linalg.solve(m[:, None] * K * m[None, :] + jnp.diag(1.0 - m), m * b)
 
     A_, b_, K_ = (jax.lax.stop_gradient(x) for x in (A, b, K))
     active = ~uni | (candidate & (b_ > 0))
-
-    def step(active):
-        m = active.astype(jnp.float64)
-        f = m * jnp.linalg.solve(m[:, None] * K_ * m[None, :] + jnp.diag(1.0 - m), m * b_)
-        return ~uni | (candidate & (A_ @ f < b_))  # J a − a_ref = A f − b < 0: the row pushes
-
-    for _ in range(iters):
-        active = step(active)
-    return forces(active)
+    for _ in range(iters):  # J a − a_ref = A f − b < 0: the row pushes
+        active = ~uni | (candidate & (A_ @ forces(active, K_, b_) < b_))
+    return forces(active, K, b)
 
 
 class Equalities(AbstractForce):
