@@ -541,9 +541,13 @@ def unsupported_features(src) -> list[str]:
     fixed = _fixed_tendon_ids(mj)
     if mj.ntendon - len(fixed):
         out.append(f"spatial_tendons ({mj.ntendon - len(fixed)})")
-    n_eq = sum(1 for e in range(mj.neq) if bool(mj.eq_active0[e])) - len(_coupling_ids(mj))
-    if n_eq and not _constraints_off(mj, "EQUALITY"):
-        out.append(f"equalities ({n_eq}: connect, weld, flex or distance)")
+    from .mjcf_equality import unsupported_equalities
+
+    bad_eq = unsupported_equalities(mj)  # [] when the equality or constraint flag is off
+    if bad_eq:
+        out.append(f"equalities ({len(bad_eq)}: {', '.join(bad_eq)}; flex, flexvert, "
+                   "flexstrain and distance equalities and equalities of spatial tendons are "
+                   "not modelled)")
     if any(np.any(np.asarray(getattr(mj, a))) for a in ("tendon_armature", "tendon_stiffnesspoly",
                                                         "tendon_dampingpoly")
            if hasattr(mj, a)):
@@ -936,8 +940,10 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
 
     Always: joint damping and springs (the Model's arrays, which :func:`load_mjcf` filled from
     the file), the file's actuators if it has any (joint or fixed-tendon transmission), fixed
-    tendons (:func:`tendons_from_mjcf`) and joint/tendon equalities (:func:`couplings_from_mjcf`:
-    soft, as MuJoCo's; ``exact_couplings=True`` holds linear ones to round-off instead). ``friction=True``: the joints'
+    tendons (:func:`tendons_from_mjcf`), joint/tendon equalities (:func:`couplings_from_mjcf`:
+    soft, as MuJoCo's; ``exact_couplings=True`` holds linear ones to round-off instead) and
+    connect/weld equalities (closed loops, welds: :func:`~diffmb.io.mjcf_equality.equalities_from_mjcf`,
+    MuJoCo's soft rows solved together with the soft limits, as its solver does). ``friction=True``: the joints'
     ``frictionloss`` (:func:`joint_friction_from_mjcf`). ``limits=True``: soft limits on the
     limited hinge/slide joints, as MuJoCo applies them (see :func:`joint_limits_from_mjcf`;
     ``limit_stiffness``/``limit_damping`` make them a penalty spring-damper with those gains
@@ -954,7 +960,7 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     current (:mod:`diffmb.forces.hydro`), ``False`` none; ``None`` (default) refuses a file with
     ``density`` or ``viscosity`` > 0. ``gravcomp`` is refused unless ``ignore=("gravcomp",)``.
     Anything else MuJoCo would simulate and these elements do not
-    (:func:`unsupported_features`: spatial tendons, connect/weld equalities, flex, plugins,
+    (:func:`unsupported_features`: spatial tendons, flex and distance equalities, flex, plugins,
     limits and friction loss of ball and free joints, tendon ``actuatorfrcrange``, MuJoCo 4's
     polynomial springs and plasticity, the ``override``, ``sleep``, ``ipc``, ``speculative`` and
     ``diagexact`` enable flags where they act) raises ``NotImplementedError`` listing it, unless
@@ -971,6 +977,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     ``qfrc_actuator``. Returns a tuple for ``simulate(forces=...)`` and :func:`diffmb.forward`.
     """
     from ..forces.elements import JointDamping, JointSpring
+    from ..forces.equality import solve_together
+    from .mjcf_equality import equalities_from_mjcf
 
     mj, where = _as_mjmodel(path)
     src = _Named(mj, where)  # every refusal below names the file
@@ -1001,7 +1009,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     cpl = couplings_from_mjcf(src)
     if cpl is not None and exact_couplings:
         cpl = cpl.as_exact()
-    for el in (tendons_from_mjcf(src, limits=limits, friction=friction), cpl):
+    for el in (tendons_from_mjcf(src, limits=limits, friction=friction), cpl,
+               equalities_from_mjcf(src)):
         if el is not None:
             out.append(el)
     if limits and not _constraints_off(mj, "LIMIT"):
@@ -1012,7 +1021,7 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     if contacts:
         out += contacts_from_mjcf(src, ignore=ignored, overrides=contact_overrides)
     out += _fluid_forces(mj, where, fluid, ignored)
-    return tuple(out)
+    return solve_together(out)  # limits and equality rows in one solve, as MuJoCo's
 
 
 def _fluid_forces(mj, where, fluid, ignored) -> list:
