@@ -82,6 +82,7 @@ def _noisy(seed, sigma):
     return {"t": ts, "q": (x + sigma * rng.standard_normal(x.shape))[:, None]}
 
 
+@pytest.mark.slow  # 20 fits; the fast suite checks the information matrix against scipy
 def test_predicted_std_matches_fit_and_monte_carlo():
     """fit estimates (x0, v0) with single shooting: the prediction marginalises them too."""
     sigma = 2e-3
@@ -151,6 +152,7 @@ def test_criteria_values():
     assert -0.05 * np.log(3) - 1e-9 <= e <= 1e-9  # log λ_min = 0, ridge 1e-12
 
 
+@pytest.mark.slow  # a second design compiles; the fast suite runs the plain D design
 def test_reference_design_narrows_every_interval():
     """``reference=``: every predicted std at most 0.9 × a hand-made input's, log det F up.
     The reference is a slow sine that the plain D design from the default start beats on log

@@ -238,10 +238,9 @@ def test_gradients_match_central_differences(arm):
     assert err < 1e-5, (err, np.asarray(gflat), fd)
 
 
-def test_scan_loop_equals_diffrax_loop_and_checkpointing():
-    """The fixed-step scan loop (default), its chunk-checkpointed form (7 chunks of 22 steps
-    for 150 steps: the last chunk padded) and diffrax's diffeqsolve loop give the same states
-    and the same gradients (with respect to v0 and the masses) to round-off."""
+def _scan_diffrax_ckpt(loops):
+    """States and gradients (with respect to v0 and the masses) of the four-box chain over 150
+    steps, for each loop variant named in ``loops`` (and the plain scan loop, the reference)."""
     model = diffmb.load_mjcf(CHAIN)
     q0 = model.qpos0
     v0 = jnp.asarray(np.random.default_rng(7).normal(size=model.nv)) * 0.3
@@ -254,16 +253,33 @@ def test_scan_loop_equals_diffrax_loop_and_checkpointing():
         tr = run(v, mass, **kw)
         return jnp.sum(jnp.sin(tr.q)) + 0.1 * jnp.sum(tr.v**2)
 
+    variants = {"scan": {}, "ckpt": dict(checkpoints=7), "diffrax": dict(loop="diffrax")}
     out = {}
-    for name, kw in (("scan", {}), ("ckpt", dict(checkpoints=7)), ("diffrax", dict(loop="diffrax"))):
+    for name in ("scan", *loops):
+        kw = variants[name]
         tr = jax.jit(lambda v, m, kw=kw: run(v, m, throw=False, **kw))(v0, model.body_mass)
         g = jax.jit(jax.grad(lambda v, m, kw=kw: loss(v, m, **kw), argnums=(0, 1)))(
             v0, model.body_mass)
         assert int(tr.status) == 0
         out[name] = (np.asarray(tr.q), np.asarray(tr.v), *(np.asarray(x) for x in g))
-    for name in ("ckpt", "diffrax"):
+    for name in loops:
         for a, b in zip(out[name], out["scan"], strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+
+
+def test_scan_loop_equals_checkpointing():
+    """The fixed-step scan loop (default) and its chunk-checkpointed form (7 chunks of 22 steps
+    for 150 steps: the last chunk padded) give the same states and the same gradients to
+    round-off."""
+    _scan_diffrax_ckpt(("ckpt",))
+
+
+@pytest.mark.slow  # diffrax's loop and its gradient compile for about a minute
+def test_scan_loop_equals_diffrax_loop():
+    """The fixed-step scan loop and diffrax's diffeqsolve loop give the same states and the
+    same gradients to round-off (the fast suite runs diffrax's loop on failures and
+    divergence)."""
+    _scan_diffrax_ckpt(("diffrax",))
 
 
 def _slider():

@@ -97,6 +97,7 @@ def test_fit_recovers_quadratic_drag_of_a_module():
     assert np.max(np.abs(est - true) / true) < 0.05
 
 
+@pytest.mark.slow  # ~40 s: the study's fit compiles; the fast suite fits a short record
 def test_identify_cli_on_the_shipped_csv(tmp_path):
     out = tmp_path / "id"
     rc = diffmb.cli.main(["identify", "underwater", "--data", str(study.module_csv_path()),
