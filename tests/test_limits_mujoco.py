@@ -38,6 +38,7 @@ _SOFT = {  # joint attributes: MuJoCo's defaults, the power arcs, the direct for
     "arcs": 'solreflimit="0.05 0.7" solimplimit="0.8 0.97 0.05 0.3 3"',
     "direct": 'solreflimit="-4000 -30" solimplimit="0.85 0.95 0.01 0.5 2"',
     "margin": 'margin="0.05" solimplimit="0.9 0.95 0.002 0.5 1"',
+    "flat": 'solimplimit="0.6 0.95 0 0.5 2"',  # width 0: MuJoCo's d = (d_min + d_max)/2
 }
 
 

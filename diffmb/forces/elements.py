@@ -457,8 +457,9 @@ def limit_force(x, xd, lower, upper, stiffness, damping):
 def soft_impedance(r, solimp):
     """MuJoCo's impedance d(r) of a soft constraint at violation r ≥ 0 from ``solimp`` =
     (d_min, d_max, width, mid, power): d_min at r = 0, d_max from r = width on, between them
-    the two power arcs joined at ``mid`` (``power`` 1: a straight line); clipped to
-    [1e-4, 0.9999] as MuJoCo clips it. ``solimp`` (5,) or (n, 5); every input may be traced."""
+    the two power arcs joined at ``mid`` (``power`` 1: a straight line); a zero width gives
+    the flat (d_min + d_max)/2, as MuJoCo's; clipped to [1e-4, 0.9999] as MuJoCo clips it.
+    ``solimp`` (5,) or (n, 5); every input may be traced."""
     si = jnp.asarray(solimp, dtype=jnp.float64)
     dmin, dmax, width, mid, power = (si[..., i] for i in range(5))
     power = jnp.maximum(power, 1.0)
@@ -470,7 +471,7 @@ def soft_impedance(r, solimp):
     arc = jnp.where(base > 0, base, 1.0) ** power / jnp.where(scale > 0, scale, 1.0) ** (power - 1)
     arc = jnp.where(base > 0, arc, 0.0)
     y = jnp.where(power == 1.0, x, jnp.where(low, arc, 1.0 - arc))
-    y = jnp.where(wide & (x < 1.0), y, 1.0)
+    y = jnp.where(wide, jnp.where(x < 1.0, y, 1.0), 0.5)
     return jnp.clip(dmin + y * (dmax - dmin), 1e-4, 0.9999)
 
 
