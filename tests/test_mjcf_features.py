@@ -571,3 +571,17 @@ def test_contact_gap_adds_inactive_distance_and_leaves_the_rest_height(tmp_path)
     model = diffmb.load_mjcf(f)
     tr = diffmb.simulate(model, jnp.zeros(1), None, t1=1.5, dt=1e-3, forces=diffmb.mjcf_forces(f))
     assert abs(0.2 + float(tr.q[-1, 0]) - z_mj) < 1e-3
+
+
+def test_unnamed_joint_does_not_collide_with_a_given_name(tmp_path):
+    """MuJoCo loads a file that names a joint "joint1" and leaves joint 1 unnamed; so does
+    load_mjcf, with MuJoCo's joint order and dof count."""
+    f = tmp_path / "names.xml"
+    f.write_text("""<mujoco><worldbody>
+      <body name="a" pos="0 0 1"><joint name="joint1" type="hinge"/><geom size="0.1"/>
+        <body pos="0 0 -0.3"><joint type="hinge"/><geom size="0.1"/></body></body>
+    </worldbody></mujoco>""")
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    model = diffmb.load_mjcf(f)
+    assert model.nv == mj.nv == 2
+    assert model.joint_names[0] == "joint1" and len(set(model.joint_names)) == 2

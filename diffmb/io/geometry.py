@@ -57,18 +57,16 @@ def mjcf_geoms(path) -> tuple[list[Geom], list, list[str]]:
     """``(geoms, terrains, notes)`` of an MJCF file: its geoms (MuJoCo's default grey,
     rgba (0.5, 0.5, 0.5, 1), as ``rgba=None``), its world height fields as
     :class:`~diffmb.contacts.HeightField` terrains, and a note for each geom type not read."""
-    import mujoco
 
-    from .mjcf import _as_mjmodel, _terrain_from_geom
+    from .mjcf import _as_mjmodel, _terrain_from_geom, object_name
 
     mj, _ = _as_mjmodel(path)
     geoms, terrains, notes = [], [], []
     for g in range(mj.ngeom):
         t = int(mj.geom_type[g])
         bid = int(mj.geom_bodyid[g])
-        body = None if bid == 0 else (mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, bid)
-                                      or f"body{bid}")
-        name = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+        body = None if bid == 0 else object_name(mj, "BODY", bid)
+        name = object_name(mj, "GEOM", g)
         rgba = tuple(float(x) for x in mj.geom_rgba[g])
         rgba = None if np.allclose(rgba, (0.5, 0.5, 0.5, 1.0)) else rgba
         if t == 1 and body is None:  # a world height field: terrain

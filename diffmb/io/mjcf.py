@@ -61,6 +61,27 @@ def _reject_entities(src):
         raise ValueError(f"{src}: malformed XML: {e}") from None
 
 
+_PREFIX = {"BODY": "body", "JOINT": "joint", "GEOM": "geom"}
+
+
+def object_name(mj, kind: str, i: int) -> str:
+    """The name of MuJoCo object ``i`` of ``kind`` ("BODY", "JOINT" or "GEOM"): its own, or
+    ``body7``-style for an unnamed one, with ``_`` appended while that collides with a name
+    given in the file (a file may name a joint "joint1" and leave joint 1 unnamed)."""
+    import mujoco
+
+    obj = getattr(mujoco.mjtObj, f"mjOBJ_{kind}")
+    own = mujoco.mj_id2name(mj, obj, int(i))
+    if own:
+        return own
+    count = {"BODY": mj.nbody, "JOINT": mj.njnt, "GEOM": mj.ngeom}[kind]
+    given = {mujoco.mj_id2name(mj, obj, k) for k in range(count)}
+    out = f"{_PREFIX[kind]}{int(i)}"
+    while out in given:
+        out += "_"
+    return out
+
+
 def _quat_R(q):
     return np.asarray(to_rotmat(np.asarray(q, dtype=float)))
 
@@ -68,7 +89,6 @@ def _quat_R(q):
 def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
                  added_mass=None) -> Model:
     """:func:`load_mjcf` on a compiled ``mujoco.MjModel``."""
-    import mujoco
 
     if added_mass not in (None, "potential"):
         raise ValueError(f"{source}: added_mass={added_mass!r}; accepted: None, 'potential'")
@@ -77,7 +97,7 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
     b.gravity = np.zeros(3) if _disabled(mj, "GRAVITY") else np.array(mj.opt.gravity, float)
     names = []
     for i in range(1, mj.nbody):
-        nm = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
+        nm = object_name(mj, "BODY", i)
         names.append(nm)
     for i in range(1, mj.nbody):
         joints = []
@@ -86,7 +106,7 @@ def from_mjmodel(mj, source="<MjModel>", name="mjcf", *, strict: bool = False,
                 continue
             jt = _JT[int(mj.jnt_type[j])]
             d0 = mj.jnt_dofadr[j]
-            jname = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+            jname = object_name(mj, "JOINT", j)
             qa = mj.jnt_qposadr[j]
             jd = dict(
                 name=jname,
@@ -269,14 +289,13 @@ def read_actuators(src) -> dict:
 def read_joint_limits(src) -> dict:
     """Limited hinge/slide joints of an MJCF file: names, joint ids, dof, qpos index and range
     (radians/m)."""
-    import mujoco
 
     mj, _ = _as_mjmodel(src)
     names, ids, dof, qadr, rng = [], [], [], [], []
     for j in range(mj.njnt):
         if not bool(mj.jnt_limited[j]) or _JT[int(mj.jnt_type[j])] not in ("hinge", "slide"):
             continue
-        names.append(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}")
+        names.append(object_name(mj, "JOINT", j))
         ids.append(j)
         dof.append(int(mj.jnt_dofadr[j]))
         qadr.append(int(mj.jnt_qposadr[j]))
@@ -591,9 +610,8 @@ def unsupported_features(src) -> list[str]:
 
 
 def _joint_name(mj, j):
-    import mujoco
 
-    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+    return object_name(mj, "JOINT", j)
 
 
 def _joint_dofs(mj, j) -> list:
@@ -654,9 +672,8 @@ def _colliding_geom_ids(mj) -> list[tuple[int, int, int]]:
 
 
 def _geom_name(mj, g):
-    import mujoco
 
-    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+    return object_name(mj, "GEOM", g)
 
 
 def colliding_geom_pairs(src) -> list[tuple[str, str]]:
@@ -1066,6 +1083,5 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
 
 
 def _body_name(mj, i):
-    import mujoco
 
-    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, int(i)) or f"body{int(i)}"
+    return object_name(mj, "BODY", i)

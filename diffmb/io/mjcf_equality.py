@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mjcf import _as_mjmodel, _constraints_off, _coupling_ids, _solref
+from .mjcf import _as_mjmodel, _constraints_off, _coupling_ids, _solref, object_name
 
 __all__ = ["equalities_from_mjcf", "connect_weld_ids", "unsupported_equalities"]
 
@@ -93,7 +93,7 @@ def equalities_from_mjcf(src, model=None):
 
     mj, where = _as_mjmodel(src)
     if model is not None:
-        names = tuple(mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
+        names = tuple(object_name(mj, "BODY", i)
                       for i in range(1, mj.nbody))
         if tuple(model.body_names) != names:
             raise ValueError(f"{where}: the model's bodies {list(model.body_names)[:6]} are not "

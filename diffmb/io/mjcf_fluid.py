@@ -43,9 +43,9 @@ def _quat_R(q):
 
 
 def _geom_name(mj, g):
-    import mujoco
+    from .mjcf import object_name
 
-    return mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+    return object_name(mj, "GEOM", g)
 
 
 def _check_fluid(mj, where):

@@ -33,6 +33,8 @@ def maximal_from_mjmodel(mj, qpos=None):
     """
     import mujoco
 
+    from .mjcf import object_name
+
     d = mujoco.MjData(mj)
     if qpos is not None:
         d.qpos[:] = np.asarray(qpos, float)
@@ -40,7 +42,7 @@ def maximal_from_mjmodel(mj, qpos=None):
     bodies, joints = [], []
     poses = {}
     for i in range(1, mj.nbody):
-        nm = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, i) or f"body{i}"
+        nm = object_name(mj, "BODY", i)
         Ri = _rotmat(mj.body_iquat[i])
         J = Ri @ np.diag(mj.body_inertia[i]) @ Ri.T
         bodies.append(mx.Body(nm, float(mj.body_mass[i]), 0.5 * (J + J.T)))
@@ -70,7 +72,7 @@ def maximal_from_mjmodel(mj, qpos=None):
             continue
         j = js[0]
         jt = int(mj.jnt_type[j])
-        jn = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+        jn = object_name(mj, "JOINT", j)
         anchor = np.array(d.xanchor[j])
         if jt == int(mujoco.mjtJoint.mjJNT_FREE):
             continue
