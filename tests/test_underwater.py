@@ -119,6 +119,7 @@ def test_gait_parameters_round_trip_and_are_differentiable():
     assert np.all(np.isfinite(np.asarray(g))) and float(g[0]) > 0
 
 
+@pytest.mark.slow  # ~30 s: the stage's objective compiles; the fast suite walks the same gait
 def test_reference_stage_scores_the_reports_window():
     """The forward-only stage that picks gaits in the stiction model measures what the report
     does: its v̄ and P̄·Δt over [WINDOW_START, horizon] equal gait_metrics of a walk (the

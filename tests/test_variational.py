@@ -115,6 +115,7 @@ def spinning_top(pendulum):
     return mj, sysm, d, u0, ud0
 
 
+@pytest.mark.slow  # four step sizes compile; the pendulum test checks the period and the O(h²) energy
 def test_second_order_and_mujoco_agreement(spinning_top):
     mj, sysm, d, u0, ud0 = spinning_top
     t_cmp = 1.0
