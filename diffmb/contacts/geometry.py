@@ -174,7 +174,8 @@ def _sd_ellipsoid(x, radii):
     (decreasing there), found by bisection under stop_gradient; d = n·(x − y) with
     n = x/(r² + t) normalised has the value and gradient (n) of the distance. The coordinate
     along the shortest axis is kept at least ``ELLIPSOID_BAND`` r_min away from 0 (where the
-    root can leave the interval), which moves d by at most that much."""
+    root can leave the interval), which moves d by at most that much. The gradient in the radii
+    is the surface's normal displacement at the closest point."""
     k = jnp.argmin(radii)
     e = jax.nn.one_hot(k, 3, dtype=x.dtype)
     xs, rs = jax.lax.stop_gradient(x), jax.lax.stop_gradient(radii)
@@ -198,7 +199,9 @@ def _sd_ellipsoid(x, radii):
     t = 0.5 * (lo + hi)
     y = r2 * xs / (r2 + t)
     n, _ = _unit((x + shift) / (radii * radii + t), e)
-    return jnp.dot(n, x - y), n
+    # the surface moves with the radii: ∂d/∂r_i = −(y_i²/r_i³)/|y/r²| at the closest point
+    dd_dr = -(y * y / (r2 * rs)) / jnp.sqrt(jnp.sum((y / r2) ** 2))
+    return jnp.dot(n, x - y) + jnp.dot(dd_dr, radii - rs), n
 
 
 def _sdiv(a, b):
