@@ -293,7 +293,8 @@ def test_corner_into_face_matches_mujoco(spec_a, spec_b, tol):
         n_face = axes[:, k]
         lateral = np.delete(axes, k, axis=1) @ (np.delete(half, k) * rng.uniform(-0.3, 0.3, 2))
         s = _place_along(mj, d, "AB",
-                         lambda s: [(lateral + s * n_face, qa), (np.zeros(3), qb)], -0.005)
+                         lambda s, o=lateral, n=n_face, qa=qa, qb=qb:
+                         [(o + s * n, qa), (np.zeros(3), qb)], -0.005)
         depth, n = _mj_deepest(mj, d)
         ours, nrm = pair_depth(gA, gB, lateral + s * n_face, qa, np.zeros(3), qb)
         assert abs(float(ours) - depth) < tol, (float(ours), depth)
@@ -313,7 +314,7 @@ def test_against_plane_matches_mujoco(spec, tol):
     rng = np.random.default_rng(zlib.crc32((spec[0] + "plane").encode()))
     for _ in range(3):
         qa = _rand_quat(rng)
-        s = _place_along(mj, d, ("A", "floor"), lambda s: [(np.array([0.0, 0.0, s]), qa)],
+        s = _place_along(mj, d, ("A", "floor"), lambda s, qa=qa: [(np.array([0.0, 0.0, s]), qa)],
                          -0.005)
         cons = [d.contact[i] for i in range(d.ncon)]
         depth = -min(c.dist for c in cons)
