@@ -93,6 +93,7 @@ def test_identify_mjcf_arm_with_sensor_delay_and_bias(delayed_log, tmp_path):
     assert (tmp_path / "fit_q.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # ~25 s: a third arm fit compiles; tests/test_cli.py runs `identify --model`
 def test_cli_identify_model(tmp_path):
     """``diffmb identify --model FILE --data CSV --out DIR --params ...`` writes results.json
     with {name: {"estimate", "std"}}; exactly one of STUDY and --model."""
@@ -255,6 +256,7 @@ def test_bad_data_is_named(tmp_path):
     assert sigma["q_elbow"] == pytest.approx(2e-3, rel=0.3)
 
 
+@pytest.mark.slow  # ~30 s: the fast suite checks the pseudo-inertia transform itself
 def test_inertial_parameters_fit_in_pseudo_inertia_coordinates(tmp_path):
     """All ten inertial parameters of the wrist link from a planar motion: the mass, com and the
     inertia about the hinge axis come out as MuJoCo's (from the file's capsule); the components
