@@ -459,6 +459,7 @@ def _rk4_growth(path, q0, v0, u, h):
     return float(np.abs(1 + z + z**2 / 2 + z**3 / 6 + z**4 / 24).max())
 
 
+@pytest.mark.slow  # ~30 s; the fast suite stops a diverging implicit Euler run as DIVERGED
 def test_divergence_is_a_failure(tmp_path):
     """RK4 at dt = 0.1 on the guide's arm: the servo's velocity gain makes a real mode near
     -50 1/s, outside RK4's stability interval (MuJoCo's linearisation says |R(hλ)| > 1), so the
