@@ -164,7 +164,7 @@ def test_ground_none_builds_no_contacts_and_meshes_are_refused_by_link(tmp_path,
     model = diffmb.load_urdf(f, floating_base=True)
     for path, m in ((f, model), (quad, diffmb.load_urdf(quad, floating_base=True))):
         assert not any(isinstance(x, Contacts) for x in diffmb.urdf_forces(path, m))
-    with pytest.raises(NotImplementedError, match=r"'shin'.*shin\.stl.*unsupported_contacts"):
+    with pytest.raises(ValueError, match=r"'shin'.*shin\.stl.*not found.*unsupported_contacts"):
         diffmb.urdf_forces(f, model, ground=0.0)
     with pytest.warns(UserWarning, match="shin"):
         forces = diffmb.urdf_forces(f, model, ground=Plane((0, 0, 1), -0.5, name="deck"),
@@ -180,7 +180,7 @@ def test_ground_none_builds_no_contacts_and_meshes_are_refused_by_link(tmp_path,
     # a fixed base never moves: its shapes give no contact, and the mesh of the moving shin
     # is still refused
     fixed = diffmb.load_urdf(f)
-    with pytest.raises(NotImplementedError, match="shin"):
+    with pytest.raises(ValueError, match="shin"):
         diffmb.urdf_forces(f, fixed, ground=0.0)
     with pytest.warns(UserWarning):
         assert diffmb.io.urdf.contacts_from_urdf(f, fixed, 0.0, ignore="unsupported_contacts") \
@@ -252,3 +252,84 @@ def test_a1_urdf_stands_on_its_collision_feet_as_in_mujoco():
     np.testing.assert_allclose(float(jnp.sum(res.fn[-1])), weight, rtol=1e-2)
     loaded = {p[0] for p, f in zip(res.pairs, res.fn[-1], strict=True) if f > 1e-3}
     assert loaded == {"FR_foot", "FL_foot", "RR_foot", "RL_foot"}
+
+
+def _solo12_mujoco(path, k, b):
+    """MuJoCo's import of Solo-12's URDF (its meshes given as assets, as MuJoCo looks them up
+    by file name), with a free joint, springs k and dampers b on the hinges and a floor; the
+    links collide with the floor only (conaffinity 0), as diffmb's URDF contacts do."""
+    import pathlib
+    import re
+
+    txt = pathlib.Path(path).read_text()
+    assets = {}
+    for fn in set(re.findall(r'filename="([^"]+)"', txt)):
+        rel = fn.split("solo_description/")[1]
+        assets[pathlib.Path(fn).name] = (pathlib.Path(path).parents[1] / rel).read_bytes()
+    spec = mujoco.MjSpec.from_string(txt, assets=assets)
+    spec.worldbody.first_body().add_freejoint()
+    for j in spec.joints:
+        if j.type == mujoco.mjtJoint.mjJNT_HINGE:
+            j.stiffness = [k, 0.0, 0.0]  # MuJoCo 4: polynomial spring, linear term
+            j.damping = [b, 0.0, 0.0] if np.ndim(j.damping) else b
+    for g in spec.geoms:
+        g.conaffinity = 0
+    spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], name="floor")
+    return spec.compile()
+
+
+@pytest.mark.slow
+def test_solo12_urdf_stands_on_its_collision_meshes_as_in_mujoco():
+    """example-robot-data's Solo-12, whose every <collision> is an STL mesh (package://
+    paths): urdf_forces(ground=0.0) collides their convex hulls, as MuJoCo does. At the SRDF's
+    "standing" pose each link's lowest hull point is MuJoCo's (its compiled mesh vertices,
+    to 1e-7 m). Its joints held by springs about that pose (k = 10 N m/rad, b = 0.5 N m s/rad,
+    the same in both), dropped 2 cm: it stands on its lower legs (the feet are fused into
+    them) instead of sinking to z = -0.29 m as without contacts, its base within 12 mm of
+    MuJoCo's (9.6 mm lower measured: the mass-normalised stiffness takes each light lower
+    leg's own effective mass, so the feet sink ~1 cm under the robot's weight where MuJoCo's
+    constraint solver sinks them 0.3 mm). MuJoCo's links collide with the floor only here
+    (diffmb's URDF contacts have no link-link pairs)."""
+    path = erd_path("solo_description/robots/solo12.urdf")
+    k, b = 10.0, 0.5
+    model = diffmb.load_urdf(path, floating_base=True)
+    mj = _solo12_mujoco(path, k, b)
+    assert mj.nq == model.nq == 19
+    qref = np.array(mj.qpos0)
+    qref[7:] = [0.1, 0.8, -1.6, -0.1, 0.8, -1.6, 0.1, -0.8, 1.6, -0.1, -0.8, 1.6]
+    mj.qpos_spring[:] = qref
+    d = mujoco.MjData(mj)
+    d.qpos[:] = qref
+    mujoco.mj_kinematics(mj, d)
+    lowest = {}
+    for g in range(mj.ngeom):
+        if mj.geom_type[g] != mujoco.mjtGeom.mjGEOM_MESH:
+            continue
+        m = mj.geom_dataid[g]
+        V = mj.mesh_vert[mj.mesh_vertadr[m]:mj.mesh_vertadr[m] + mj.mesh_vertnum[m]]
+        z = float((d.geom_xmat[g].reshape(3, 3) @ V.T)[2].min() + d.geom_xpos[g][2])
+        body = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, int(mj.geom_bodyid[g]))
+        lowest[body] = min(lowest.get(body, np.inf), z)
+    hinge = np.r_[np.zeros(6), np.ones(12)]
+    forces = diffmb.urdf_forces(path, model, ground=0.0) + (
+        JointSpring(k * hinge, qref), JointDamping(b * hinge))
+    (el,) = [x for x in forces if isinstance(x, Contacts)]
+    assert {g.kind for g in el.geoms} == {"mesh"} and len(el.geoms) == 17
+    r = el.evaluate(model, jnp.asarray(qref), jnp.zeros(model.nv))
+    ours = {}
+    for (name, _), z in zip(diffmb.contacts.element._pairs(el), np.asarray(r.point[:, 2]),
+                            strict=True):
+        link = next(g.body for g in el.geoms if g.name == name)
+        body = link.replace("_FOOT", "_LOWER_LEG")  # MuJoCo fuses the fixed foot links
+        ours[body] = min(ours.get(body, np.inf), float(z))
+    assert ours.keys() == lowest.keys()
+    for body, z in lowest.items():
+        assert abs(ours[body] - z) < 1e-7, body
+    q0 = qref.copy()
+    q0[2] = 0.02 - min(lowest.values())
+    d.qpos[:] = q0
+    mujoco.mj_step(mj, d, nstep=int(round(1.5 / mj.opt.timestep)))
+    traj = diffmb.simulate(model, jnp.asarray(q0), None, t1=1.5, dt=1e-3, forces=forces,
+                           saveat=[1.5])
+    q = np.asarray(traj.q[-1])
+    assert abs(q[2] - d.qpos[2]) < 1.2e-2

@@ -3,9 +3,9 @@
 Parsed with ``defusedxml`` (no entity expansion). Conventions as URDF tools (Pinocchio, urdfdom):
 a link without ``<inertial>`` has zero mass and inertia; ``continuous`` joints are plain angles
 (nq = 1, unlike Pinocchio's (cos, sin)); ``floating`` joints are free joints with MuJoCo's q/v
-layout; meshes are never opened. :func:`urdf_forces` builds the force elements (joint damping,
-friction, limits, mimic couplings and, given a ``ground``, contacts of the ``<collision>``
-primitives) that make the file simulate as MuJoCo simulates it.
+layout; :func:`load_urdf` never opens meshes. :func:`urdf_forces` builds the force elements
+(joint damping, friction, limits, mimic couplings and, given a ``ground``, contacts of the
+``<collision>`` primitives and meshes) that make the file simulate as MuJoCo simulates it.
 """
 
 from __future__ import annotations
@@ -228,8 +228,9 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
     ``ground``: None (default) builds no contacts; a height (a z-up floor plane at that height)
     or a terrain (:class:`~diffmb.contacts.Plane`, :class:`~diffmb.contacts.HeightField`) adds a
     :class:`~diffmb.contacts.Contacts` element between the links' ``<collision>`` shapes and
-    that ground, as :func:`contacts_from_urdf` builds it (meshes refused unless
-    ``ignore=("unsupported_contacts",)``; no contact between links).
+    that ground, as :func:`contacts_from_urdf` builds it (meshes as their convex hulls; a mesh
+    file that cannot be read is refused unless ``ignore=("unsupported_contacts",)``; no
+    contact between links).
     """
     import jax.numpy as jnp
 
@@ -346,6 +347,42 @@ def _fused_effective_masses(model: Model, nodes) -> dict:
     return dict(zip(nodes, 3.0 / A, strict=True))
 
 
+def _mesh_vertices(src, path, link, filename, scale):
+    """The vertices (n, 3) of a ``<collision>`` mesh file, scaled; the file is found as the
+    URDF loader finds meshes (``package://``, ``file://`` and relative paths against the URDF's
+    folder and its parents, ``ROS_PACKAGE_PATH``, installed ``share`` folders) and read with
+    ``trimesh``. A ValueError names the URDF, the link and the mesh file when it cannot."""
+    from .geometry import _resolve_mesh
+
+    f = _resolve_mesh(Path(path), filename)
+    if f is None:
+        raise ValueError(f"{src}: link {link!r}: <collision> mesh {filename!r} not found")
+    try:
+        import trimesh
+
+        mesh = trimesh.load(str(f), force="mesh")
+        V = np.asarray(mesh.vertices, dtype=float)
+    except Exception as exc:  # noqa: BLE001  (any reader failure is the file's)
+        raise ValueError(f"{src}: link {link!r}: <collision> mesh {filename!r} ({f}) cannot "
+                         f"be read: {exc}") from exc
+    if V.ndim != 2 or V.shape[0] < 4 or V.shape[1] != 3 or not np.all(np.isfinite(V)):
+        raise ValueError(f"{src}: link {link!r}: <collision> mesh {filename!r} ({f}) has no "
+                         "readable 3-d vertices")
+    return V * scale
+
+
+def _mesh_scales(root) -> list:
+    """The ``scale`` of each ``<collision>`` (in file order; (1, 1, 1) when absent or not a
+    mesh), as :func:`~diffmb.io.geometry.urdf_collision_geoms` lists them."""
+    out = []
+    for ln in root.findall("link"):
+        for el in ln.findall("collision"):
+            m = el.find("geometry/mesh")
+            s = (m.get("scale") if m is not None else None) or "1 1 1"
+            out.append(np.array([float(x) for x in s.split()], dtype=float))
+    return out
+
+
 def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(),
                        floating_base=False) -> tuple:
     """Contacts between the links' ``<collision>`` shapes and ``ground``, as MuJoCo collides the
@@ -356,64 +393,70 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
     ``<collision>`` box, sphere, cylinder or capsule (:func:`~diffmb.io.geometry.urdf_collision_geoms`)
     becomes a :mod:`~diffmb.contacts.geometry` shape on its link's body, posed by its
     ``<origin>`` in the link frame (a link on a fixed joint keeps its own body and frame, which
-    ride on its parent's). Shapes on links welded to the world (no floating base) never move
-    and are skipped. Parameters are MuJoCo's defaults for URDF geoms: friction 1, condim 3,
-    ``solref`` (0.02, 1), ``solimp`` (0.9, 0.95), margin 0; normal stiffness and damping by
+    ride on its parent's); a ``<mesh filename scale>`` becomes a
+    :class:`~diffmb.contacts.geometry.ConvexMesh` of its vertices (scaled): its convex hull,
+    which is what MuJoCo collides (a concave mesh too). The file is found as meshes are found
+    for display (``package://``, relative paths) and read with ``trimesh``; a mesh that cannot
+    be found or read raises ``ValueError`` naming the link and the file, unless
+    ``ignore=("unsupported_contacts",)`` (then it is dropped with a warning naming it). Shapes
+    on links welded to the world (no floating base) never move and are skipped. Parameters
+    are MuJoCo's defaults for URDF geoms: friction 1, condim 3, ``solref`` (0.02, 1),
+    ``solimp`` (0.9, 0.95), margin 0; normal stiffness and damping by
     :func:`~diffmb.forces.elements.soft_constraint_gains` from the effective mass of the body
     MuJoCo's importer makes of the link and its fixed-joint descendants (its
     ``body_invweight0``), shared among the shape's ``n_active`` points; the stiction spring
     takes the same stiffness and critical damping.
 
     Not modelled: contacts between links (MuJoCo would collide links that are not parent and
-    child) and collision meshes (MuJoCo collides their convex hulls): a mesh on a moving link
-    raises ``NotImplementedError`` naming the link and the file, unless
-    ``ignore=("unsupported_contacts",)`` (then it is dropped with a warning naming it).
-    ``model``: the Model of ``load_urdf(path, floating_base)`` (loaded if not given).
+    child). ``model``: the Model of ``load_urdf(path, floating_base)`` (loaded if not given).
     """
     from ..contacts.element import Contacts
-    from ..contacts.geometry import Box, Capsule, Cylinder, Sphere
+    from ..contacts.geometry import Box, Capsule, ConvexMesh, Cylinder, Sphere
     from ..forces.elements import soft_constraint_gains
     from .geometry import urdf_collision_geoms
 
     terrain = _ground(ground)
-    src, _ = _read(path)
+    src, root = _read(path)
     if model is None:
         model = load_urdf(path, floating_base=floating_base)
     ignored = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
     node = dict(zip(model.body_names, model.body_node, strict=True))
     shapes = urdf_collision_geoms(src)
+    scales = _mesh_scales(root)
     for g in shapes:
         if g.body not in node:
             raise ValueError(f"{src}: link {g.body!r} is no body of model {model.name!r}: pass "
                              "the Model loaded from this file")
-    moving = [g for g in shapes if node[g.body] >= 0]
-    meshes = [f"{g.body!r} ({g.file})" for g in moving if g.kind == "mesh"]
-    if meshes and "unsupported_contacts" not in ignored:
-        more = f" (and {len(meshes) - 3} more)" if len(meshes) > 3 else ""
-        raise NotImplementedError(
-            f"{src}: collision meshes on links " + ", ".join(meshes[:3]) + more + ": MuJoCo "
-            "collides their convex hulls, which diffmb's contacts do not model. Pass "
-            "ignore=('unsupported_contacts',) to simulate without them, or give the links "
-            "primitive <collision> shapes (box, sphere, cylinder, capsule).")
-    if meshes:
-        warnings.warn(f"{src}: collision meshes dropped, these links do not touch the ground: "
-                      + ", ".join(meshes), stacklevel=3)
-    prims = [g for g in moving if g.kind != "mesh"]
-    if not prims:
-        return ()
-    m_eff = _fused_effective_masses(model, {node[g.body] for g in prims})
-    geoms, ms = [], []
-    for g in prims:
-        size = np.asarray(g.size, float)
-        n = {"box": 3, "sphere": 1}.get(g.kind, 2)
-        if size.shape != (n,) or not (np.all(np.isfinite(size)) and np.all(size > 0)):
-            raise ValueError(f"{src}: link {g.body!r}: <collision> {g.kind} of size "
-                             f"{size.tolist()} (MuJoCo's half-sizes): needs {n} finite sizes > 0")
+    geoms, ms, dropped = [], [], []
+    moving = [(g, s) for g, s in zip(shapes, scales, strict=True) if node[g.body] >= 0]
+    m_eff = _fused_effective_masses(model, {node[g.body] for g, _ in moving}) if moving else {}
+    for g, scale in moving:
         kw = dict(pos=np.asarray(g.pos, float), quat=np.asarray(g.quat, float), name=g.name)
-        cls = {"sphere": Sphere, "capsule": Capsule, "cylinder": Cylinder}.get(g.kind)
-        geom = Box(g.body, size, **kw) if g.kind == "box" else cls(g.body, *size, **kw)
+        if g.kind == "mesh":
+            try:
+                geom = ConvexMesh(g.body, _mesh_vertices(src, path, g.body, g.file, scale), **kw)
+            except ValueError as exc:
+                if "unsupported_contacts" not in ignored:
+                    raise ValueError(f"{exc}; pass ignore=('unsupported_contacts',) to simulate "
+                                     "without it") from exc
+                dropped.append(f"{g.body!r} ({g.file})")
+                continue
+        else:
+            size = np.asarray(g.size, float)
+            n = {"box": 3, "sphere": 1}.get(g.kind, 2)
+            if size.shape != (n,) or not (np.all(np.isfinite(size)) and np.all(size > 0)):
+                raise ValueError(f"{src}: link {g.body!r}: <collision> {g.kind} of size "
+                                 f"{size.tolist()} (MuJoCo's half-sizes): needs {n} finite "
+                                 "sizes > 0")
+            cls = {"sphere": Sphere, "capsule": Capsule, "cylinder": Cylinder}.get(g.kind)
+            geom = Box(g.body, size, **kw) if g.kind == "box" else cls(g.body, *size, **kw)
         geoms.append(geom)
         ms.append(m_eff[node[g.body]] / geom.n_active)
+    if dropped:
+        warnings.warn(f"{src}: collision meshes dropped, these links do not touch the ground: "
+                      + ", ".join(dropped), stacklevel=3)
+    if not geoms:
+        return ()
     m_pt = np.array(ms)
     k, b = (np.asarray(x) for x in soft_constraint_gains(m_pt, (0.02, 1.0), (0.9, 0.95)))
     return (Contacts(geoms, terrain, model=model, stiffness=k, damping=b, mu=1.0,
