@@ -2,12 +2,14 @@
 
 * :mod:`~diffmb.contacts.terrain`: :class:`Plane`, :class:`HeightField`, :func:`rough_terrain`;
 * :mod:`~diffmb.contacts.geometry`: :class:`Point`, :class:`Sphere`, :class:`Capsule`,
-  :class:`Box`, :class:`Cylinder` (fixed numbers of candidate points);
+  :class:`Box`, :class:`Cylinder`, :class:`Ellipsoid`, :class:`ConvexMesh` (signed distances,
+  fixed numbers of candidate points), :class:`PosedGeom` (a geom placed in the world, which
+  stands where a terrain does);
 * :mod:`~diffmb.contacts.law`: Hunt–Crossley / linear normal laws, regularised Coulomb and
   spring–damper stiction friction;
 * :mod:`~diffmb.contacts.element`: :class:`Contacts` (stateful, stiction) and
-  :class:`CoulombContacts` (stateless) force elements, :func:`soft_contact_params`,
-  :func:`effective_mass`, :func:`contact_forces`.
+  :class:`CoulombContacts` (stateless) force elements holding pairs of a geom and a terrain or
+  another geom, :func:`soft_contact_params`, :func:`effective_mass`, :func:`contact_forces`.
 
 Example: a box on the ground, simulated with the default solver::
 
@@ -15,6 +17,11 @@ Example: a box on the ground, simulated with the default solver::
     c = Contacts([Box("box", (0.1, 0.1, 0.1))], Plane(), model=box, mu=0.6)
     traj = diffmb.simulate(box, q0, v0, t1=1.0, dt=1e-3, forces=(c,))
     res = contact_forces(box, traj, (c,))           # res.fn (ns, 8), res.point (ns, 8, 3)
+
+A ball on the box and on the ground, one element (pair i: ``geoms[i]`` with ``others[i]``)::
+
+    floor, box, ball = Plane(), Box("box", (0.1, 0.1, 0.1)), Sphere("ball", 0.05)
+    c = Contacts([box, ball, ball], [floor, floor, box], model=model)
 """
 
 from . import law as law
@@ -32,8 +39,11 @@ from .geometry import AbstractGeom as AbstractGeom
 from .geometry import Box as Box
 from .geometry import Candidates as Candidates
 from .geometry import Capsule as Capsule
+from .geometry import ConvexMesh as ConvexMesh
 from .geometry import Cylinder as Cylinder
+from .geometry import Ellipsoid as Ellipsoid
 from .geometry import Point as Point
+from .geometry import PosedGeom as PosedGeom
 from .geometry import Sphere as Sphere
 from .geometry import candidates as candidates
 from .law import hunt_crossley as hunt_crossley

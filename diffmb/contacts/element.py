@@ -91,7 +91,7 @@ from ..model import Model
 from ..validation import check_choice, check_value, is_concrete
 from . import law as L
 from ..spatial import quaternion as quatm
-from .geometry import AbstractGeom, body_index
+from .geometry import AbstractGeom, PosedGeom, body_index
 from .terrain import AbstractTerrain
 
 __all__ = [
@@ -262,8 +262,6 @@ def _raw_points(el, model: Model, kin):
         if d_kind == "terrain":
             other, bd = terrains[d_idx], -1
         else:
-            from .geometry import PosedGeom
-
             other = PosedGeom(el.geoms[d_idx], *frames[d_idx])
             bd = _bid(model, el.geoms[d_idx])
         p = gs.points(R, c, other)
