@@ -12,10 +12,11 @@ from .oracles import PinocchioPair, all_quantities, erd_path, rel_err
 
 TOL = 1e-9
 
-FIXED_URDFS = [
+FIXED_URDFS = [  # one robot in the fast suite, the others in the slow one
     "ur_description/urdf/ur5_robot.urdf",
-    "panda_description/urdf/panda.urdf",
-    "double_pendulum_description/urdf/double_pendulum_continuous.urdf",
+    pytest.param("panda_description/urdf/panda.urdf", marks=pytest.mark.slow),
+    pytest.param("double_pendulum_description/urdf/double_pendulum_continuous.urdf",
+                 marks=pytest.mark.slow),
 ]
 
 
