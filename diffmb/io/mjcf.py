@@ -840,6 +840,28 @@ def _loaded_geoms(mj, pairs) -> list[str]:
     return out
 
 
+def _point_invweight(mj, p) -> float:
+    """The translational inverse weight, trace(J M⁻¹ Jᵀ)/3, of the relative motion of the two
+    bodies of pair ``p`` at the first geom's centre, at ``qpos0`` (for a pair whose bodies'
+    ``body_invweight0`` are both 0)."""
+    import mujoco
+
+    d = mujoco.MjData(mj)
+    mujoco.mj_forward(mj, d)
+    x = np.array(d.geom_xpos[p["geom"]])
+    J = np.zeros((3, mj.nv))
+    for body, sign in ((p["body"], 1.0), (p["other_body"], -1.0)):
+        if body > 0:
+            jp = np.zeros((3, mj.nv))
+            mujoco.mj_jac(mj, d, jp, None, x, body)
+            J += sign * jp
+    if not J.any():
+        return 0.0
+    MinvJ = np.zeros((3, mj.nv))
+    mujoco.mj_solveM(mj, d, MinvJ, np.ascontiguousarray(J))  # rows: M⁻¹ Jᵢᵀ
+    return float(np.sum(J * MinvJ)) / 3.0
+
+
 def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False,
                        overrides=None, ignore=()) -> tuple:
     """The contact element (one :class:`~diffmb.contacts.Contacts` holding every pair, ground
@@ -849,8 +871,10 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     Per pair, as MuJoCo combines the two geoms (:func:`_mixed_contact_params`): the sliding
     friction μ = ``friction[0]`` (0 for ``condim`` 1), and normal stiffness and damping from
     ``solref``/``solimp`` by :func:`~diffmb.forces.elements.soft_constraint_gains` with the
-    pair's effective mass 1/(``body_invweight0`` of one body + of the other; 0 for the world)
-    shared among the pair's ``n_active`` points (MuJoCo's rest penetration, ~0.3 mm with the
+    pair's effective mass 1/(``body_invweight0`` of one body + of the other; 0 for the world;
+    where both are 0, the inverse weight of the two bodies' relative motion at the geom's
+    centre, and a pair that no joint can move is left out) shared among the pair's
+    ``n_active`` points (MuJoCo's rest penetration, ~0.3 mm with the
     defaults). The stiction spring takes the same stiffness and critical damping. ``margin``
     shifts the penetration (the contact acts from that distance, as MuJoCo's
     ``includemargin``); the geoms keep their size. Meshes collide as their convex hulls, as
@@ -934,6 +958,10 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         a = geom(p["geom"])
         b = terrain(p["other"], p["other_name"]) if p["terrain"] else geom(p["other"])
         w = iw[p["body"]] + (0.0 if p["terrain"] else iw[p["other_body"]])
+        if not w > 0:  # neither body translates at its com (a spinner on its axis)
+            w = _point_invweight(mj, p)
+        if not w > 0:
+            continue  # nothing can move the contact point: the pair exerts no force
         m_pt = 1.0 / w / pair_n_active(a, b)
         k, d = soft_constraint_gains(m_pt, _solref(mj, p["solref"]), p["solimp"])
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
@@ -944,6 +972,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
         m_pts.append(m_pt)
         margins.append(p["margin"])
+    if not geoms:
+        return ()
     ks, m_pts = np.array(ks), np.array(m_pts)
     return (Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
                      mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
