@@ -88,9 +88,9 @@ from ..dynamics.kinematics import (
 )
 from ..forces.elements import AbstractForce, AbstractStatefulForce, soft_constraint_gains
 from ..model import Model
+from ..spatial import quaternion as quatm
 from ..validation import check_choice, check_value, is_concrete
 from . import law as L
-from ..spatial import quaternion as quatm
 from .geometry import AbstractGeom, PosedGeom, body_index
 from .terrain import AbstractTerrain
 
@@ -264,8 +264,7 @@ def _raw_points(el, model: Model, kin):
         else:
             other = PosedGeom(el.geoms[d_idx], *frames[d_idx])
             bd = _bid(model, el.geoms[d_idx])
-        p = gs.points(R, c, other)
-        d, n = jax.vmap(other.signed_distance)(p)
+        p, d, n = gs.contacts(R, c, other)  # round geoms measured from their centres
         P.append(p)
         D.append(d)
         N.append(n)
