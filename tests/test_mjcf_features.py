@@ -392,14 +392,22 @@ def test_actuatorgroupdisable_gives_mujocos_qacc(tmp_path):
 
 
 def test_constraint_flag_refuses_no_pair_mujoco_never_tests(tmp_path):
-    """With constraints on, the ellipsoid on the floor is refused by name; with
-    <flag constraint="disable"/> MuJoCo collides nothing and the file loads."""
-    on = tmp_path / "on.xml"
-    on.write_text(_FLAGGED.format(flag="", opt="", eq="", odd=_ODD))
-    with pytest.raises(NotImplementedError, match=rf"{on}: .*ellipsoid"):
+    """With constraints on, a height field on a moving body (not modelled) touching the ball
+    is refused by name; with <flag constraint="disable"/> MuJoCo collides nothing and the file
+    loads."""
+    raft = '<geom name="raft" type="hfield" hfield="pad" pos="1.7 0 -1" mass="0.1"/>'
+    asset = '<asset><hfield name="pad" nrow="3" ncol="3" size="0.5 0.5 0.1 0.1"/></asset>'
+
+    def write(name, flag):
+        f = tmp_path / name
+        f.write_text(_FLAGGED.format(flag=flag, opt="", eq="", odd=raft).replace(
+            "<worldbody>", asset + "<worldbody>"))
+        return f
+
+    on = write("on.xml", "")
+    with pytest.raises(NotImplementedError, match=rf"{on}: .*'raft' \(hfield\)"):
         diffmb.mjcf_forces(on)
-    off = tmp_path / "off.xml"
-    off.write_text(_FLAGGED.format(flag='constraint="disable"', opt="", eq="", odd=_ODD))
+    off = write("off.xml", 'constraint="disable"')
     kinds = {type(e).__name__ for e in diffmb.mjcf_forces(off)}
     assert not kinds & {"Contacts", "JointLimits", "JointFriction", "Couplings"}
 

@@ -198,11 +198,15 @@ def test_mjcf_forces_refuses_what_it_cannot_simulate(tmp_path):
     f.write_text(_CONTACT_XML)
     assert type(diffmb.mjcf_forces(f)[-1]).__name__ == "Contacts"
     assert len(diffmb.mjcf_forces(f, contacts=False)) == 2
-    e = tmp_path / "ellipsoid.xml"
-    e.write_text(_CONTACT_XML.replace('type="sphere" size="0.1"', 'type="ellipsoid" size="0.1 0.2 0.1"'))
-    with pytest.raises(NotImplementedError, match="'floor' \\(plane\\) with 'ball' \\(ellipsoid\\)"):
+    e = tmp_path / "raft.xml"  # a height field on a moving body is not modelled
+    e.write_text(_CONTACT_XML.replace("<worldbody>", '<asset><hfield name="pad" nrow="3" '
+                                      'ncol="3" size="0.5 0.5 0.1 0.1"/></asset><worldbody>')
+                 .replace("</worldbody>", '<body name="raft" pos="0 0 0.7"><freejoint/><geom '
+                          'name="raft" type="hfield" hfield="pad" mass="1"/></body></worldbody>'))
+    with pytest.raises(NotImplementedError, match="'raft' \\(hfield\\) with 'ball' \\(sphere\\)"):
         diffmb.mjcf_forces(e)
-    assert len(diffmb.mjcf_forces(e, ignore=("unsupported_contacts",))) == 2
+    kept = diffmb.mjcf_forces(e, ignore=("unsupported_contacts",))  # the ball on the floor
+    assert [type(x).__name__ for x in kept] == ["JointDamping", "JointSpring", "Contacts"]
     g = tmp_path / "fluid.xml"
     g.write_text(_LIMIT_XML.replace('timestep="0.001"', 'timestep="0.001" density="1000"'))
     with pytest.raises(NotImplementedError, match="fluid=False"):
