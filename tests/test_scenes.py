@@ -112,7 +112,8 @@ def test_table_script_prints_a_summary_and_a_line_per_scene(swept):
     printed, rows = swept
     lines = printed.splitlines()
     assert lines[0].startswith("| source | scenes | accepted |")
-    assert any(line.startswith(f"| all | {len(rows)} | {len(rows)} | 0 (0) | 0 |")
+    n = len(rows)
+    assert any(line.startswith(f"| all | {n} | {n} | 0 (0) | 0 | {n} / {n} | 100% |")
                for line in lines)
     for r in rows:
         assert sum(line.startswith(f"| {r['source']}/{r['scene']} |") for line in lines) == 1
@@ -132,6 +133,15 @@ def test_a_refusal_names_only_the_out_of_scope_feature(tmp_path):
     s = scenes.summary(rows)["all"]
     assert (s["accepted"], s["refused"], s["out_of_scope"], s["rate"]) == (0, 2, 1, 0.5)
     assert "refused (out of scope): NotImplementedError" in scenes.table(rows)
+
+
+def test_load_only_rows_count_as_accepted_but_not_as_simulated():
+    cart = [p for s, p in scenes.scene_files() if s == "dm_control" and p.name == "cartpole.xml"]
+    r = scenes.check_scene(cart[0], source="dm_control", simulate=False)
+    assert r["status"] == "accepted" and r["simulated"] is False and "dheight" not in r
+    s = scenes.summary([r])["all"]
+    assert (s["accepted"], s["simulated"], s["behaves"], s["rate"]) == (1, 0, 0, 1.0)
+    assert "| dm_control/cartpole.xml | accepted (not simulated in this run) |" in scenes.table([r])
 
 
 def test_a_file_mujoco_cannot_compile_is_skipped_not_refused(tmp_path):

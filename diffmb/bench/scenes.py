@@ -32,7 +32,8 @@ that carry load and the deepest penetration (geometric penetration plus the pair
 both). The wall time of 1 s simulated is the compiled run's time over ``t``; the compile time is
 that of ``jax.jit(...).lower(...).compile()``.
 
-Run: ``python -m diffmb.bench.scenes [--only SUBSTRS] [--out DIR] [--list]`` prints the table
+Run: ``python -m diffmb.bench.scenes [--only SUBSTRS] [--out DIR] [--list] [--load-only]`` prints
+the table
 (markdown, :func:`table`) and writes ``DIR/bench_scenes.json`` (every row).
 """
 
@@ -430,7 +431,8 @@ def _file_dt(mj, t1, t_fall) -> float:
 
 
 # ------------------------------------------------------------------------------- the row
-def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL) -> dict:
+def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL,
+                simulate: bool = True) -> dict:
     """One row of the sweep for the scene at ``path`` (MJCF, or URDF by its extension); see the
     module docstring. Keys: ``scene``, ``source``, ``status`` (``accepted`` / ``refused`` /
     ``skipped``), ``why``, ``out_of_scope``, and for an accepted scene ``key``, ``dt_file``,
@@ -439,7 +441,8 @@ def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL)
     ``djoints`` (rad or None), ``weight_mujoco``, ``weight_diffmb`` (Σ fn / weight or None),
     ``contacts_mujoco``, ``contacts_diffmb``, ``pen_mujoco``, ``pen_diffmb`` (m),
     ``compile_s``, ``wall_1s`` (s per simulated second), ``checks`` ({criterion: True / False /
-    None (not applicable)}) and ``behaves`` (every applicable check passed)."""
+    None (not applicable)}) and ``behaves`` (every applicable check passed).
+    ``simulate=False``: only whether it loads (an accepted row then has ``simulated`` False)."""
     import mujoco
 
     path = Path(path)
@@ -462,8 +465,10 @@ def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL)
             row.update(status="refused", why=_first_line(e, path))
             row["out_of_scope"] = _is_out_of_scope(row["why"])
             return row
-    row.update(status="accepted", key=None if key is None else
+    row.update(status="accepted", simulated=simulate, key=None if key is None else
                (mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_KEY, key) or str(key)))
+    if not simulate:
+        return row
     times = (0.0, t_fall, t)
     snap_mj = _run_mujoco(mj, q0, v0, u, times)
     jmap, bmap = _joint_maps(mj, model)
@@ -559,9 +564,11 @@ def summary(rows) -> dict:
         ref = sum(r["status"] == "refused" for r in rs)
         oos = sum(r["status"] == "refused" and r["out_of_scope"] for r in rs)
         beh = sum(bool(r.get("behaves")) for r in rs)
+        sim = sum(r["status"] == "accepted" and r.get("simulated", True) for r in rs)
         n = acc + ref
         return dict(scenes=len(rs), accepted=acc, refused=ref, out_of_scope=oos,
                     skipped=sum(r["status"] == "skipped" for r in rs), behaves=beh,
+                    simulated=sim,
                     rate=(acc + oos) / n if n else None)
 
     out = {"all": count(rows)}
@@ -580,10 +587,10 @@ def table(rows) -> str:
     """The sweep as markdown: a summary per source, then one line per scene."""
     s = summary(rows)
     lines = ["| source | scenes | accepted | refused (out of scope) | skipped | behave like MuJoCo "
-             "| acceptance |", "|---|---:|---:|---:|---:|---:|---:|"]
+             "/ simulated | acceptance |", "|---|---:|---:|---:|---:|---:|---:|"]
     for k, c in s.items():
         lines.append(f"| {k} | {c['scenes']} | {c['accepted']} | {c['refused']} "
-                     f"({c['out_of_scope']}) | {c['skipped']} | {c['behaves']} | "
+                     f"({c['out_of_scope']}) | {c['skipped']} | {c['behaves']} / {c['simulated']} | "
                      f"{_fmt(c['rate'], '.0%')} |")
     lines += ["", "| scene | status | rest height MuJoCo / diffmb (m) | Δheight (mm) | Δjoints "
               "(rad) | Δobjects (mm) | Σfn/weight MuJoCo / diffmb | contacts MuJoCo / diffmb | "
@@ -598,6 +605,9 @@ def table(rows) -> str:
                 why = why[:157] + "..."
             tag = r["status"] + (" (out of scope)" if r.get("out_of_scope") else "")
             lines.append(f"| {name} | {tag}: {why} | | | | | | | | | | | |")
+            continue
+        if r.get("simulated") is False:
+            lines.append(f"| {name} | accepted (not simulated in this run) | | | | | | | | | | | |")
             continue
         if r.get("error"):
             err = r["error"].replace("|", "\\|")[:160]
@@ -623,7 +633,7 @@ def table(rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep(only: str | None = None, t: float = T, progress=None) -> list[dict]:
+def sweep(only: str | None = None, t: float = T, progress=None, simulate=True) -> list[dict]:
     """:func:`check_scene` over :func:`scene_files` (with ``only``, a comma-separated list of
     substrings: those whose ``source/name`` contains one of them)."""
     keys = [k.strip() for k in (only or "").split(",") if k.strip()]
@@ -633,7 +643,7 @@ def sweep(only: str | None = None, t: float = T, progress=None) -> list[dict]:
         if keys and not any(k in f"{source}/{name}" for k in keys):
             continue
         try:
-            row = check_scene(path, t, source=source)
+            row = check_scene(path, t, source=source, simulate=simulate)
         except Exception as e:  # noqa: BLE001 - a failure of the comparison itself is a row
             row = dict(scene=name, source=source, path=str(path), status="accepted",
                        why="", out_of_scope=False, finite=False, dt=None, wall_1s=None,
@@ -666,23 +676,32 @@ def main(argv=None) -> int:
     ap.add_argument("--t", type=float, default=T, help=f"seconds simulated (default {T})")
     ap.add_argument("--out", default=None, help="write DIR/bench_scenes.json")
     ap.add_argument("--list", action="store_true", help="list the scene files and stop")
+    ap.add_argument("--load-only", action="store_true",
+                    help="only whether each scene loads (accepted / refused / skipped)")
     a = ap.parse_args(argv)
     if a.list:
         for source, path in scene_files():
             print(f"{source}\t{path}")
         return 0
 
+    done = []
+
+    def write(rows):
+        if a.out:
+            out = Path(a.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "bench_scenes.json").write_text(json.dumps(
+                {"summary": _jsonable(summary(rows)), "rows": _jsonable(rows)}, indent=1))
+
     def progress(r):
+        done.append(r)
+        write(done)  # the rows so far survive an interrupted sweep
         print(f"{r['source']}/{r['scene']}: {r['status']} "
               f"{r.get('why') or ('behaves' if r.get('behaves') else 'differs')}",
               file=sys.stderr, flush=True)
 
-    rows = sweep(a.only, a.t, progress)
-    if a.out:
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "bench_scenes.json").write_text(json.dumps(
-            {"summary": _jsonable(summary(rows)), "rows": _jsonable(rows)}, indent=1))
+    rows = sweep(a.only, a.t, progress, simulate=not a.load_only)
+    write(rows)
     print(table(rows), end="")
     return 0
 
