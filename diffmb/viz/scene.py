@@ -505,8 +505,9 @@ def _terrains(forces, terrain):
 
     items = list(terrain) if isinstance(terrain, list | tuple) else ([terrain] if terrain else [])
     for f in forces or ():
-        if isinstance(f, AbstractContacts | WheelSoil) and not any(f.terrain is x for x in items):
-            items.append(f.terrain)
+        own = f.terrains if isinstance(f, AbstractContacts) else \
+            (f.terrain,) if isinstance(f, WheelSoil) else ()
+        items += [t for t in own if not any(t is x for x in items)]
     out = []
     for t in items:
         if isinstance(t, Plane):
