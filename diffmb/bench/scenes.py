@@ -696,8 +696,9 @@ def main(argv=None) -> int:
     def progress(r):
         done.append(r)
         write(done)  # the rows so far survive an interrupted sweep
-        print(f"{r['source']}/{r['scene']}: {r['status']} "
-              f"{r.get('why') or ('behaves' if r.get('behaves') else 'differs')}",
+        how = ("loads" if r.get("simulated") is False else
+               "behaves" if r.get("behaves") else "differs")
+        print(f"{r['source']}/{r['scene']}: {r['status']} {r.get('why') or how}",
               file=sys.stderr, flush=True)
 
     rows = sweep(a.only, a.t, progress, simulate=not a.load_only)
