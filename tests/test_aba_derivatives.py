@@ -7,6 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import diffmb
 from diffmb.dynamics.aba import _aba
@@ -19,6 +20,7 @@ def _with(m, mass, g):
     return eqx.tree_at(lambda x: (x.body_mass, x.gravity), m, (mass, g))
 
 
+@pytest.mark.slow
 def test_aba_derivatives_vs_pinocchio():
     """∂a/∂q, ∂a/∂v, ∂a/∂τ of a revolute arm (UR5) by forward and reverse mode against
     pinocchio.computeABADerivatives (independent analytic derivatives)."""
@@ -51,6 +53,7 @@ def _central(f, x, h):
     return np.stack(cols, axis=-1)
 
 
+@pytest.mark.slow
 def test_ball_chain_derivatives_vs_central_differences():
     """The four-box chain (ball joints, quaternions in R⁴, gravity, armature 0): Jacobians of
     the accelerations with respect to q (all four quaternion components, off the unit
@@ -99,6 +102,7 @@ def test_custom_tangent_matches_differentiated_sweeps():
     assert rel_err(sym(np.asarray(g1.body_inertia)), sym(np.asarray(g2.body_inertia))) < 1e-10
 
 
+@pytest.mark.slow
 def test_second_derivatives_match_differentiated_sweeps():
     """Second derivatives through the rule (∂/∂q of ∂a/∂v, ∂/∂mass of ∂a/∂q: what an implicit
     step's Jacobian or a Hessian needs) equal plain autodiff of the sweeps, on a double

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import jax, numpy as np, diffmb
@@ -71,6 +73,7 @@ def _pendulum():
     return b.build()
 
 
+@pytest.mark.slow
 def test_a_failing_member_does_not_fail_the_batch():
     """Oracle: the healthy members simulated one by one; the NaN member's own status."""
     import warnings

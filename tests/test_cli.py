@@ -61,6 +61,7 @@ def _one_line(err):
     return lines[0]
 
 
+@pytest.mark.slow
 def test_identify_interrupted_keeps_partial_results_and_resume_gives_the_same_estimate(
         tmp_path, monkeypatch, capsys):
     csv = _short_csv(tmp_path)
@@ -278,6 +279,7 @@ def _model_args(d, out, csv=None, *extra):
             *extra]
 
 
+@pytest.mark.slow
 def test_fit_without_convergence_exits_3_and_a_converged_one_0(pendulum, tmp_path, capsys):
     # one Levenberg–Marquardt iteration cannot reach MuJoCo's damping from the file's
     assert main(_model_args(pendulum, tmp_path / "one", None, "--max-steps", "1")) == 3

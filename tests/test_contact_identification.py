@@ -6,6 +6,7 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import diffmb
 from diffmb.contacts import Contacts, Plane, Sphere
@@ -24,6 +25,7 @@ def _floor(model, mu, k, b):
                     tangential_damping=120.0)
 
 
+@pytest.mark.slow
 def test_friction_stiffness_and_damping_from_a_bouncing_sliding_record(tmp_path):
     f = tmp_path / "ball.xml"
     f.write_text(_BALL)

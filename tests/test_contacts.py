@@ -93,6 +93,7 @@ def _box_rest_q(model, alpha=0.0):
 # ---- mass-normalised defaults, stability ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_soft_params_and_effective_mass(box):
     assert float(effective_mass(box, "box")) == pytest.approx(M_BOX, rel=1e-12)
     k, b = soft_contact_params(M_BOX, n_active=4)
@@ -139,6 +140,7 @@ def test_rk4_stability_four_corners(box):
 # ---- (a) rest, (b) sliding -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_box_at_rest_carries_its_weight(box):
     c = _box_contacts(box)
     q0 = jnp.array([0.0, 0.0, H, 1.0, 0.0, 0.0, 0.0])  # touching, δ = 0
@@ -199,6 +201,7 @@ def test_sphere_on_incline(ball, mu, rolls):
     assert a == pytest.approx(expected, rel=1e-2)
 
 
+@pytest.mark.slow
 def test_wheel_rolls_down_an_incline(tmp_path_factory):
     """A solid disc (Cylinder geom, axis along y) rolls with a = (2/3) g sin α."""
     wheel = _load(tmp_path_factory, "wheel", "cylinder", "0.1 0.02\" quat=\"0.70710678 0.70710678 0 0",
@@ -271,6 +274,7 @@ def test_hunt_crossley_restitution(ball0):
 # ---- (f) passivity -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_contact_never_adds_energy(box):
     c = _box_contacts(box, mu=0.5)
     q0 = jnp.array([0.0, 0.0, H + 0.05, 1.0, 0.0, 0.0, 0.0])
@@ -307,6 +311,7 @@ def slide_grad(box):
     return jax.jit(jax.grad(lambda mu, z0, vx: _slide(box, mu, z0, vx), argnums=(0, 1, 2)))
 
 
+@pytest.mark.slow
 def test_stopping_distance_gradient_wrt_mu(box, slide_grad):
     v0, mu = 1.0, 0.5
     z0 = float(_box_rest_q(box)[2])  # at rest penetration
@@ -341,6 +346,7 @@ def test_laws_gradient_safe_at_zero():
     assert np.allclose(jax.jacfwd(ft, argnums=1)(100.0, z3), -10.0 * np.diag([1, 1, 0]))
 
 
+@pytest.mark.slow
 def test_element_gradients_finite_at_touchdown(ball):
     c = Contacts([Sphere("ball", H), Cylinder("ball", 0.05, 0.02, pos=(0, 0, -0.05))], Plane(),
                  model=ball, mu=0.8)
@@ -378,6 +384,7 @@ def _plane_field(sx=0.2, sy=-0.1, h0=0.05):
         (sx, sy, h0)
 
 
+@pytest.mark.slow
 def test_heightfield_reproduces_a_slope_and_carries_a_sphere(ball):
     hf, (sx, sy, h0) = _plane_field()
     n_exact = np.array([-sx, -sy, 1.0]) / np.sqrt(1 + sx**2 + sy**2)

@@ -39,6 +39,7 @@ def floating():
     return model, jnp.asarray(q), jnp.asarray(rng.normal(size=model.nv))
 
 
+@pytest.mark.slow
 def test_check_grads_public_functions(small):
     model, q, v = small
     tau = jnp.linspace(-1.0, 1.0, model.nv)
@@ -61,6 +62,7 @@ def test_check_grads_public_functions(small):
     check_grads(jax.jit(others), (model.body_mass, v, tau), order=1, modes=("fwd", "rev"))
 
 
+@pytest.mark.slow
 def test_vmap_equals_loop_and_no_retrace(small):
     model, q, v = small
     rng = np.random.default_rng(0)
@@ -138,6 +140,7 @@ def test_jacobians_match_finite_differences(small):
     assert np.allclose(Jb[:3] @ v, w, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_regressor_is_linear_in_parameters(small):
     from diffmb.dynamics.regressor import inertial_parameters, inertial_regressor
 

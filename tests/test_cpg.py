@@ -61,6 +61,7 @@ def test_the_pattern_attracts_other_states():
     np.testing.assert_allclose(rel, want, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_gradient_through_the_gait_parameters(tmp_path):
     f = _legs_file(tmp_path)
     model = diffmb.load_mjcf(f)

@@ -233,6 +233,7 @@ def test_constraint_rows_are_mujocos(tmp_path):
         np.testing.assert_allclose(R, d.efc_R[: d.ne], rtol=1e-12, atol=0)
 
 
+@pytest.mark.slow
 def test_cassie_closed_legs_like_mujoco():
     """Menagerie's Cassie: four connects close the achilles and plantar rods of its legs.
     About the home keyframe, moving, with motor controls, springs, damping and its joint
@@ -283,6 +284,7 @@ _LIMITED = _FOURBAR.format(attrs="").replace(
   </tendon>""")
 
 
+@pytest.mark.slow
 def test_limits_solved_with_equalities_like_mujoco(tmp_path):
     """The four-bar with two joint limits and a fixed-tendon limit on its loop: violated
     limits and the open loop solved together (joint limits moved into the Equalities element,
@@ -310,6 +312,7 @@ def test_limits_solved_with_equalities_like_mujoco(tmp_path):
     assert worst_apart > 1e-2
 
 
+@pytest.mark.slow
 def test_fourbar_stays_closed_like_mujoco(tmp_path):
     """Released at rest, the four-bar swings under gravity for 1 s: RK4 at MuJoCo's 1 ms step
     against MuJoCo's own RK4 on the same file, joint angles to 1e-7 rad and the loop's gap
@@ -356,6 +359,7 @@ _SMALL = """
 """
 
 
+@pytest.mark.slow
 def test_equality_gradients_and_batches(tmp_path):
     """jax.grad of the accelerations through a violated weld (the impedance on its power arcs,
     the norm of the violation, the free body's quaternion) and a violated joint limit solved

@@ -54,6 +54,7 @@ def _sensitivities():
     return ts, sol.y[0], sol.y[2::2].T  # (n,), (n,), (n, 5)
 
 
+@pytest.mark.slow
 def test_fim_of_linear_system_matches_scipy_sensitivity_ode():
     sigma = 1e-3
     _, _, S = _sensitivities()
@@ -114,6 +115,7 @@ def test_predicted_std_matches_fit_and_monte_carlo():
     assert np.all(np.abs(est.mean(axis=0) - [M, C, K]) < 4 * pred / np.sqrt(20))
 
 
+@pytest.mark.slow
 def test_design_respects_limits_and_improves():
     criterion = "D"
     model = _msd()

@@ -240,6 +240,7 @@ def test_added_inertia_dynamics_satisfy_mujocos_full_added_mass_law(tmp_path):
         assert rel_err(tau + f_acc, d.qfrc_inverse) < 1e-5
 
 
+@pytest.mark.slow
 def test_aba_crba_kane_agree_with_added_inertia():
     from .random_trees import random_mjcf
 
@@ -316,6 +317,7 @@ def test_released_sphere_acceleration_and_terminal_speed(tmp_path):
     assert abs(-float(traj.v[-1, 2]) - vt) < 1e-3 * vt
 
 
+@pytest.mark.slow
 def test_neutrally_buoyant_body_stays_at_rest(tmp_path):
     path = tmp_path / "neutral.xml"
     path.write_text("""<mujoco><option density="1000" viscosity="0.0009"/>

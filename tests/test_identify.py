@@ -72,6 +72,7 @@ def delayed_log(tmp_path_factory):
     return p
 
 
+@pytest.mark.slow
 def test_identify_mjcf_arm_with_sensor_delay_and_bias(delayed_log, tmp_path):
     """Masses and damping of MuJoCo's arm, the elbow sensor's delay (6 ms, three step lengths
     off the sample grid) and bias, and the noise level, from 9.3 ms samples of a 2 ms
@@ -129,6 +130,7 @@ def spin(tmp_path_factory):
     return xml, log
 
 
+@pytest.mark.slow
 def test_profile_likelihood_brackets_the_truth(spin, tmp_path):
     """The damping's profile-likelihood interval (refits over a grid) contains the value MuJoCo
     simulated and, the model being close to linear in it there, agrees with the Laplace
@@ -145,6 +147,7 @@ def test_profile_likelihood_brackets_the_truth(spin, tmp_path):
     assert "Profile likelihoods" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_base_parameters_name_the_combination(spin):
     """A link turning about a fixed vertical axis: the data determine I_zz + armature, not each
     (closed form: coefficient 1 in their units), and I_xx, I_yy not at all."""
@@ -282,6 +285,7 @@ def test_inertial_parameters_fit_in_pseudo_inertia_coordinates(tmp_path):
             "body.link3.inertial[9]"} <= dead
 
 
+@pytest.mark.slow
 def test_fit_from_a_known_initial_state(tmp_path):
     """fit(initial_state="known"): single shooting from the record's given rest state (MuJoCo's
     arm starts at q = 0, v = 0); the parameters are the only unknowns (Jacobian columns)."""
@@ -352,6 +356,7 @@ def test_non_finite_array_cell_is_named_with_row_and_column():
         load_data(m, {"t": t_nan, "q": np.zeros_like(q)})
 
 
+@pytest.mark.slow
 def test_load_robot_reads_files_through_load_model(tmp_path):
     """The model of ``identify(path)`` is ``diffmb.io.load_model``'s; a URDF's root can float
     (a free joint: 7 more coordinates, 6 more speeds than the file's two hinges)."""

@@ -60,6 +60,7 @@ _SPRING_TENDON = """
 """
 
 
+@pytest.mark.slow
 def test_fixed_tendon_spring_damping_and_actuation_equal_mujoco_qacc(tmp_path):
     """Passive tendon forces and a motor on the tendon: qacc equals MuJoCo's at random states
     (no limit or friction active, so MuJoCo's constraint solver has nothing to do)."""
@@ -89,6 +90,7 @@ _LIMITED_TENDON = """
 """
 
 
+@pytest.mark.slow
 def test_tendon_limit_and_friction_like_mujoco(tmp_path):
     """The issue's two-link pendulum: released from horizontal, the tendon q1 − q2 ∈ [−0.3, 0.3]
     stops the elbow. diffmb (MuJoCo's soft constraint on the tendon's row) ends where MuJoCo's
@@ -219,6 +221,7 @@ def test_urdf_forces_errors_name_the_joint(tmp_path):
         diffmb.urdf_forces(f)
 
 
+@pytest.mark.slow
 def test_coupling_gradient_is_finite_and_matches_differences(tmp_path):
     """d(final q1)/d(polycoef₁) through the penalty coupling, against central differences."""
     f = _write(tmp_path, _JOINT_EQ)
@@ -429,6 +432,7 @@ _FRCRANGE = """
 </mujoco>"""
 
 
+@pytest.mark.slow
 def test_joint_actuatorfrcrange_clamps_the_summed_actuator_force_like_mujoco(tmp_path):
     """Joint actuatorfrcrange: MuJoCo clamps qfrc_actuator (the sum of every actuator's force on
     the joint, tendon transmissions included); diffmb's qacc equals MuJoCo's at states where

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import diffmb
-from diffmb.contacts import Contacts, Plane, Sphere
+from diffmb.contacts import Contacts, Sphere
 
 G = 9.81
 
@@ -40,6 +40,7 @@ def _rest(f, t1, body=0):
     return float(tr.q[-1, 7 * body + 2]), float(d.qpos[7 * body + 2]), tr, forces, model
 
 
+@pytest.mark.slow
 def test_sphere_dropped_onto_a_world_box_rests_at_mujocos_height(tmp_path):
     """A ball released 5 cm above a table (a box geom of the world body): it lands and rests
     on the table top (z = 0.2 + r), not on the floor, where MuJoCo rests it."""
@@ -94,6 +95,7 @@ def test_capsule_resting_crosswise_on_a_capsule_at_mujocos_height(tmp_path):
     assert loaded == {("rod", "bar1"), ("rod", "bar2")}
 
 
+@pytest.mark.slow
 def test_head_on_spheres_conserve_momentum_and_exchange_velocities_elastically():
     """Two equal free spheres, no gravity, one at rest and one moving at 1 m/s along x, with
     a pure spring (damping 0, no friction): momentum is conserved to round-off at every

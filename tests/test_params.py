@@ -127,6 +127,7 @@ def test_transform_vector_derivative_matches_grad():
         tr.inverse([1.0, 0.5, 3.0, 1.0, 0.0, 1.0], ["a", "b", "c", "d", "e", "f"])
 
 
+@pytest.mark.slow
 def test_gradient_through_named_parameter_matches_finite_differences():
     b = diffmb.ModelBuilder("pend")
     b.add_body("l1", -1, mass=1.0, com=(0, 0, -0.5), inertia=(0.02, 0.02, 0.001),

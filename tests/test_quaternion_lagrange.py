@@ -266,6 +266,7 @@ def _conservation(t1):
             assert float(jnp.abs(H1 - H0).max()) / float(jnp.abs(H0).max()) < 1e-10, (name, spin)
 
 
+@pytest.mark.slow
 def test_conservation_torque_free_short():
     _conservation(3.0)
 

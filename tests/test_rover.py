@@ -4,6 +4,7 @@ the recursive Lagrange formulation against ABA on the rover's tree."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import diffmb
 from diffmb.contacts import Contacts, Cylinder, Plane
@@ -32,6 +33,7 @@ def _rigid_ground(model):
     return Contacts(geoms, Plane(name="ground"), model=model, mu=0.8)
 
 
+@pytest.mark.slow
 def test_straight_drive_on_rigid_ground_holds_the_differential_exactly():
     model, forces, _ = rover.load()
     tr = diffmb.simulate(model, jnp.asarray(model.qpos0), None, t1=3.0, dt=1e-3,
@@ -49,6 +51,7 @@ def test_straight_drive_on_rigid_ground_holds_the_differential_exactly():
     assert abs(q[-1, 1]) < 1e-3
 
 
+@pytest.mark.slow
 def test_recursive_lagrange_equals_aba_on_the_rover():
     model, _, _ = rover.load()
     rng = np.random.default_rng(3)
@@ -82,6 +85,7 @@ def test_identify_rover_from_the_shipped_single_wheel_csv(tmp_path):
     assert abs(res["identified"]["k_phi"]["estimate"] / 8.14e5 - 1) < 0.02
 
 
+@pytest.mark.slow
 def test_coupled_aba_equals_the_mass_matrix_projection_and_holds_the_differential():
     """The exact differential by ABA over two right-hand sides (no mass matrix) against the
     projection with the CRBA mass matrix (Gauss's principle), at random states; C a = 0 to

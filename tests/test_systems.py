@@ -33,6 +33,7 @@ def test_public_surface():
     assert callable(diffmb.simulate)
 
 
+@pytest.mark.slow
 def test_forward_equals_mujoco_qacc():
     path = DATA / "sim_actuated.xml"
     mj = mujoco.MjModel.from_xml_path(str(path))
@@ -75,6 +76,7 @@ class Maxwell(AbstractStatefulForce):
         return -self.k * state, None, v - self.k / self.c * state
 
 
+@pytest.mark.slow
 def test_stateful_element_matches_expm():
     m, k, c = 2.0, 30.0, 4.0
     model = _slider(m)

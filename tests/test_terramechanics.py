@@ -334,6 +334,7 @@ def test_element_static_balance_direction_and_never_pulls(rig):
     assert float(jnp.abs(ro.f_ext).max()) == 0.0
 
 
+@pytest.mark.slow
 def test_element_gradients_finite_at_touchdown_and_rest(rig):
     model, el = rig
 
@@ -351,6 +352,7 @@ def test_element_gradients_finite_at_touchdown_and_rest(rig):
         assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(g))
 
 
+@pytest.mark.slow
 def test_dynamic_rig_steady_state_matches_the_static_curves():
     """Carriage pulled at 0.2 m/s, wheel spun by a PI drive to constant slip, started at 80 % of
     the static sinkage: after 3 s sinkage, drawbar pull (element and tow force) and torque

@@ -27,6 +27,7 @@ def _check(r):
     assert r.success
 
 
+@pytest.mark.slow
 def test_single_shooting_linear_knots_match_closed_form():
     r = trajopt(_slider(), [0.0], [0.0], t1=T, dt=0.05, target_q=[X], target_v=[0.0],
                 n_knots=5, kind="linear", target_weight=1e10, progress=False)
@@ -34,6 +35,7 @@ def test_single_shooting_linear_knots_match_closed_form():
     assert np.asarray(r.traj.q)[-1, 0] == pytest.approx(X, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_multiple_shooting_cubic_bounded_matches_closed_form():
     # bounds wide enough not to bind: the same optimum through the logistic transform
     r = trajopt(_slider(), [0.0], [0.0], t1=T, dt=0.05, target_q=[X], target_v=[0.0],

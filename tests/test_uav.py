@@ -39,6 +39,7 @@ def _flights(t1, names):
     return {k: np.asarray(v) for k, v in run(P).items()}
 
 
+@pytest.mark.slow
 def test_formulations_agree_short():
     X = _flights(2.0, ("lagrange", "kane", "tree"))
     for k in ("kane", "tree"):

@@ -49,6 +49,7 @@ def test_kane_equals_aba_with_hydrodynamics():
     assert study.kane_vs_aba(model, forces, n=3, seed=1) < 1e-9
 
 
+@pytest.mark.slow
 def test_cpg_quadruped_steps_on_the_floor():
     """2.5 s of the nominal walk: finite, every foot carries load at some time, the body moves
     forward and stays above the floor; near-neutral buoyancy (net weight 37.7 N)."""
@@ -62,6 +63,7 @@ def test_cpg_quadruped_steps_on_the_floor():
     assert 1.0 < run["q"][:, 2].min() and run["q"][:, 2].max() < 1.3
 
 
+@pytest.mark.slow
 def test_short_record_recovers_drag_and_added_mass():
     """The study's least squares on a 3 s fresh noisy record (seed 5), from a 30 % wrong
     start: drag (per axis and angular), transverse added mass and inertia within 5 %; the

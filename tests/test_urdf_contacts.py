@@ -99,6 +99,7 @@ def _mujoco_with_floor(path):
     return spec.compile()
 
 
+@pytest.mark.slow
 def test_contact_parameters_are_mujocos_for_its_fused_bodies(quad):
     """Stiffness and damping per point follow MuJoCo's body_invweight0 of the body its URDF
     importer makes (the base fused with its fixed-joint links; the wheel its own body), with
@@ -126,6 +127,7 @@ def test_contact_parameters_are_mujocos_for_its_fused_bodies(quad):
         assert float(el.mu[i]) == fric[0] == 1.0
 
 
+@pytest.mark.slow
 def test_quadruped_rests_on_the_floor_as_in_mujoco(quad):
     """Dropped from 2 cm, the robot lands on its four feet and rests level at the height the
     geometry gives (0.11 m) and MuJoCo's (within 5 mm); the normal forces carry its weight."""
@@ -205,6 +207,7 @@ def test_unreadable_collision_shapes_are_refused_naming_the_file_and_link(tmp_pa
         diffmb.urdf_forces(f, model, ground=0.0)
 
 
+@pytest.mark.slow
 def test_a1_urdf_stands_on_its_collision_feet_as_in_mujoco():
     """example-robot-data's Unitree A1 (primitive collision shapes only: box trunk, cylinder
     hips, box thighs and calves, sphere feet), its twelve joints held by springs about a

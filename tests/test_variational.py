@@ -68,6 +68,7 @@ def _run(sysm, u0, ud0, dt):
     return tr
 
 
+@pytest.mark.slow
 def test_planar_pendulum_period_constraints_and_energy(pendulum):
     mj, sysm = pendulum
     th0 = 1.2
@@ -190,6 +191,7 @@ def eqx_tree_at(sysm, mass):
     return eqx.tree_at(lambda s: s.masses, sysm, jnp.reshape(mass, (1,)))
 
 
+@pytest.mark.slow
 def test_failure_is_reported_not_silent(spinning_top):
     mj, sysm, d, u0, ud0 = spinning_top
     dt = 0.5  # far too large for a body spinning at 6 rad/s: Newton cannot converge
@@ -204,6 +206,7 @@ def test_failure_is_reported_not_silent(spinning_top):
     assert np.all(np.isfinite(np.asarray(tr.q[:k])))
 
 
+@pytest.mark.slow
 def test_variational_system_in_the_common_loop():
     """The step runs in simulate's fixed-step loop: its Trajectory carries the node momenta and
     the Hamiltonian in aux, and a mechanism that is not a system is refused by name."""

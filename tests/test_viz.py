@@ -127,6 +127,7 @@ def _box_model(tmp_path):
     return diffmb.load_mjcf(f)
 
 
+@pytest.mark.slow
 def test_mjcf_geoms_and_contact_forces(tmp_path):
     from diffmb.contacts import CoulombContacts, Plane
     from diffmb.contacts.geometry import Box
