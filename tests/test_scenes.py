@@ -156,8 +156,8 @@ def test_a_file_mujoco_cannot_compile_is_skipped_not_refused(tmp_path):
 def test_every_published_scene_loads_or_is_refused_out_of_scope_and_rests_like_mujoco():
     """The full sweep. The target is TARGET_RATE of the scenes MuJoCo simulates accepted (or
     refused naming only flex, plugins or SDF) and every accepted one within 5 mm of MuJoCo's
-    rest height; the floors asserted are what the sweep measured when this test was written,
-    so that a regression fails while the work towards the target goes on."""
+    rest height; the floors asserted sit under what the sweep measured when this test was
+    written, so that a regression fails while the work towards the targets goes on."""
     rows = scenes.sweep()
     s = scenes.summary(rows)["all"]
     print(scenes.table(rows))
@@ -175,6 +175,9 @@ def test_every_published_scene_loads_or_is_refused_out_of_scope_and_rests_like_m
         f"measured {REST_FLOOR:.0%}, target 100%); not: {off}")
 
 
-# measured by the full sweep (docs/scenes.md); raise them as the work lands
-RATE_FLOOR = 0.0
-REST_FLOOR = 0.0
+# Floors under what the sweep measured when this test was written (docs/scenes.md): 25 of the
+# 32 MJCF scenes accepted (78 %) and, in an earlier pass, 10 of the 40 URDF robots MuJoCo
+# compiles, so about half of all; 8 of the 13 accepted scenes simulated rest within 5 mm
+# (62 %). Raise them to a full sweep's numbers as the work towards the targets lands.
+RATE_FLOOR = 0.5
+REST_FLOOR = 0.4

@@ -600,7 +600,9 @@ def table(rows) -> str:
     for r in rows:
         name = f"{r['source']}/{r['scene']}"
         if r["status"] != "accepted":
-            why = r["why"].replace("|", "\\|")
+            # paths below the packages' own folders only: no machine path in the table
+            why = re.sub(r"/\S*/(?:example-robot-data/robots|site-packages|scenes)/", "",
+                         r["why"]).replace("|", "\\|")
             if len(why) > 160:
                 why = why[:157] + "..."
             tag = r["status"] + (" (out of scope)" if r.get("out_of_scope") else "")
