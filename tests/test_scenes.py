@@ -22,7 +22,7 @@ from diffmb.bench import scenes
 # plane, finger pads against the cube, a joint equality, position actuators)
 REPRESENTATIVE = ("dm_control/cartpole.xml", "dm_control/acrobot.xml",
                   "menagerie/franka_emika_panda/mjx_single_cube.xml")
-# the issue's acceptance target over the scenes MuJoCo simulates
+# the acceptance target over the scenes MuJoCo simulates
 TARGET_RATE = 0.95
 
 FLEX = """

@@ -60,7 +60,7 @@ MAX_HALVINGS = 3
 DROP = 0.005  # m: a URDF robot's lowest collision geom starts this far above the floor
 LOAD_FRACTION = 1e-6  # a contact "carries load" above this fraction of the weight (>= 1e-9 N)
 
-# behaviour criteria (issue-independent names): tolerance of each
+# behaviour criteria: the tolerance of each
 CRITERIA = {
     "height": 5e-3,  # m: |root-body height, diffmb − MuJoCo|
     "objects": 5e-3,  # m: max |position| difference of the other free bodies
