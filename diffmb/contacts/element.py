@@ -72,6 +72,7 @@ effective mass a point feels in the contact's modes.
 from __future__ import annotations
 
 import abc
+import copy
 
 import equinox as eqx
 import jax
@@ -248,30 +249,69 @@ def _geom_frame(model, Rb, pb, o, g):
     return g.frame(Rb[b], pb[b] + o)
 
 
+def _blank(g):
+    """``g`` without its static body and name, so that geoms of one kind and size stack."""
+    g = copy.copy(g)
+    object.__setattr__(g, "body", 0)
+    object.__setattr__(g, "name", None)
+    return g
+
+
+def _kind(g):
+    """What must agree for geoms to share one batched evaluation: the structure and the array
+    shapes of the blanked geom."""
+    leaves, tree = jax.tree_util.tree_flatten(_blank(g))
+    return tree, tuple(np.shape(x) for x in leaves)
+
+
+def _stack(items):
+    return jax.tree.map(lambda *x: jnp.stack(x), *items)
+
+
 def _raw_points(el, model: Model, kin):
     """Per point: world position P, the other side's outward normal n, its signed distance d,
-    and the static body indices of the source (force +f) and destination (−f) sides."""
+    and the static body indices of the source (force +f) and destination (−f) sides. The
+    directions are evaluated in batches of the same geom kinds (one vmapped evaluation per
+    kind, so the compiled size grows with the kinds of pairs, not their number) and returned
+    in the order of ``el.directions``."""
     Rb, pb = body_frames(model, kin)
     o = kin.origin
     frames = [_geom_frame(model, Rb, pb, o, g) for g in el.geoms]
     terrains = el.terrains
-    P, D, N, src, dst = [], [], [], [], []
-    for _pair, s_idx, d_kind, d_idx, _sign in el.directions:
+    groups, src, dst, first = {}, [], [], []
+    for k, (_pair, s_idx, d_kind, d_idx, _sign) in enumerate(el.directions):
         gs = el.geoms[s_idx]
-        R, c = frames[s_idx]
-        if d_kind == "terrain":
-            other, bd = terrains[d_idx], -1
+        key = (_kind(gs), ("terrain", d_idx) if d_kind == "terrain"
+               else _kind(el.geoms[d_idx]))
+        groups.setdefault(key, []).append(k)
+        bd = -1 if d_kind == "terrain" else _bid(model, el.geoms[d_idx])
+        first.append(len(src))
+        src += [_bid(model, gs)] * gs.n_points
+        dst += [bd] * gs.n_points
+    out_P, out_D, out_N, order = [], [], [], []
+    for (_, other_key), ks in groups.items():
+        dirs = [el.directions[k] for k in ks]
+        gs = _stack([_blank(el.geoms[d[1]]) for d in dirs])
+        R = jnp.stack([frames[d[1]][0] for d in dirs])
+        c = jnp.stack([frames[d[1]][1] for d in dirs])
+        if other_key[0] == "terrain":
+            terrain = terrains[other_key[1]]
+            p, d, n = jax.vmap(lambda g, R, c, t=terrain: g.contacts(R, c, t))(gs, R, c)
         else:
-            other = PosedGeom(el.geoms[d_idx], *frames[d_idx])
-            bd = _bid(model, el.geoms[d_idx])
-        p, d, n = gs.contacts(R, c, other)  # round geoms measured from their centres
-        P.append(p)
-        D.append(d)
-        N.append(n)
-        src += [_bid(model, gs)] * p.shape[0]
-        dst += [bd] * p.shape[0]
-    return (jnp.concatenate(P), jnp.concatenate(D), jnp.concatenate(N), np.array(src),
-            np.array(dst))
+            og = _stack([_blank(el.geoms[d[3]]) for d in dirs])
+            oR = jnp.stack([frames[d[3]][0] for d in dirs])
+            oc = jnp.stack([frames[d[3]][1] for d in dirs])
+            p, d, n = jax.vmap(lambda g, R, c, og, oR, oc: g.contacts(R, c, PosedGeom(og, oR, oc)))(
+                gs, R, c, og, oR, oc)
+        m = p.shape[1]
+        out_P.append(p.reshape(-1, 3))
+        out_D.append(d.reshape(-1))
+        out_N.append(n.reshape(-1, 3))
+        order += [first[k] + i for k in ks for i in range(m)]
+    inv = np.empty(len(order), dtype=int)
+    inv[np.array(order)] = np.arange(len(order))
+    return (jnp.concatenate(out_P)[inv], jnp.concatenate(out_D)[inv],
+            jnp.concatenate(out_N)[inv], np.array(src), np.array(dst))
 
 
 def _body_velocities(model, kin, P, bodies):
