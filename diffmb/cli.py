@@ -292,7 +292,7 @@ def _identify_replay(res, out: Path, dt: float) -> None:
 
     sims = _simulate_fit(res.fit, res.model, res.records, dt)
     written = []
-    for k, (rec, (q_fit, _)) in enumerate(zip(res.records, sims)):
+    for k, (rec, (q_fit, _)) in enumerate(zip(res.records, sims, strict=True)):
         if rec.q is None:
             print(f"[diffmb] identify --replay: {rec.source} has no q_<joint> columns; no "
                   "replay of it", file=sys.stderr)
