@@ -99,6 +99,7 @@ def test_gradients_against_finite_differences():
         np.testing.assert_allclose(getattr(J, k), fd, rtol=1e-7, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_body_aerodynamics_element_matches_mujoco_applied_force():
     """The element applies body_aero at its reference point: MuJoCo's mj_applyFT with the same
     force law (airspeed from MuJoCo's own object velocity) gives the same qacc."""
@@ -172,6 +173,7 @@ def test_propeller_and_element_refuse_bad_numbers_and_shapes():
         BodyAerodynamics(P.aero, "airframe", surfaces=(0, 1, -1))
 
 
+@pytest.mark.slow
 def test_aero_element_refuses_a_control_too_short_for_its_surfaces():
     """JAX would clamp ctrl[5] to the last entry and deflect the wrong surface."""
     from diffmb.forces import BodyAerodynamics

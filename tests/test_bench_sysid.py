@@ -12,6 +12,7 @@ NAMES = ["joint.shoulder_lift_joint.damping", "joint.elbow_joint.damping",
          "joint.elbow_joint.armature", "body.forearm_link.mass"]
 
 
+@pytest.mark.slow
 def test_arm_and_data_agree_between_the_tools(tmp_path):
     xml, path, data, truth, guess = B.problem(0.4, NAMES, out_dir=tmp_path)
     assert path.is_file() and "integrator" in xml

@@ -118,6 +118,7 @@ def test_soft_params_and_effective_mass(box):
     assert np.allclose(got["force.contacts.mu"], 0.7)
 
 
+@pytest.mark.slow
 def test_rk4_stability_four_corners(box):
     """Every eigenvalue of the linearised (q, v, z) dynamics of a cube resting on 4 corners,
     times dt = 1 ms, lies in RK4's stability region |R(hλ)| ≤ 1."""
@@ -226,6 +227,7 @@ def test_wheel_rolls_down_an_incline(tmp_path_factory):
 # ---- (d) stiction on a slope --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_box_stiction_on_slope_creeps_less_than_1mm(box):
     alpha, mu = 0.3, 0.6
     assert np.tan(alpha) < mu
@@ -243,6 +245,7 @@ def test_box_stiction_on_slope_creeps_less_than_1mm(box):
 # ---- (e) Hunt–Crossley restitution -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_hunt_crossley_restitution(ball0):
     k, n, cdiss, v_in = 1e6, 1.5, 0.3, 1.0
     c = Contacts([Sphere(0, H)], Plane(), normal="hunt_crossley", stiffness=k, exponent=n,
@@ -456,6 +459,7 @@ def test_heightfield_follows_a_smooth_surface_within_grid_tolerance():
     assert np.max(np.abs(nrm - n_ex)) < A * kap * (kap * dx) ** 2 / 6
 
 
+@pytest.mark.slow
 def test_sphere_on_rough_terrain(ball):
     ground = rough_terrain(0, size=2.0, resolution=0.05, amplitude=0.01, wavelength=0.5)
     c = Contacts([Sphere("ball", H)], ground, model=ball, mu=0.8)
@@ -538,6 +542,7 @@ def test_candidate_velocities_are_material_point_velocities(ball):
 # ---- (j) a batch ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_jit_vmap_batch_of_drops(ball):
     c = Contacts([Sphere("ball", H)], Plane(), model=ball, mu=0.5)
     delta0 = M_BALL * G / _k_per_point(M_BALL, 1)

@@ -76,6 +76,7 @@ def test_vmap_equals_loop_and_no_retrace(small):
     f(heavier, q, V[0])  # new parameter values: must not retrace (would raise)
 
 
+@pytest.mark.slow
 def test_energy_rate_equals_power(small):
     """d/dt (T + V) = τ · v along the motion, with a from forward dynamics (no dissipation)."""
     model, q, v = small

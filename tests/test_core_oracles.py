@@ -54,11 +54,13 @@ def test_fixed_base_urdf_vs_pinocchio(rel):
     _check_pin(PinocchioPair(erd_path(rel)), np.random.default_rng(0))
 
 
+@pytest.mark.slow
 def test_floating_quadruped_urdf_vs_pinocchio():
     _check_pin(PinocchioPair(erd_path("solo_description/robots/solo12.urdf"), floating=True),
                np.random.default_rng(1))
 
 
+@pytest.mark.slow
 def test_humanoid_urdf_loads_and_matches_pinocchio():
     pair = PinocchioPair(erd_path("talos_data/robots/talos_reduced.urdf"))
     assert pair.model.nv >= 29
@@ -124,11 +126,13 @@ def check_mjcf(path, rng, n_states=3, force_space=False):
     return model
 
 
+@pytest.mark.slow
 def test_mjcf_hinge_slide_ball_free_armature_vs_mujoco(data_dir):
     m = check_mjcf(data_dir / "humanoid_like.xml", np.random.default_rng(3))
     assert m.joint_names[:3] == ("root", "abdomen_z", "abdomen_y")
 
 
+@pytest.mark.slow
 def test_mujoco_testdata_model_vs_mujoco():
     """MuJoCo's own test model. It has tiny bodies (cond(M) ~ 1e12), so accelerations are
     compared through M (force space), where round-off is not amplified."""

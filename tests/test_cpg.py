@@ -46,6 +46,7 @@ def test_oscillators_follow_the_closed_form_on_their_pattern(tmp_path):
     assert np.max(np.abs(np.asarray(tr.q)[10:] - q_star[10:])) < 0.1
 
 
+@pytest.mark.slow
 def test_the_pattern_attracts_other_states():
     cpg = CPG.gait("walk", [[0], [1], [2], [3]], frequency=1.0, amplitudes=1.0)
     rng = np.random.default_rng(0)

@@ -173,6 +173,7 @@ def test_fourbar_connect_accelerations_like_mujoco(tmp_path, soft):
     assert viol.max() > 0.05  # far outside the impedance's transition for most solimp
 
 
+@pytest.mark.slow
 def test_welds_to_the_world_like_mujoco(tmp_path):
     """A free body welded to the world (its own solref/solimp, the norm of a 6-row violation
     on the power arcs) and a hinge–hinge–slide chain welded to it with torquescale 0.3:
@@ -188,6 +189,7 @@ def test_welds_to_the_world_like_mujoco(tmp_path):
     assert viol.min() < 0.2 < viol.max()
 
 
+@pytest.mark.slow
 def test_relpose_and_site_equalities_like_mujoco(tmp_path):
     """Two free bodies welded with a relpose (torquescale 2), the same pair welded through two
     rotated sites, and a site connect from a pendulum's tip to one of them, under a body

@@ -43,6 +43,7 @@ def _state(mj, rng):
     return q, rng.normal(size=mj.nv)
 
 
+@pytest.mark.slow
 def test_passive_and_actuator_forces_match_mujoco(setup):
     mj, d, model = setup
     forces = mjcf_forces(XML)

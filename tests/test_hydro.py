@@ -164,6 +164,7 @@ def _spheroid_model(a, b, rho=1000.0, gravity=(0.0, 0.0, 0.0)):
     return bld.build(), V
 
 
+@pytest.mark.slow
 def test_munk_moment_of_a_spheroid():
     """Bias force of a spheroid translating at angle of attack α (ω = 0): the fluid's moment is
     Munk's M = (m₂₂ − m₁₁) u² sin α cos α (Lamb §124), m₁₁ = k₁ρV, m₂₂ = k₂ρV in closed form."""
@@ -298,6 +299,7 @@ SPHERE = """<mujoco><option density="1000" viscosity="0"/>
   </body></worldbody></mujoco>"""
 
 
+@pytest.mark.slow
 def test_released_sphere_acceleration_and_terminal_speed(tmp_path):
     r, rho, rho_s, cd = 0.1, 1000.0, 2000.0, 0.47
     path = tmp_path / "sphere.xml"

@@ -75,6 +75,7 @@ def test_fixed_tendon_spring_damping_and_actuation_equal_mujoco_qacc(tmp_path):
         np.testing.assert_allclose(np.asarray(a), _mujoco_qacc(f, q, v, u), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_tendon_deadband_spring(tmp_path):
     """springlength="lo hi": no force inside the band, k (lo − L) below it (MuJoCo's qacc)."""
     f = _write(tmp_path, _SPRING_TENDON.replace('springlength="0.2"', 'springlength="-0.1 0.3"'))
@@ -110,6 +111,7 @@ def test_tendon_limit_and_friction_like_mujoco(tmp_path):
 _JOINT_EQ = """<equality><joint joint1="j2" joint2="j1" polycoef="0.1 0.5 0.2 0 0"/></equality>"""
 
 
+@pytest.mark.slow
 def test_joint_equality_like_mujoco(tmp_path):
     """q2 = 0.1 + 0.5 q1 + 0.2 q1² held by the soft equality: the coupled pendulum swings as
     MuJoCo's, with MuJoCo's residual (its soft constraint gives 6.0e-3 rad at t = 1 s)."""
@@ -128,6 +130,7 @@ def test_joint_equality_like_mujoco(tmp_path):
     assert np.max(np.abs(np.asarray(ignored.q[-1]) - mj_q)) > 0.05
 
 
+@pytest.mark.slow
 def test_tendon_equality_like_mujoco(tmp_path):
     """A tendon equality t1 = const (single tendon: L − L0 = 0) locks q1 − q2."""
     extra = """<tendon><fixed name="t"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/>
@@ -263,6 +266,7 @@ _DIFFERENTIAL = """
 """
 
 
+@pytest.mark.slow
 def test_exact_couplings_hold_to_round_off_and_match_a_reduced_oracle(tmp_path):
     """A rover-like differential q_l = −q_r held exactly: the invariant stays at round-off over
     a run, and the motion is MuJoCo's (whose soft equality lets it drift by ~1e-4)."""
@@ -287,6 +291,7 @@ def test_exact_couplings_hold_to_round_off_and_match_a_reduced_oracle(tmp_path):
     np.testing.assert_allclose(q[-1], d.qpos, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_exact_coupling_of_a_locked_joint_equals_the_welded_model(tmp_path):
     """q2 = 0.4 held exactly (single-joint equality) is the two-link pendulum welded at 0.4:
     the same motion as the one-joint model built from a file with the joint removed, to 1e-9."""

@@ -135,6 +135,7 @@ def test_head_on_spheres_conserve_momentum_and_exchange_velocities_elastically()
                                rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_deep_initial_overlap_of_two_geoms_is_refused_naming_both():
     b = diffmb.ModelBuilder(name="two")
     for nm in ("a", "b"):
@@ -191,6 +192,7 @@ _MESH = """
 """
 
 
+@pytest.mark.slow
 def test_mesh_object_rests_on_a_plane_at_mujocos_height(tmp_path):
     """A convex mesh (a truncated wedge, one vertex inside its hull) dropped on the floor:
     it lands on its base and rests where MuJoCo rests it; the interior vertex is no contact

@@ -196,6 +196,7 @@ def test_euler_zxz(phi, theta, psi):
     close(rot.euler_zxz_from_rotmat(jnp.asarray(ref.as_matrix())), zxz, 1e-9)
 
 
+@pytest.mark.slow
 def test_euler_jit_vmap_grad():
     angles = jnp.array([[0.3, -0.2, 1.0], [-2.0, 0.7, 0.1]])
     close(jax.jit(jax.vmap(rot.quat_from_euler_zyx))(angles), rot.quat_from_euler_zyx(angles))

@@ -67,6 +67,7 @@ def test_recursive_lagrange_equals_aba_on_the_rover():
                                    atol=1e-9)
 
 
+@pytest.mark.slow
 def test_identify_rover_from_the_shipped_single_wheel_csv(tmp_path):
     """`diffmb identify rover --data rover_wheel.csv`: the rig's soil (k_phi, c, phi, K) within
     3 standard errors; c and phi are strongly correlated at one load (wide but honest errors)."""

@@ -47,6 +47,7 @@ def test_start_state_matches_mujoco_integrate_pos():
     assert c.shape == (2 * mj.nv,) and float(jnp.abs(c).max()) < 1e-12
 
 
+@pytest.mark.slow
 def test_restarted_segment_is_continuous_with_the_whole_simulation():
     b = diffmb.ModelBuilder("pend")
     b.add_body("l1", -1, mass=1.0, com=(0, 0, -0.5), inertia=(0.02, 0.02, 0.001),

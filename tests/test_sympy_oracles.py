@@ -309,6 +309,7 @@ def _assert_small(errs):
     assert not bad, errs
 
 
+@pytest.mark.slow
 def test_planar_double_pendulum_vs_sympy_lagrange():
     errs = _compare(_PLANAR, lagrange_oracle(_PLANAR), seed=0)
     print("planar double pendulum (LagrangesMethod):", errs)

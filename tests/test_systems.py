@@ -216,6 +216,7 @@ def test_mjcf_forces_refuses_what_it_cannot_simulate(tmp_path):
     assert type(diffmb.mjcf_forces(g, fluid="mujoco")[-1]).__name__ == "MujocoInertiaBoxFluid"
 
 
+@pytest.mark.slow
 def test_joint_limits_hold_like_mujoco(tmp_path):
     """A link falling onto its range limit comes to rest there as in MuJoCo (solref mapping)."""
     f = tmp_path / "limit.xml"

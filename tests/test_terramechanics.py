@@ -149,6 +149,7 @@ def test_static_sinkage_refuses_a_load_it_cannot_carry():
         tm.static_sinkage(REG, R, B, 1e6, 0.2, name="front_left")
 
 
+@pytest.mark.slow
 def test_sinkage_gradient_against_central_differences_and_the_implicit_function_theorem():
     s = 0.3
 
@@ -255,6 +256,7 @@ def test_slip_ratio_continuous_through_zero_and_locked_wheel():
     assert all(np.isfinite(float(x)) for x in gb)
 
 
+@pytest.mark.slow
 def test_gradients_finite_at_zero_sinkage_and_zero_slip():
     def total(args):
         so, r, b, t1, s, tb = args
@@ -374,6 +376,7 @@ def test_dynamic_rig_steady_state_matches_the_static_curves():
 # ---- physics trends ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_published_trends_drawbar_pull_and_torque_rise_with_slip():
     """Wong (Theory of Ground Vehicles, ch. 4, the rigid wheel on dry sand) and Ishigami et al.
     (2007, the regolith simulant): drawbar pull and driving torque increase with slip, DP is

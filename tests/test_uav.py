@@ -70,6 +70,7 @@ def test_trim_is_an_equilibrium_of_the_lagrange_equations():
     np.testing.assert_allclose(xd[:3], [12.0, 0.0, 0.0], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_gradient_of_final_state_wrt_aero_coefficients():
     names = ("CLa", "CD0", "Cma", "Cmq")
 

@@ -42,6 +42,7 @@ def test_path_matrices_of_the_papers_graphs():
     assert study.path_results()["path_matrix"] == expected
 
 
+@pytest.mark.slow
 def test_kane_equals_aba_with_hydrodynamics():
     model, forces = uw.load()
     assert model.has_added_inertia

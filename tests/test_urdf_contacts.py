@@ -160,6 +160,7 @@ def test_quadruped_rests_on_the_floor_as_in_mujoco(quad):
     assert all(p[1] == "ground" for p in res.pairs)
 
 
+@pytest.mark.slow
 def test_ground_none_builds_no_contacts_and_meshes_are_refused_by_link(tmp_path, quad):
     f = tmp_path / "leg.urdf"
     f.write_text(_MESH)

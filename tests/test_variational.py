@@ -139,6 +139,7 @@ def test_second_order_and_mujoco_agreement(spinning_top):
     assert np.abs(rich - ref).max() < 2e-7
 
 
+@pytest.mark.slow
 def test_step_gradient_implicit_vs_central_differences(spinning_top):
     """One step's Jacobian (implicit function theorem through optimistix) vs central FD."""
     mj, sysm, d, u0, ud0 = spinning_top

@@ -49,6 +49,7 @@ def _f32(s):
     return np.frombuffer(base64.b64decode(s), "<f4")
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_small_and_decodes_to_fk(tmp_path):
     model = chain_model(30)
     ts = np.arange(1001) * 0.01  # 10 s at 100 Hz
@@ -93,6 +94,7 @@ def test_bad_input_is_named(tmp_path):
                    labels=["a", "b"])
 
 
+@pytest.mark.slow
 def test_batches_and_lists_overlay(tmp_path):
     model = chain_model(3)
     ts = np.linspace(0, 1, 11)
@@ -150,6 +152,7 @@ def test_mjcf_geoms_and_contact_forces(tmp_path):
     np.testing.assert_allclose(V[:, :, :2], 0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_terrain_of_a_contact_element_is_drawn(tmp_path):
     from diffmb.contacts import CoulombContacts, HeightField
     from diffmb.contacts.geometry import Sphere
@@ -165,6 +168,7 @@ def test_terrain_of_a_contact_element_is_drawn(tmp_path):
     np.testing.assert_allclose(_f32(t["heights"]).reshape(4, 3), H, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_stills_and_videos(tmp_path):
     from PIL import Image
 
@@ -340,6 +344,7 @@ def test_load_model_by_suffix(tmp_path):
         diffmb.io.load_model(tmp_path / "nope.urdf")
 
 
+@pytest.mark.slow
 def test_floating_base_urdf_replays(tmp_path):
     """A floating-base URDF's trajectory records the floating base; replay rebuilds it, and a
     CSV record replays on --model FILE.urdf --floating-base."""
