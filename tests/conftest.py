@@ -24,3 +24,11 @@ import diffmb  # noqa: E402,F401  (importing diffmb must also enable x64)
 @pytest.fixture(scope="session")
 def data_dir():
     return pathlib.Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test file, so that a worker running many files
+    does not accumulate them (a worker holding ~7 GB of them crashed inside XLA's compiler)."""
+    yield
+    jax.clear_caches()
