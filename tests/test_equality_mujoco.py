@@ -133,6 +133,17 @@ def _states(mj, rng, n, scale, vscale=1.0):
     return out
 
 
+def _pushing_limit_rows(mj, states):
+    """MuJoCo's count of limit rows with a positive force in each state (q, v)."""
+    d = mujoco.MjData(mj)
+    out = []
+    for q, v in states:
+        d.qpos[:], d.qvel[:] = q, v
+        mujoco.mj_forward(mj, d)
+        out.append(int(np.sum(d.efc_force[d.ne : d.nefc] > 0)))
+    return out
+
+
 def _worst_qacc(path, forces, states, *, ctrl=None, mj=None, qfrc=None, xfrc=None):
     """max over states of |qacc - MuJoCo's| / max(1, |MuJoCo's|), and MuJoCo's equality
     violation norms."""
@@ -262,12 +273,7 @@ def test_cassie_closed_legs_like_mujoco():
     worst, viol = _worst_qacc(path, forces, states, ctrl=ctrl, mj=mj)
     assert worst < 1e-9, worst
     assert viol.min() > 1e-3  # the perturbation opened the loops
-    d = mujoco.MjData(mj)
-    pushing = []
-    for q, v in states:
-        d.qpos[:], d.qvel[:] = q, v
-        mujoco.mj_forward(mj, d)
-        pushing.append(int(np.sum(d.efc_force[d.ne : d.nefc] > 0)))
+    pushing = _pushing_limit_rows(mj, states)
     assert pushing[:2] == [0, 0] and min(pushing[2:]) >= 1, pushing
 
 
@@ -303,12 +309,7 @@ def test_limits_solved_with_equalities_like_mujoco(tmp_path):
     states = _states(mj, np.random.default_rng(7), 16, 0.7, 1.0)
     worst, _ = _worst_qacc(path, forces, states, mj=mj)
     assert worst < 1e-9, worst
-    d = mujoco.MjData(mj)
-    pushing = []
-    for q, v in states:
-        d.qpos[:], d.qvel[:] = q, v
-        mujoco.mj_forward(mj, d)
-        pushing.append(int(np.sum(d.efc_force[d.ne : d.nefc] > 0)))
+    pushing = _pushing_limit_rows(mj, states)
     assert sum(p >= 1 for p in pushing) >= 6 and max(pushing) >= 2, pushing
     worst_apart, _ = _worst_qacc(path, apart, states, mj=mj)
     assert worst_apart > 1e-2
