@@ -337,3 +337,67 @@ def test_solo12_urdf_stands_on_its_collision_meshes_as_in_mujoco():
                            saveat=[1.5])
     q = np.asarray(traj.q[-1])
     assert abs(q[2] - d.qpos[2]) < 1.2e-2
+
+
+_SPINNER = """<?xml version="1.0"?>
+<robot name="spinner">
+  <link name="base">
+    <inertial><mass value="1.0"/>
+      <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
+  </link>
+  <link name="arm">
+    <inertial><mass value="0.5"/>
+      <inertia ixx="1e-3" ixy="0" ixz="0" iyy="2e-3" iyz="0" izz="3e-3"/></inertial>
+    <collision name="paddle"><origin xyz="0.2 0 0"/>
+      <geometry><box size="0.1 0.04 0.02"/></geometry></collision>
+    <collision name="hub"><geometry><sphere radius="0.03"/></geometry></collision>
+  </link>
+  <joint name="spin" type="continuous"><parent link="base"/><child link="arm"/>
+    <origin xyz="0 0 0.1"/><axis xyz="0 0 1"/></joint>
+</robot>
+"""
+
+
+def test_a_link_spinning_about_its_centre_of_mass_gets_a_finite_contact_mass(tmp_path):
+    """A link on a fixed base turning about an axis through its centre of mass: MuJoCo's
+    body_invweight0 (translation) is 0 there. The paddle's contact takes the inverse weight at
+    its own centre (MuJoCo's Jacobian and M⁻¹ there), finite; the hub on the axis, which no joint
+    moves, is left out instead of an infinite stiffness."""
+    f = tmp_path / "spinner.urdf"
+    f.write_text(_SPINNER)
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    arm = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, "arm")
+    assert mj.body_invweight0[arm, 0] < 1e-12  # MuJoCo's own: the com cannot translate
+    (el,) = [x for x in diffmb.urdf_forces(f, ground=-1.0) if isinstance(x, Contacts)]
+    assert [g.name for g in el.geoms] == ["paddle"]
+    d = mujoco.MjData(mj)
+    mujoco.mj_forward(mj, d)
+    box = [j for j in range(mj.ngeom) if mj.geom_type[j] == mujoco.mjtGeom.mjGEOM_BOX][0]
+    J = np.zeros((3, mj.nv))
+    mujoco.mj_jac(mj, d, J, None, d.geom_xpos[box], arm)
+    MinvJ = np.zeros((3, mj.nv))
+    mujoco.mj_solveM(mj, d, MinvJ, J)
+    w = np.sum(J * MinvJ) / 3.0
+    k, b = soft_constraint_gains(1.0 / w / el.geoms[0].n_active, mj.geom_solref[box],
+                                 mj.geom_solimp[box][:2])
+    np.testing.assert_allclose(float(el.stiffness[0]), float(k), rtol=1e-9)
+    np.testing.assert_allclose(float(el.damping[0]), float(b), rtol=1e-9)
+
+
+def test_contacts_built_by_hand_on_a_spinning_link_are_finite_or_refused(tmp_path):
+    """The same two shapes given to Contacts(model=...) directly: the paddle gets the contact
+    mass at its centre (the stiffness urdf_forces gives, itself checked against MuJoCo above), and
+    the hub, which no joint moves, is refused by name rather than given an infinite stiffness."""
+    from diffmb.contacts import Box, Sphere
+
+    f = tmp_path / "spinner.urdf"
+    f.write_text(_SPINNER)
+    model = diffmb.load_urdf(f)
+    (ref,) = [x for x in diffmb.urdf_forces(f, model, ground=-1.0) if isinstance(x, Contacts)]
+    floor = Plane((0.0, 0.0, 1.0), -1.0)
+    el = Contacts([Box("arm", (0.05, 0.02, 0.01), pos=(0.2, 0, 0), name="paddle")], floor,
+                  model=model)
+    assert np.isfinite(float(el.stiffness[0]))
+    np.testing.assert_allclose(float(el.stiffness[0]), float(ref.stiffness[0]), rtol=1e-9)
+    with pytest.raises(ValueError, match="'hub'.*no joint moves"):
+        Contacts([Sphere("arm", 0.03, name="hub")], floor, model=model)

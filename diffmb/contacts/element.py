@@ -85,6 +85,7 @@ from ..dynamics.kinematics import (
     body_frames,
     body_jacobian,
     kinematics,
+    partial_velocities,
     point_velocities,
 )
 from ..forces.elements import AbstractForce, AbstractStatefulForce, soft_constraint_gains
@@ -131,6 +132,35 @@ def effective_mass(model: Model, body, q=None):
     return 3.0 / jnp.trace(A)
 
 
+def _rigid_weight(model: Model):
+    """An inverse weight below which a contact counts as unmovable: 1e-10 / the total mass."""
+    return 1e-10 / jnp.maximum(jnp.sum(model.body_mass), 1e-300)
+
+
+def _point_inv_weight(model: Model, q, a, b=None):
+    """trace(J M⁻¹ Jᵀ)/3 of the relative velocity of geoms ``a`` and ``b`` (None: the world) at
+    the centre of ``a``. Raises ValueError, naming the geoms, where no joint moves that point:
+    such a pair can never exert a force."""
+    from .geometry import geom_frames
+
+    q = model.qpos0 if q is None else _f64(q)
+    kin = kinematics(model, q)
+    (_, x), = geom_frames(model, kin, [a])
+    x = x - kin.origin
+    J = jnp.zeros((3, model.nv))
+    for g, sign in ((a, 1.0), (b, -1.0)):
+        if g is not None and _bid(model, g) >= 0:
+            V, _ = partial_velocities(model, kin, x[None], [_bid(model, g)])
+            J = J + sign * V[0]
+    w = jnp.trace(J @ jnp.linalg.solve(mass_matrix(model, q), J.T)) / 3.0
+    if is_concrete(w) and not float(w) > float(_rigid_weight(model)):
+        other = "the ground" if b is None else f"geom {b.name!r}"
+        raise ValueError(f"Contacts: geom {a.name!r} (body {a.body!r}) against {other}: no "
+                         "joint moves the geom's centre, so the pair can never push; leave it "
+                         "out")
+    return w
+
+
 ROUND = ("point", "sphere", "capsule")
 
 
@@ -167,9 +197,17 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
 
         m = []
         for ia, kind, ib in el.pairs:
-            w = inv_weight(_bid(model, el.geoms[ia]))
+            a = el.geoms[ia]
+            w = inv_weight(_bid(model, a))
             if kind == "geom":
                 w = w + inv_weight(_bid(model, el.geoms[ib]))
+            # neither body's com translates (a link spinning about it): the relative motion at
+            # the geom's centre, as MuJoCo's contact would otherwise be rigid
+            other = el.geoms[ib] if kind == "geom" else None
+            if not is_concrete(w):
+                w = jnp.where(w > _rigid_weight(model), w, _point_inv_weight(model, q, a, other))
+            elif not float(w) > float(_rigid_weight(model)):
+                w = _point_inv_weight(model, q, a, other)
             m.append(1.0 / w)
         m = jnp.stack(m)
         na = np.array(el.pair_active, dtype=float)

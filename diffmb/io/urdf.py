@@ -320,31 +320,42 @@ def _ground(ground):
     return Plane((0.0, 0.0, 1.0), ground, name="ground")
 
 
-def _fused_effective_masses(model: Model, nodes) -> dict:
-    """MuJoCo's ``1/body_invweight0`` of the body that carries each node in ``nodes``: the links
-    on one node (a link and its fixed-joint descendants) are one body in MuJoCo (its URDF
-    importer fuses them); 1/(mean diagonal of J M⁻¹ Jᵀ), J the Jacobian of their joint centre
-    of mass, at ``model.qpos0``."""
+def _fused_inverse_weights(model: Model, shapes) -> list:
+    """MuJoCo's translational ``body_invweight0`` for each shape in ``shapes`` (on moving
+    links): the links on one node (a link and its fixed-joint descendants) are one body in
+    MuJoCo (its URDF importer fuses them), and trace(J M⁻¹ Jᵀ)/3, J the Jacobian of their
+    joint centre of mass, at ``model.qpos0``. Where that centre cannot translate (a link
+    spinning about an axis through it) the inverse weight is taken at the shape's own centre
+    instead, as MuJoCo's contacts would otherwise be rigid; 0 where no joint moves that point
+    either (the shape then exerts no force)."""
     import jax.numpy as jnp
 
     from ..dynamics.api import mass_matrix
-    from ..dynamics.kinematics import body_coms, kinematics, partial_velocities
+    from ..dynamics.kinematics import body_coms, body_frames, kinematics, partial_velocities
 
     q = model.qpos0
     kin = kinematics(model, q, jnp.zeros(model.nv))
     com = np.asarray(body_coms(model, kin))
+    Rb, pb = (np.asarray(x) for x in body_frames(model, kin))
     mass = np.asarray(model.body_mass)
-    nodes = sorted(nodes)
+    Minv = np.linalg.inv(np.asarray(mass_matrix(model, q)))
+    bid = {n: i for i, n in enumerate(model.body_names)}
     reps, points = [], []
-    for n in nodes:
-        group = [b for b, bn in enumerate(model.body_node) if bn == n]
+    for g in shapes:  # the fused body's centre of mass, then the shape's centre
+        b = bid[g.body]
+        group = [i for i, n in enumerate(model.body_node) if n == model.body_node[b]]
         mg = mass[group].sum()
-        reps.append(group[0])
-        points.append(mass[group] @ com[group] / mg if mg > 0 else com[group[0]])
+        reps += [b, b]
+        points += [mass[group] @ com[group] / mg if mg > 0 else com[b],
+                   pb[b] + Rb[b] @ np.asarray(g.pos, float)]
     V, _ = partial_velocities(model, kin, jnp.asarray(np.array(points)), reps)
     V = np.asarray(V)
-    A = np.einsum("kin,nm,kim->k", V, np.linalg.inv(np.asarray(mass_matrix(model, q))), V)
-    return dict(zip(nodes, 3.0 / A, strict=True))
+    w = np.einsum("kin,nm,kim->k", V, Minv, V).reshape(-1, 2) / 3.0
+    tiny = 1e-10 / max(float(mass.sum()), 1e-300)  # an effective mass 1e10 × the robot's
+    out = []
+    for at_com, at_centre in w:
+        out.append(at_com if at_com > tiny else (at_centre if at_centre > tiny else 0.0))
+    return out
 
 
 def _mesh_vertices(src, path, link, filename, scale):
@@ -404,8 +415,10 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
     ``solimp`` (0.9, 0.95), margin 0; normal stiffness and damping by
     :func:`~diffmb.forces.elements.soft_constraint_gains` from the effective mass of the body
     MuJoCo's importer makes of the link and its fixed-joint descendants (its
-    ``body_invweight0``), shared among the shape's ``n_active`` points; the stiction spring
-    takes the same stiffness and critical damping.
+    ``body_invweight0``; at the shape's centre where that body's centre of mass cannot
+    translate, and the shape is left out where no joint moves its centre), shared among the
+    shape's ``n_active`` points; the stiction spring takes the same stiffness and critical
+    damping.
 
     Not modelled: contacts between links (MuJoCo would collide links that are not parent and
     child). ``model``: the Model of ``load_urdf(path, floating_base)`` (loaded if not given).
@@ -429,8 +442,10 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
                              "the Model loaded from this file")
     geoms, ms, dropped = [], [], []
     moving = [(g, s) for g, s in zip(shapes, scales, strict=True) if node[g.body] >= 0]
-    m_eff = _fused_effective_masses(model, {node[g.body] for g, _ in moving}) if moving else {}
-    for g, scale in moving:
+    inv_w = _fused_inverse_weights(model, [g for g, _ in moving]) if moving else []
+    for (g, scale), w in zip(moving, inv_w, strict=True):
+        if not w > 0:
+            continue  # no joint moves this shape's centre: it exerts no force
         kw = dict(pos=np.asarray(g.pos, float), quat=np.asarray(g.quat, float), name=g.name)
         if g.kind == "mesh":
             try:
@@ -451,7 +466,7 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
             cls = {"sphere": Sphere, "capsule": Capsule, "cylinder": Cylinder}.get(g.kind)
             geom = Box(g.body, size, **kw) if g.kind == "box" else cls(g.body, *size, **kw)
         geoms.append(geom)
-        ms.append(m_eff[node[g.body]] / geom.n_active)
+        ms.append(1.0 / w / geom.n_active)
     if dropped:
         warnings.warn(f"{src}: collision meshes dropped, these links do not touch the ground: "
                       + ", ".join(dropped), stacklevel=3)
