@@ -35,6 +35,18 @@ FLEX = """
 </mujoco>
 """
 
+SPATIAL = """
+<mujoco>
+  <worldbody>
+    <site name="anchor" pos="0 0 1"/>
+    <body name="ball" pos="0 0 0.5"><freejoint/><geom type="sphere" size="0.05"/>
+      <site name="hook"/></body>
+  </worldbody>
+  <tendon><spatial limited="true" range="0 0.6"><site site="anchor"/><site site="hook"/></spatial>
+  </tendon>
+</mujoco>
+"""
+
 
 def _assert_behaves(r):
     """The criteria on a row's raw numbers (thresholds written here, not read from the module)."""
@@ -125,10 +137,11 @@ def test_a_refusal_names_only_the_out_of_scope_feature(tmp_path):
     r = scenes.check_scene(f, source="extra")
     assert r["status"] == "refused" and r["out_of_scope"], r
     assert "flex" in r["why"] and str(f) not in r["why"]
-    # an in-scope refusal is not counted as out of scope: dm_control's fish (fluid forces)
-    fish = [p for s, p in scenes.scene_files() if s == "dm_control" and p.name == "fish.xml"][0]
-    r = scenes.check_scene(fish, source="dm_control")
-    assert r["status"] == "refused" and not r["out_of_scope"] and "fluid" in r["why"], r
+    # an in-scope refusal is not counted as out of scope: a spatial tendon
+    cup = tmp_path / "cup.xml"
+    cup.write_text(SPATIAL)
+    r = scenes.check_scene(cup, source="extra")
+    assert r["status"] == "refused" and not r["out_of_scope"] and "spatial" in r["why"], r
     rows = [r, scenes.check_scene(f, source="extra")]
     s = scenes.summary(rows)["all"]
     assert (s["accepted"], s["refused"], s["out_of_scope"], s["rate"]) == (0, 2, 1, 0.5)

@@ -211,9 +211,10 @@ def test_mjcf_forces_refuses_what_it_cannot_simulate(tmp_path):
     assert [type(x).__name__ for x in kept] == ["JointDamping", "JointSpring", "Contacts"]
     g = tmp_path / "fluid.xml"
     g.write_text(_LIMIT_XML.replace('timestep="0.001"', 'timestep="0.001" density="1000"'))
-    with pytest.raises(NotImplementedError, match="fluid=False"):
-        diffmb.mjcf_forces(g)
+    # a file with fluid gets MuJoCo's own fluid models by default, as MuJoCo simulates it
+    assert type(diffmb.mjcf_forces(g)[-1]).__name__ == "MujocoInertiaBoxFluid"
     assert type(diffmb.mjcf_forces(g, fluid="mujoco")[-1]).__name__ == "MujocoInertiaBoxFluid"
+    assert all(type(x).__name__ != "MujocoInertiaBoxFluid" for x in diffmb.mjcf_forces(g, fluid=False))
 
 
 @pytest.mark.slow

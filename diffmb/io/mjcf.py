@@ -1004,8 +1004,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     ``{geom: {"mu", "stiffness", "damping"}}`` replaces the file's values per geom).
     ``fluid``: ``"mujoco"`` MuJoCo's inertia-box and ellipsoid fluid models (its velocity terms;
     refused at evaluation with a Model that has added inertia), ``"potential"`` buoyancy, drag and
-    current (:mod:`diffmb.forces.hydro`), ``False`` none; ``None`` (default) refuses a file with
-    ``density`` or ``viscosity`` > 0. ``gravcomp`` is refused unless ``ignore=("gravcomp",)``.
+    current (:mod:`diffmb.forces.hydro`), ``False`` none; ``None`` (default): what MuJoCo does,
+    its own models where the file sets ``density`` or ``viscosity`` > 0 and none otherwise. ``gravcomp`` is refused unless ``ignore=("gravcomp",)``.
     Anything else MuJoCo would simulate and these elements do not
     (:func:`unsupported_features`: spatial tendons, flex and distance equalities, flex, plugins,
     limits and friction loss of ball and free joints, tendon ``actuatorfrcrange``, MuJoCo 4's
@@ -1076,7 +1076,8 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
     (:func:`~diffmb.io.mjcf_fluid.mujoco_fluid_forces`), ``"potential"`` buoyancy, drag and
     current (:func:`~diffmb.io.mjcf_fluid.potential_flow_from_mjmodel`; pair it with
     ``load_mjcf(path, added_mass="potential")``), ``False`` none, ``None`` refuses a file that
-    has fluid (``density``/``viscosity`` > 0). ``gravcomp`` is refused unless ignored."""
+    has fluid (``density``/``viscosity`` > 0) gets MuJoCo's own models, as MuJoCo simulates it.
+    ``gravcomp`` is refused unless ignored."""
     from . import mjcf_fluid as hydro
 
     if fluid not in (None, False, "mujoco", "potential"):
@@ -1096,13 +1097,8 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
             "then cancels that fraction of their weight); diffmb does not model it: use "
             "fluid='potential' for buoyancy, or pass ignore=('gravcomp',) to simulate without it.")
     has_fluid = passive and (mj.opt.density > 0 or mj.opt.viscosity > 0)
-    if fluid is None and has_fluid:
-        raise NotImplementedError(
-            f"{where}: the file sets density={mj.opt.density} / viscosity={mj.opt.viscosity}, "
-            "so MuJoCo applies fluid forces. Pass fluid='mujoco' for MuJoCo's own models "
-            "(velocity terms only), fluid='potential' for buoyancy, drag and current (with "
-            "load_mjcf(path, added_mass='potential') for the added inertia), or fluid=False "
-            "to simulate without them.")
+    if fluid is None:
+        fluid = "mujoco" if has_fluid else False
     if fluid == "mujoco" and not passive:
         return []
     if fluid == "mujoco":
