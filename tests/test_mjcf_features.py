@@ -496,7 +496,7 @@ def test_ball_frictionloss_and_rich_condim_are_refused_by_name(tmp_path):
 
 
 @pytest.mark.parametrize("actuator, what", [
-    ('<position joint="j1" kp="1" timeconst="0.1"/>', "activation dynamics"),
+    ('<general joint="j1" dyntype="muscle"/>', "activation dynamics mjDYN_MUSCLE"),
     ('<general joint="j1" gaintype="affine"/>', "fixed gains"),
     ('<motor joint="j1" damping="0.2"/>', "damping on actuators"),
 ])
@@ -602,3 +602,72 @@ def test_unnamed_joint_does_not_collide_with_a_given_name(tmp_path):
     model = diffmb.load_mjcf(f)
     assert model.nv == mj.nv == 2
     assert model.joint_names[0] == "joint1" and len(set(model.joint_names)) == 2
+
+
+_ACTIVATED = """
+<tendon><fixed name="t"><joint joint="j1" coef="1"/><joint joint="j2" coef="-0.5"/></fixed></tendon>
+<actuator>
+  <position name="p" joint="j1" kp="30" kv="2" timeconst="0.05"/>
+  <general name="g" tendon="t" dyntype="filter" dynprm="0.1" gainprm="5" ctrllimited="true"
+           ctrlrange="-1 1"/>
+  <intvelocity name="iv" joint="j2" kp="20" actrange="-0.5 0.5"/>
+  <motor name="m" joint="j2" gear="1.5"/>
+</actuator>
+"""
+
+
+def test_activation_dynamics_give_mujocos_qacc_and_act_dot(tmp_path):
+    """Actuators with activation dynamics (position with timeconst: filterexact; a filter on a
+    fixed tendon with a clamped control; intvelocity: an integrator with an activation range;
+    a plain motor): at random states and activations diffmb's forward equals MuJoCo's qacc and
+    its act_dot."""
+    from diffmb.forces import ActivatedActuators
+
+    f = _write(tmp_path, _ACTIVATED)
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    assert mj.na == 3 and list(mj.actuator_dyntype) == [3, 2, 1, 0]
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f)
+    (el,) = [x for x in forces if isinstance(x, ActivatedActuators)]
+    assert el.dynamics == ("filterexact", "filter", "integrator", "none")
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q, v = rng.uniform(-1, 1, 2), rng.uniform(-2, 2, 2)
+        act = rng.uniform(-0.45, 0.45, 3)
+        u = rng.uniform(-1.5, 1.5, 4)  # g's control is clamped to [-1, 1] before its filter
+        d = mujoco.MjData(mj)
+        d.qpos[:], d.qvel[:], d.act[:], d.ctrl[:] = q, v, act, u
+        mujoco.mj_forward(mj, d)
+        states = tuple(jnp.asarray(act) if x is el else None for x in forces)
+        a, ds = diffmb.forward(model, jnp.asarray(q), jnp.asarray(v), forces=forces,
+                               ctrl=jnp.asarray(u), state=states)
+        np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-10, atol=1e-9)
+        i = [k for k, x in enumerate(forces) if x is el][0]
+        np.testing.assert_allclose(np.asarray(ds[i]), d.act_dot, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_activations_follow_mujoco_over_time_and_stop_at_the_activation_range(tmp_path):
+    """From rest, 0.6 s under constant controls: the activations and joints follow MuJoCo's
+    (1 ms steps; MuJoCo's Euler step of the activations is first order, so 2e-3 agreement), and
+    the integrator stops at its activation range (0.5) as MuJoCo's clamp holds it."""
+    from diffmb.forces import ActivatedActuators
+
+    f = _write(tmp_path, _ACTIVATED)
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    d = mujoco.MjData(mj)
+    u = np.array([0.4, 1.3, 2.0, 0.1])
+    d.ctrl[:] = u
+    for _ in range(600):
+        mujoco.mj_step(mj, d)
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f)
+    tr = diffmb.simulate(model, jnp.zeros(2), None, t1=0.6, dt=1e-3, forces=forces,
+                         control=lambda t, q, v, p: jnp.asarray(u))
+    k = [i for i, x in enumerate(forces) if isinstance(x, ActivatedActuators)][0]
+    act = np.asarray(tr.aux[0][k])[-1]
+    np.testing.assert_allclose(act, d.act, atol=2e-3)
+    # held at the bound: the state stops within one step's growth (dt u = 2e-3) above it and
+    # the force uses the clamped value, as MuJoCo's clamp after each step
+    assert 0.5 <= act[2] <= 0.5 + 2e-3 and abs(d.act[2] - 0.5) < 1e-12
+    np.testing.assert_allclose(np.asarray(tr.q)[-1], d.qpos, atol=2e-3)

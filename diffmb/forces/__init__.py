@@ -6,6 +6,7 @@ Lamb's added-mass coefficients) in :mod:`diffmb.forces.hydro`."""
 from .aero import BodyAerodynamics as BodyAerodynamics
 from .elements import AbstractForce as AbstractForce
 from .elements import AbstractStatefulForce as AbstractStatefulForce
+from .elements import ActivatedActuators as ActivatedActuators
 from .elements import Actuators as Actuators
 from .elements import BodyWrench as BodyWrench
 from .elements import Couplings as Couplings

@@ -37,6 +37,7 @@ An element that pushes on bodies returns ``f_ext`` instead (see :class:`BodyWren
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import ClassVar
 
 import equinox as eqx
@@ -70,6 +71,7 @@ __all__ = [
     "dof_qpos_addresses",
     "total_force",
     "init_states",
+    "ActivatedActuators",
 ]
 
 
@@ -378,6 +380,113 @@ class Actuators(AbstractForce):
             r = self.joint_forcerange
             tau = jnp.where(lim, jnp.clip(tau, r[:, 0], r[:, 1]), tau)
         return tau, None
+
+
+class ActivatedActuators(AbstractStatefulForce):
+    """MuJoCo's actuators with activation dynamics: an :class:`Actuators` force law whose
+    input, for the actuators with dynamics, is an activation state ``act`` instead of the
+    control (``mj_fwdActuation``):
+
+        u = clip(ctrl, ctrlrange)          where ``ctrllimited``
+        integrator:             act' = u
+        filter, filterexact:    act' = (u − act) / timeconst
+        act' = 0 where ``actlimited`` and act is at a bound of ``actrange`` moving outward
+        input = act clipped to ``actrange`` where ``actlimited`` (dynamics) or u (none);
+        force as :class:`Actuators` with that input
+
+    ``dynamics`` (nu,) static: "none", "integrator", "filter" or "filterexact" (the same
+    continuous law; MuJoCo's two names differ only in how its Euler step integrates it).
+    The state is ``act`` for the actuators with dynamics, in their order, starting at 0 (or
+    ``act0``). The activation is integrated in continuous time with (q, v): MuJoCo's
+    ``actearly`` (the force of a step uses the next step's activation) is a one-step lead of its
+    discrete scheme, which a continuous solver does not have. Build from a file with
+    :func:`diffmb.io.mjcf.actuators_from_mjcf`.
+    """
+
+    uses_ctrl: ClassVar[bool] = True
+    actuators: Actuators
+    timeconst: jnp.ndarray  # (nu,) s (filters; ignored elsewhere)
+    actrange: jnp.ndarray  # (nu, 2)
+    act0: jnp.ndarray  # (na,) initial activations
+    dynamics: tuple = eqx.field(static=True)
+    actlimited: tuple = eqx.field(static=True)
+    ctrllimited: tuple = eqx.field(static=True)
+
+    def __init__(self, actuators: Actuators, dynamics, timeconst=None, actlimited=None,
+                 actrange=None, act0=None):
+        A = "ActivatedActuators"
+        if not isinstance(actuators, Actuators):
+            raise TypeError(f"{A}.actuators: an Actuators element, got {type(actuators).__name__}")
+        nu = actuators.nu
+        self.dynamics = tuple(str(d) for d in dynamics)
+        if len(self.dynamics) != nu:
+            raise TypeError(f"{A}.dynamics: expected {nu} entries (one per actuator), got "
+                            f"{len(self.dynamics)}")
+        for i, d in enumerate(self.dynamics):
+            if d not in ("none", "integrator", "filter", "filterexact"):
+                raise ValueError(f"{A}.dynamics[{i}] = {d!r} (actuator "
+                                 f"{actuators.names[i]!r}): accepted: none, integrator, filter, "
+                                 "filterexact")
+        tc = np.ones(nu) if timeconst is None else timeconst
+        self.timeconst = _num(A, "timeconst", tc, (nu,), broadcast=True)
+        if is_concrete(self.timeconst):
+            for i, d in enumerate(self.dynamics):
+                if d.startswith("filter") and not float(self.timeconst[i]) > 0:
+                    raise ValueError(f"{A}.timeconst[{i}] = {float(self.timeconst[i])} (actuator "
+                                     f"{actuators.names[i]!r}, {d}): must be > 0")
+        self.actlimited = tuple(bool(b) for b in ([False] * nu if actlimited is None
+                                                   else actlimited))
+        if len(self.actlimited) != nu:
+            raise TypeError(f"{A}.actlimited: expected {nu} flags, got {len(self.actlimited)}")
+        self.actrange = _num(A, "actrange", np.zeros((nu, 2)) if actrange is None else actrange,
+                             (nu, 2))
+        _ordered(A, "actrange", self.actrange[:, 0], self.actrange[:, 1], self.actlimited)
+        # the control is clamped before the dynamics; the activation drives the force unclamped
+        self.ctrllimited = actuators.ctrllimited
+        dyn = [d != "none" for d in self.dynamics]
+        self.actuators = dataclasses.replace(
+            actuators,
+            ctrllimited=[c and not x for c, x in zip(actuators.ctrllimited, dyn, strict=True)])
+        na = sum(dyn)
+        self.act0 = _num(A, "act0", np.zeros(na) if act0 is None else act0, (na,))
+
+    @property
+    def nu(self) -> int:
+        return self.actuators.nu
+
+    @property
+    def names(self) -> tuple:
+        return self.actuators.names
+
+    @property
+    def active(self) -> np.ndarray:
+        """Indices of the actuators with activation dynamics (the state's order)."""
+        return np.flatnonzero([d != "none" for d in self.dynamics])
+
+    def init_state(self, model):
+        return self.act0
+
+    def stateful_call(self, model, t, q, v, ctrl, state):
+        nu, idx = self.nu, self.active
+        ctrl = jnp.zeros(nu) if ctrl is None else jnp.asarray(ctrl, dtype=jnp.float64)
+        if ctrl.size != nu:
+            raise TypeError(f"ActivatedActuators: ctrl has shape {tuple(ctrl.shape)}, expected "
+                            f"({nu},)")
+        ctrl = ctrl.reshape(nu)
+        r = self.actuators.ctrlrange
+        u = jnp.where(np.array(self.ctrllimited), jnp.clip(ctrl, r[:, 0], r[:, 1]), ctrl)
+        act = jnp.asarray(state, dtype=jnp.float64).reshape(len(idx))
+        ui, tc = u[idx], self.timeconst[idx]
+        integ = np.array([self.dynamics[i] == "integrator" for i in idx], bool)
+        dact = jnp.where(integ, ui, (ui - act) / jnp.where(integ, 1.0, tc))
+        lo, hi = self.actrange[idx, 0], self.actrange[idx, 1]
+        lim = np.array([self.actlimited[i] for i in idx], bool)
+        held = lim & (((act >= hi) & (dact > 0)) | ((act <= lo) & (dact < 0)))
+        dact = jnp.where(held, 0.0, dact)
+        # a step may carry act just past a bound; the force takes the clamped value
+        act = jnp.where(lim, jnp.clip(act, lo, hi), act)
+        tau, f = self.actuators(model, t, q, v, u.at[idx].set(act))
+        return tau, f, dact
 
 
 class GeneralizedForce(AbstractForce):

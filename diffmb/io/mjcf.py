@@ -222,15 +222,20 @@ def _solref(mj, solref):
     return r
 
 
+_DYN = {0: "none", 1: "integrator", 2: "filter", 3: "filterexact"}  # mjtDyn values
+
+
 def read_actuators(src) -> dict:
     """MJCF actuators of a file (or compiled ``MjModel``) as numpy arrays, one row per actuator.
 
-    Supported: joint transmission on hinge/slide joints or a fixed tendon, no activation
-    dynamics (``dyntype`` none), fixed gain, affine or no bias -- i.e. ``<motor>``,
-    ``<position>`` (without ``timeconst``), ``<velocity>`` and ``<general>`` written in that
-    form. Anything else is an error naming the actuator. Keys: names, dof (velocity index, -1
-    for a tendon), tendon (tendon id or -1), gear, gain (gainprm[0]),
-    bias (biasprm[0:3]), ctrlrange (nu, 2), ctrllimited, forcerange, forcelimited.
+    Supported: joint transmission on hinge/slide joints or a fixed tendon, activation dynamics
+    none, integrator, filter or filterexact, fixed gain, affine or no bias -- i.e. ``<motor>``,
+    ``<position>`` (with or without ``timeconst``), ``<velocity>``, ``<intvelocity>`` and
+    ``<general>`` written in that form. Anything else is an error naming the actuator. Keys:
+    names, dof (velocity index, -1 for a tendon), tendon (tendon id or -1), gear, gain
+    (gainprm[0]), bias (biasprm[0:3]), ctrlrange (nu, 2), ctrllimited, forcerange,
+    forcelimited, dynamics ("none", "integrator", "filter", "filterexact"), timeconst
+    (dynprm[0]), actlimited, actrange (nu, 2).
     """
     import mujoco
 
@@ -246,8 +251,9 @@ def read_actuators(src) -> dict:
                 bad = "transmission through a spatial tendon is unsupported"
         elif trn != int(mujoco.mjtTrn.mjTRN_JOINT):
             bad = "only joint and fixed-tendon transmissions are supported"
-        elif int(mj.actuator_dyntype[a]) != int(mujoco.mjtDyn.mjDYN_NONE):
-            bad = "activation dynamics (dyntype != none, e.g. position with timeconst) unsupported"
+        elif int(mj.actuator_dyntype[a]) not in _DYN:
+            bad = (f"activation dynamics {mujoco.mjtDyn(int(mj.actuator_dyntype[a])).name} "
+                   "unsupported (none, integrator, filter and filterexact are)")
         elif int(mj.actuator_gaintype[a]) != int(mujoco.mjtGain.mjGAIN_FIXED):
             bad = "only fixed gains are supported"
         elif int(mj.actuator_biastype[a]) not in (
@@ -283,6 +289,10 @@ def read_actuators(src) -> dict:
         ctrllimited=np.array(mj.actuator_ctrllimited, bool).reshape(-1),
         forcerange=np.array(mj.actuator_forcerange, float).reshape(-1, 2),
         forcelimited=np.array(mj.actuator_forcelimited, bool).reshape(-1),
+        dynamics=tuple(_DYN[int(d)] for d in np.asarray(mj.actuator_dyntype).reshape(-1)),
+        timeconst=np.array(mj.actuator_dynprm, float).reshape(mj.nu, -1)[:, 0],
+        actlimited=np.array(mj.actuator_actlimited, bool).reshape(-1),
+        actrange=np.array(mj.actuator_actrange, float).reshape(-1, 2),
     )
 
 
@@ -307,8 +317,10 @@ def read_joint_limits(src) -> dict:
 
 
 def actuators_from_mjcf(src, model: Model | None = None):
-    """The :class:`~diffmb.forces.Actuators` element of an MJCF file or a compiled ``MjModel``."""
-    from ..forces.elements import Actuators
+    """The :class:`~diffmb.forces.Actuators` element of an MJCF file or a compiled ``MjModel``;
+    an :class:`~diffmb.forces.ActivatedActuators` around it where an actuator has activation
+    dynamics (its state: the activations, from 0)."""
+    from ..forces.elements import ActivatedActuators, Actuators
 
     mj, where = _as_mjmodel(src)
     a = read_actuators(_Named(mj, where))
@@ -340,9 +352,13 @@ def actuators_from_mjcf(src, model: Model | None = None):
             jrange[int(mj.jnt_dofadr[j])] = mj.jnt_actfrcrange[j]
     if jlim.any():
         kw.update(joint_forcerange=jrange, joint_forcelimited=list(jlim))
-    return Actuators(a["dof"], qadr, a["gear"], a["gain"], a["bias"], a["ctrlrange"],
-                     ctrllimited, a["forcerange"], list(a["forcelimited"]), a["names"],
-                     enabled=enabled, **kw)
+    act = Actuators(a["dof"], qadr, a["gear"], a["gain"], a["bias"], a["ctrlrange"],
+                    ctrllimited, a["forcerange"], list(a["forcelimited"]), a["names"],
+                    enabled=enabled, **kw)
+    if all(d == "none" for d in a["dynamics"]):
+        return act
+    return ActivatedActuators(act, a["dynamics"], a["timeconst"], list(a["actlimited"]),
+                              a["actrange"])
 
 
 def joint_limits_from_mjcf(src, stiffness=None, damping=None):

@@ -57,7 +57,7 @@ from collections.abc import Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ..forces.elements import Actuators
+from ..forces.elements import ActivatedActuators, Actuators
 from ..model import Model
 from .lsq import UnidentifiableWarning
 from .params import ParamSet, control_consumer, default_transform, expand, force_elements
@@ -386,7 +386,7 @@ def _records(model, data, fdict) -> tuple[list, dict]:
     """(checked records, the elements to simulate: without the actuators when the record
     holds joint torques)."""
     act = control_consumer(fdict)
-    act_names = tuple(act.names) if isinstance(act, Actuators) else ()
+    act_names = tuple(act.names) if isinstance(act, Actuators | ActivatedActuators) else ()
     recs = load_data(model, data, act_names)
     for r in recs:
         check_record(r, model, act_names)

@@ -111,7 +111,7 @@ from threadpoolctl import ThreadpoolController
 
 from ..controls import KnotTable
 from ..dynamics.configuration import difference
-from ..forces.elements import Actuators
+from ..forces.elements import ActivatedActuators, Actuators
 from ..io.csvdata import read_csv, write_csv
 from ..model import JointType, Model
 from . import shooting as ms
@@ -673,7 +673,8 @@ def _sim_options(simulate_kwargs, input_interp):
 def _records(model, data, fdict, user_control) -> list[Record]:
     """The records, refused when their inputs do not match the elements that would take them."""
     act = control_consumer(fdict)
-    recs = load_data(model, data, tuple(act.names) if isinstance(act, Actuators) else ())
+    recs = load_data(model, data, tuple(act.names) if isinstance(act, Actuators | ActivatedActuators)
+                     else ())
     if any(r.tau is not None or r.ctrl is not None for r in recs) and user_control is not None:
         raise ValueError("the data hold inputs (tau or ctrl) and simulate_kwargs has a control: "
                          "use one")
@@ -681,9 +682,10 @@ def _records(model, data, fdict, user_control) -> list[Record]:
         if r.ctrl is not None and act is None:
             raise ValueError(f"{r.source}: the record holds actuator controls (ctrl) but no "
                              "force element consumes them: pass the actuators in forces")
-        if r.ctrl is not None and isinstance(act, Actuators) and r.ctrl.shape[1] != len(act.gear):
+        if (r.ctrl is not None and isinstance(act, Actuators | ActivatedActuators)
+                and r.ctrl.shape[1] != act.nu):
             raise ValueError(f"{r.source}: ctrl has {r.ctrl.shape[1]} columns, the actuators "
-                             f"take {len(act.gear)}")
+                             f"take {act.nu}")
         if r.tau is not None and act is not None:
             raise ValueError(f"{r.source}: the record holds joint torques (tau) but the forces "
                              "include actuators, which would take them as controls: drop the "
