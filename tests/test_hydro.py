@@ -88,19 +88,36 @@ def test_mujoco_fluid_forward_equals_mujoco_qacc(tmp_path, ellipsoid):
         assert rel_err(fw(q, v, u), d.qacc) < 1e-5
 
 
-def test_fluid_option_messages(tmp_path):
+def test_fluid_options_and_gravcomp_as_mujoco(tmp_path):
+    """By default a file with fluid gets MuJoCo's own fluid model (what MuJoCo applies);
+    fluid=False none; an unknown choice is refused. gravcomp on a body: MuJoCo's qacc, fluid
+    included, and ignore=("gravcomp",) leaves it out."""
     path = _swimmer(tmp_path, True)
-    with pytest.raises(NotImplementedError, match="fluid='mujoco'.*fluid='potential'.*False"):
-        diffmb.mjcf_forces(path)
+    kinds = lambda fs: [type(f).__name__ for f in fs]  # noqa: E731
+    assert "MujocoEllipsoidFluid" in kinds(diffmb.mjcf_forces(path))
+    assert kinds(diffmb.mjcf_forces(path)) == kinds(diffmb.mjcf_forces(path, fluid="mujoco"))
     assert not any(isinstance(f, (hydro.MujocoEllipsoidFluid, hydro.Hydrodynamics))
                    for f in diffmb.mjcf_forces(path, fluid=False))
     with pytest.raises(ValueError, match="accepted"):
         diffmb.mjcf_forces(path, fluid="navier-stokes")
     gc = tmp_path / "gravcomp.xml"
     gc.write_text(path.read_text().replace('<body name="seg1"', '<body name="seg1" gravcomp="1"'))
-    with pytest.raises(NotImplementedError, match="gravcomp.*seg1"):
-        diffmb.mjcf_forces(gc, fluid="mujoco")
-    assert diffmb.mjcf_forces(gc, fluid="mujoco", ignore=("gravcomp",))
+    forces = diffmb.mjcf_forces(gc)
+    (g,) = [f for f in forces if type(f).__name__ == "GravityCompensation"]
+    assert g.bodies == ("seg1",) and float(g.factor[0]) == 1.0
+    assert "GravityCompensation" not in kinds(diffmb.mjcf_forces(gc, ignore=("gravcomp",)))
+    mj = mujoco.MjModel.from_xml_path(str(gc))
+    model = diffmb.load_mjcf(gc)
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(2)
+    q = mj.qpos0.copy()
+    q[7:] = rng.uniform(-1, 1, mj.nq - 7)
+    v, u = rng.normal(size=mj.nv), rng.normal(size=mj.nu)
+    d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+    mujoco.mj_forward(mj, d)
+    assert np.abs(d.qfrc_gravcomp).max() > 1.0
+    a = diffmb.forward(model, jnp.asarray(q), jnp.asarray(v), forces=forces, ctrl=jnp.asarray(u))
+    assert rel_err(np.asarray(a), d.qacc) < 1e-9
 
 
 # ---------------------------------------------------------------- potential flow: coefficients

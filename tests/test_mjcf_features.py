@@ -458,7 +458,7 @@ def test_joint_actuatorfrcrange_clamps_the_summed_actuator_force_like_mujoco(tmp
 
 def test_passive_flags_switch_off_fluid_and_gravcomp_as_mujoco(tmp_path):
     """spring and damper disabled together: MuJoCo applies no fluid force and no gravity
-    compensation, so neither is refused and qacc is MuJoCo's."""
+    compensation, and qacc is MuJoCo's; with them enabled both act, and qacc is MuJoCo's too."""
     xml = _FLAGGED.format(flag='spring="disable" damper="disable"', opt='density="1000" '
                           'viscosity="0.1"', eq="", odd="").replace(
         '<body name="a" pos="0 0 1">', '<body name="a" pos="0 0 1" gravcomp="0.5">')
@@ -466,10 +466,17 @@ def test_passive_flags_switch_off_fluid_and_gravcomp_as_mujoco(tmp_path):
     f.write_text(xml)
     a, ref = _qacc_of(f, *_FREE, [0.5, 0.4])
     np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-9)
+    # with them on, gravity compensation (half of body a's weight) and the fluid act: MuJoCo's
     g = tmp_path / "fluid.xml"
     g.write_text(xml.replace('spring="disable" damper="disable"', ""))
-    with pytest.raises(NotImplementedError, match=rf"{g}: gravcomp"):
-        diffmb.mjcf_forces(g)
+    a, ref = _qacc_of(g, *_FREE, [0.5, 0.4])
+    np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-9)
+    off = _mujoco_qacc(f, *_FREE, [0.5, 0.4])
+    assert np.max(np.abs(ref - off)) > 0.1  # what the test sees is switched on
+    kinds = [type(x).__name__ for x in diffmb.mjcf_forces(g)]
+    assert "GravityCompensation" in kinds
+    assert "GravityCompensation" not in [type(x).__name__
+                                         for x in diffmb.mjcf_forces(g, ignore=("gravcomp",))]
 
 
 def test_ball_frictionloss_and_rich_condim_are_refused_by_name(tmp_path):

@@ -9,6 +9,7 @@ from .elements import AbstractStatefulForce as AbstractStatefulForce
 from .elements import ActivatedActuators as ActivatedActuators
 from .elements import Actuators as Actuators
 from .elements import BodyWrench as BodyWrench
+from .elements import GravityCompensation as GravityCompensation
 from .elements import Couplings as Couplings
 from .elements import FixedTendons as FixedTendons
 from .elements import GeneralizedForce as GeneralizedForce

@@ -61,6 +61,7 @@ __all__ = [
     "FixedTendons",
     "Couplings",
     "BodyWrench",
+    "GravityCompensation",
     "soft_constraint_gains",
     "friction_slope",
     "limit_force",
@@ -999,6 +1000,27 @@ class Couplings(AbstractForce):
         J = self.coef1 - slope[:, None] * self.coef2  # (n, nv) = ∂r/∂q over dofs
         f = -self.stiffness * self.residual(q) - self.damping * (J @ v)
         return J.T @ f, None
+
+
+class GravityCompensation(AbstractForce):
+    """MuJoCo's ``gravcomp``: on each body of ``bodies`` (names), the world-frame force
+    −factor · m · g at its centre of mass, cancelling that fraction of its weight (1: all of
+    it, as a buoyant body of its own density). Masses come from the model at evaluation, so
+    they can be fitted."""
+
+    factor: jnp.ndarray  # (k,)
+    bodies: tuple = eqx.field(static=True)
+
+    def __init__(self, bodies, factor):
+        self.bodies = tuple(str(b) for b in bodies)
+        self.factor = _num("GravityCompensation", "factor", factor, (len(self.bodies),),
+                           broadcast=True)
+
+    def __call__(self, model, t, q, v, ctrl):
+        idx = jnp.asarray([model.body_index(b) for b in self.bodies], dtype=jnp.int32)
+        force = -(self.factor * model.body_mass[idx])[:, None] * model.gravity[None, :]
+        f = jnp.zeros((model.n_bodies, 6)).at[idx, :3].add(force)
+        return jnp.zeros(model.nv), f
 
 
 class BodyWrench(AbstractForce):

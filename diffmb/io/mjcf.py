@@ -1021,7 +1021,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     ``fluid``: ``"mujoco"`` MuJoCo's inertia-box and ellipsoid fluid models (its velocity terms;
     refused at evaluation with a Model that has added inertia), ``"potential"`` buoyancy, drag and
     current (:mod:`diffmb.forces.hydro`), ``False`` none; ``None`` (default): what MuJoCo does,
-    its own models where the file sets ``density`` or ``viscosity`` > 0 and none otherwise. ``gravcomp`` is refused unless ``ignore=("gravcomp",)``.
+    its own models where the file sets ``density`` or ``viscosity`` > 0 and none otherwise. ``gravcomp``: :class:`~diffmb.forces.GravityCompensation`, as MuJoCo's (``ignore=("gravcomp",)``
+    leaves it out).
     Anything else MuJoCo would simulate and these elements do not
     (:func:`unsupported_features`: spatial tendons, flex and distance equalities, flex, plugins,
     limits and friction loss of ball and free joints, tendon ``actuatorfrcrange``, MuJoCo 4's
@@ -1091,9 +1092,10 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
     """``mjcf_forces``' fluid elements: ``fluid="mujoco"`` MuJoCo's own models
     (:func:`~diffmb.io.mjcf_fluid.mujoco_fluid_forces`), ``"potential"`` buoyancy, drag and
     current (:func:`~diffmb.io.mjcf_fluid.potential_flow_from_mjmodel`; pair it with
-    ``load_mjcf(path, added_mass="potential")``), ``False`` none, ``None`` refuses a file that
-    has fluid (``density``/``viscosity`` > 0) gets MuJoCo's own models, as MuJoCo simulates it.
-    ``gravcomp`` is refused unless ignored."""
+    ``load_mjcf(path, added_mass="potential")``), ``False`` none; ``None``: a file that has
+    fluid (``density``/``viscosity`` > 0) gets MuJoCo's own models, as MuJoCo simulates it.
+    Bodies with ``gravcomp`` get :class:`~diffmb.forces.GravityCompensation` (unless ignored;
+    routed to actuators by ``actuatorgravcomp``: refused)."""
     from . import mjcf_fluid as hydro
 
     if fluid not in (None, False, "mujoco", "potential"):
@@ -1106,22 +1108,29 @@ def _fluid_forces(mj, where, fluid, ignored) -> list:
     gc = np.asarray(getattr(mj, "body_gravcomp", np.zeros(0)))
     if not passive or _disabled(mj, "GRAVITY"):
         gc = np.zeros(0)
-    if np.any(gc != 0) and "gravcomp" not in ignored:
-        raise NotImplementedError(
-            f"{where}: gravcomp is set on bodies "
-            f"{[_body_name(mj, i) for i in np.flatnonzero(gc)]} (MuJoCo "
-            "then cancels that fraction of their weight); diffmb does not model it: use "
-            "fluid='potential' for buoyancy, or pass ignore=('gravcomp',) to simulate without it.")
+    out = []
+    moving = np.asarray(mj.body_weldid).reshape(-1) != 0
+    on = np.flatnonzero((gc != 0) & moving[: len(gc)]) if gc.size else np.zeros(0, int)
+    if on.size:
+        routed = np.flatnonzero(np.asarray(getattr(mj, "jnt_actgravcomp", np.zeros(0))))
+        if routed.size and "gravcomp" not in ignored:
+            raise NotImplementedError(
+                f"{where}: joints {[object_name(mj, 'JOINT', j) for j in routed]} set "
+                "actuatorgravcomp (MuJoCo then adds gravity compensation to the actuator force "
+                "and clamps it by actuatorfrcrange); diffmb does not model that routing: pass "
+                "ignore=('gravcomp',) to simulate without gravity compensation.")
+        if "gravcomp" not in ignored:
+            from ..forces.elements import GravityCompensation
+
+            out.append(GravityCompensation([_body_name(mj, i) for i in on], gc[on]))
     has_fluid = passive and (mj.opt.density > 0 or mj.opt.viscosity > 0)
     if fluid is None:
         fluid = "mujoco" if has_fluid else False
-    if fluid == "mujoco" and not passive:
-        return []
-    if fluid == "mujoco":
-        return list(hydro.mujoco_fluid_forces(mj, where=where))
+    if fluid == "mujoco" and passive:
+        out += list(hydro.mujoco_fluid_forces(mj, where=where))
     if fluid == "potential":
-        return [hydro.potential_flow_from_mjmodel(mj, where=where)]
-    return []
+        out.append(hydro.potential_flow_from_mjmodel(mj, where=where))
+    return out
 
 
 def _body_name(mj, i):
