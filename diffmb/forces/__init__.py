@@ -9,10 +9,10 @@ from .elements import AbstractStatefulForce as AbstractStatefulForce
 from .elements import ActivatedActuators as ActivatedActuators
 from .elements import Actuators as Actuators
 from .elements import BodyWrench as BodyWrench
-from .elements import GravityCompensation as GravityCompensation
 from .elements import Couplings as Couplings
 from .elements import FixedTendons as FixedTendons
 from .elements import GeneralizedForce as GeneralizedForce
+from .elements import GravityCompensation as GravityCompensation
 from .elements import JointDamping as JointDamping
 from .elements import JointFriction as JointFriction
 from .elements import JointLimits as JointLimits
