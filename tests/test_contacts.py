@@ -672,3 +672,39 @@ def test_heightfield_has_no_ground_beyond_its_extent():
         assert float(d) == NO_GROUND and np.array_equal(np.asarray(n), [0.0, 0.0, 1.0])
     d, _ = hf.signed_distance(jnp.array([0.5, 1.0 + 1e-9, -5.0]))
     assert float(d) == NO_GROUND  # deep below the field's level, beside it: still no ground
+
+
+def _resting(ball, v0, w0):
+    """The ball at its rest penetration on a z-up floor, moving with (v0, w0)."""
+    delta0 = M_BALL * G / _k_per_point(M_BALL, 1)
+    q0 = jnp.array([0.0, 0.0, H - delta0, 1.0, 0.0, 0.0, 0.0])
+    return q0, jnp.concatenate([jnp.asarray(v0, float), jnp.asarray(w0, float)])
+
+
+def test_torsional_friction_spins_a_ball_down_at_the_closed_form_rate(ball):
+    """A ball spinning about the vertical on a floor, torsional friction μ_s = 0.02 m: the
+    torque μ_s m g decelerates it at μ_s m g / (2/5 m r²) = 49.05 rad/s² (a closed form); with
+    no torsion given the spin is kept."""
+    mu_s = 0.02
+    q0, v0 = _resting(ball, [0, 0, 0], [0, 0, 10.0])
+    rate = mu_s * M_BALL * G / (0.4 * M_BALL * H**2)
+    t1, t2 = 0.05, 0.15
+    for torsion, expected in ((mu_s, -rate), (None, 0.0)):
+        c = Contacts([Sphere("ball", H)], Plane(), model=ball, mu=1.0, torsion=torsion)
+        tr = diffmb.simulate(ball, q0, v0, t1=t2, dt=1e-3, forces=(c,), saveat=[t1, t2])
+        w = np.asarray(tr.v[:, 5])
+        assert (w[1] - w[0]) / (t2 - t1) == pytest.approx(expected, rel=1e-3, abs=1e-6)
+
+
+def test_rolling_friction_slows_a_rolling_ball_at_the_closed_form_rate(ball):
+    """A ball rolling without slipping at 1 m/s, rolling friction μ_r = 0.01 m: about the
+    contact point (7/5 m r²) ω̇ = −μ_r m g, so it slows at 5 μ_r g / (7 r) = 0.7007 m/s²
+    (a closed form), still rolling."""
+    mu_r = 0.01
+    q0, v0 = _resting(ball, [1.0, 0, 0], [0, 1.0 / H, 0])
+    c = Contacts([Sphere("ball", H)], Plane(), model=ball, mu=1.0, rolling=mu_r)
+    t1, t2 = 0.05, 0.3
+    tr = diffmb.simulate(ball, q0, v0, t1=t2, dt=1e-3, forces=(c,), saveat=[t1, t2])
+    vx = np.asarray(tr.v[:, 0])
+    assert (vx[1] - vx[0]) / (t2 - t1) == pytest.approx(-5 * mu_r * G / (7 * H), rel=1e-2)
+    np.testing.assert_allclose(np.asarray(tr.v[-1, 4]) * H, vx[-1], rtol=1e-3)  # rolls

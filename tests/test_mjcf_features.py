@@ -479,9 +479,10 @@ def test_passive_flags_switch_off_fluid_and_gravcomp_as_mujoco(tmp_path):
                                          for x in diffmb.mjcf_forces(g, ignore=("gravcomp",))]
 
 
-def test_ball_frictionloss_and_rich_condim_are_refused_by_name(tmp_path):
-    """A ball joint's friction-loss rows and torsional/rolling contact friction are refused with
-    the file, the joint or geoms and the ignore= hint; ignoring them simulates without."""
+def test_ball_frictionloss_is_refused_by_name_and_rich_condim_is_read(tmp_path):
+    """A ball joint's friction-loss rows are refused with the file, the joint and the ignore=
+    hint; ignoring them simulates without. condim 6 gives the contact MuJoCo's torsional and
+    rolling coefficients (friction[1], friction[2]); ignore="condim" leaves them out."""
     ball = tmp_path / "ball.xml"
     ball.write_text("""<mujoco><worldbody><body name="a" pos="0 0 1">
       <joint name="sock" type="ball" frictionloss="0.5"/>
@@ -494,12 +495,12 @@ def test_ball_frictionloss_and_rich_condim_are_refused_by_name(tmp_path):
     rich = tmp_path / "condim.xml"
     rich.write_text("""<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
       <body name="s" pos="0 0 0.09"><freejoint/><geom name="ball" type="sphere" size="0.1"
-      condim="6" mass="1"/></body></worldbody></mujoco>""")
-    with pytest.raises(NotImplementedError, match=rf"{rich}: .*'floor' with 'ball' \(condim 6\)"
-                       r".*ignore=\('condim',\)"):
-        diffmb.mjcf_forces(rich)
-    assert any(isinstance(e, diffmb.contacts.Contacts)
-               for e in diffmb.mjcf_forces(rich, ignore="condim"))
+      condim="6" friction="0.7 0.03 0.002" mass="1"/></body></worldbody></mujoco>""")
+    (el,) = [e for e in diffmb.mjcf_forces(rich) if isinstance(e, diffmb.contacts.Contacts)]
+    assert el.spin and float(el.torsion[0]) == 0.03 and float(el.rolling[0]) == 0.002
+    (el,) = [e for e in diffmb.mjcf_forces(rich, ignore="condim")
+             if isinstance(e, diffmb.contacts.Contacts)]
+    assert not el.spin
 
 
 @pytest.mark.parametrize("actuator, what", [

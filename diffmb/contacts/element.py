@@ -175,7 +175,7 @@ def _bid(model: Model, g, owner="geom") -> int:
 
 def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
             tangential_stiffness, tangential_damping, eps, margin, timeconst, dampratio, dmin,
-            dmax):
+            dmax, torsion=0.0, rolling=0.0, spin_eps=0.05):
     """The per-pair parameter arrays (np,) (and eps ()), defaults filled in."""
     npair = len(el.pairs)
     full = lambda x: jnp.broadcast_to(_f64(x), (npair,))
@@ -231,7 +231,8 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
         else full(tangential_damping)
     return dict(stiffness=k, damping=b, exponent=n, dissipation=c, mu=full(mu),
                 tangential_stiffness=kt, tangential_damping=bt, margin=full(margin),
-                eps=_f64(eps).reshape(()))
+                eps=_f64(eps).reshape(()), torsion=full(torsion), rolling=full(rolling),
+                spin_eps=_f64(spin_eps).reshape(()))
 
 
 MAX_INITIAL_PENETRATION = 0.5
@@ -359,6 +360,14 @@ def _body_velocities(model, kin, P, bodies):
     return jnp.where(moving[:, None], vp, 0.0)
 
 
+def _body_spins(model, kin, bodies):
+    """Angular velocities (k, 3) of ``bodies`` (the world's are 0)."""
+    moving = bodies >= 0
+    w, _ = point_velocities(kin, jnp.zeros((len(bodies), 3)),
+                            [int(b) for b in np.where(moving, bodies, 0)])
+    return jnp.where(moving[:, None], w, 0.0)
+
+
 def _evaluate(el, model: Model, q, v, z) -> _Points:
     kin = kinematics(model, q, v)
     P, d, n, src, dst = _raw_points(el, model, kin)
@@ -375,8 +384,12 @@ def _evaluate(el, model: Model, q, v, z) -> _Points:
     com = jnp.concatenate([body_coms(model, kin) + kin.origin, jnp.zeros((1, 3))])
     nb = model.n_bodies
     rows_s, rows_d = np.where(src >= 0, src, nb), np.where(dst >= 0, dst, nb)
-    w_s = jnp.concatenate([f, jnp.cross(P - com[rows_s], f)], axis=1)
-    w_d = -jnp.concatenate([f, jnp.cross(P - com[rows_d], f)], axis=1)
+    tq = jnp.zeros_like(f)
+    if el.spin:  # torsional and rolling friction: a pure torque, +τ on the source side
+        wrel = _body_spins(model, kin, src) - _body_spins(model, kin, dst)
+        tq = L.spin_friction(fn, wrel, n, el.torsion[pi], el.rolling[pi], el.spin_eps)
+    w_s = jnp.concatenate([f, jnp.cross(P - com[rows_s], f) + tq], axis=1)
+    w_d = -jnp.concatenate([f, jnp.cross(P - com[rows_d], f) + tq], axis=1)
     f_ext = jnp.zeros((nb + 1, 6)).at[rows_s].add(w_s).at[rows_d].add(w_d)[:nb]
     return _Points(P, sign * n, pen, sign * vrel, fn, sign * ft, dz, f_ext)
 
@@ -391,7 +404,11 @@ class AbstractContacts(AbstractGroundForce):
     ``damping`` b [N s/m] (linear law), ``exponent`` n and ``dissipation`` c [s/m]
     (Hunt–Crossley), ``mu``, ``tangential_stiffness`` k_t [N/m] and ``tangential_damping`` b_t
     [N s/m] (stiction), ``margin`` [m] (the contact acts from this distance; 0: from touch),
-    and the Coulomb law's regularising speed ``eps`` [m/s] (scalar). With one terrain for all
+    ``torsion`` and ``rolling`` [m] (torsional and rolling friction, MuJoCo's ``friction[1]``
+    and ``[2]``: torques up to that length × f_n, :func:`~diffmb.contacts.law.spin_friction`,
+    evaluated only where given, static ``spin``), their regularising angular speed
+    ``spin_eps`` [rad/s] (scalar) and the Coulomb law's regularising speed ``eps`` [m/s]
+    (scalar). With one terrain for all
     geoms (``Contacts(geoms, terrain)``), the pairs are the geoms, in order."""
 
     geoms: tuple
@@ -406,6 +423,9 @@ class AbstractContacts(AbstractGroundForce):
     tangential_damping: jnp.ndarray
     margin: jnp.ndarray
     eps: jnp.ndarray
+    torsion: jnp.ndarray
+    rolling: jnp.ndarray
+    spin_eps: jnp.ndarray
     normal: str = eqx.field(static=True)
     friction: str = eqx.field(static=True)
     pairs: tuple = eqx.field(static=True)  # (np,) (geom index, "terrain" | "geom", index)
@@ -414,6 +434,7 @@ class AbstractContacts(AbstractGroundForce):
     directions: tuple = eqx.field(static=True)
     point_geom: tuple = eqx.field(static=True)  # (nc,) pair index of each candidate point
     point_sign: tuple = eqx.field(static=True)  # (nc,) +1: A's point, -1: B's point in A
+    spin: bool = eqx.field(static=True, default=False)  # torsional/rolling friction evaluated
 
     @property
     def terrains(self) -> tuple:
@@ -499,7 +520,8 @@ _RANGES = dict(stiffness=(0.0, True), damping=(0.0, False), mu=(0.0, False),
                exponent=(1.0, False), dissipation=(0.0, False),
                tangential_stiffness=(0.0, True), tangential_damping=(0.0, True),
                eps=(0.0, True), timeconst=(0.0, True), dampratio=(0.0, True),
-               dmin=(0.0, True), dmax=(0.0, True), margin=(None, False))
+               dmin=(0.0, True), dmax=(0.0, True), margin=(None, False),
+               torsion=(0.0, False), rolling=(0.0, False), spin_eps=(0.0, True))
 
 
 def _check_params(owner, npair, kw):
@@ -509,7 +531,8 @@ def _check_params(owner, npair, kw):
             continue
         if field == "tangential_stiffness" and owner == "CoulombContacts":
             continue
-        shape = () if field in ("eps", "timeconst", "dampratio", "dmin", "dmax") else None
+        shape = () if field in ("eps", "timeconst", "dampratio", "dmin", "dmax",
+                                "spin_eps") else None
         check_value(owner, field, val, lo=lo, lo_open=lo_open, shape=shape,
                     hi=1.0 if field in ("dmin", "dmax") else None,
                     hi_open=field in ("dmin", "dmax"))
@@ -623,6 +646,8 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
     self.pairs = tuple(pairs)
     self.pair_active, self.directions = _pair_directions(self.geoms, self.pairs)
     self.normal, self.friction = normal, friction
+    self.spin = kw.get("torsion") is not None or kw.get("rolling") is not None
+    kw = {k: x for k, x in kw.items() if x is not None or k not in ("torsion", "rolling")}
     for name, val in _params(self, model, q, normal, **kw).items():
         setattr(self, name, val)
     pg, ps = [], []
@@ -643,7 +668,9 @@ _DOC_ARGS = """
     contact acts from this distance, as MuJoCo's ``margin``), ``normal`` = "linear" (default)
     or "hunt_crossley" (``exponent`` n, ``dissipation`` c; with the default stiffness, k and c
     give the same rest penetration and rest damping as the linear law; with a given stiffness c
-    defaults to 0).
+    defaults to 0), ``torsion`` and ``rolling`` [m] (torsional and rolling friction, MuJoCo's
+    ``condim`` 4 and 6; None: not evaluated) with their regularising angular speed
+    ``spin_eps`` [rad/s] (0.05).
 """
 
 
@@ -658,12 +685,13 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, normal="linear", exponent=1.0, dissipation=None,
                  tangential_stiffness=None, tangential_damping=None, margin=0.0,
-                 timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95):
+                 timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
+                 rolling=None, spin_eps=0.05):
         _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
-              dmax=dmax)
+              dmax=dmax, torsion=torsion, rolling=rolling, spin_eps=spin_eps)
 
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
@@ -680,11 +708,13 @@ class CoulombContacts(AbstractContacts, AbstractForce):
 
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
-                 margin=0.0, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95):
+                 margin=0.0, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
+                 rolling=None, spin_eps=0.05):
         _init(self, geoms, terrain, "coulomb", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, margin=margin,
-              timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax)
+              timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax, torsion=torsion,
+              rolling=rolling, spin_eps=spin_eps)
 
     def __call__(self, model, t, q, v, ctrl):
         r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))

@@ -14,6 +14,12 @@ Normal laws (never pulling: f_n = max(·, 0), and 0 out of contact):
   c [s/m]; the damping vanishes with δ, so the force is continuous at touch-down. n = 1,
   c = 0 is the linear spring without damping; the linear spring–damper is its own choice.
 
+Torsional and rolling friction (MuJoCo's ``condim`` 4 and 6, :func:`spin_friction`): on the
+relative angular velocity ω of the two sides, split into its spin s = n·ω about the normal and
+its rolling part ω_r = ω − s n, the regularised Coulomb torques τ = −f_n [μ_s s n/√(s² + ε_ω²)
++ μ_r ω_r/√(|ω_r|² + ε_ω²)], μ_s and μ_r lengths (m), ε_ω [rad/s]; they creep at ~ε_ω under a
+torque below the bound.
+
 Friction laws:
 
 * ``"coulomb"``: regularised Coulomb, f_t = −μ f_n v_t / √(|v_t|² + ε²), stateless; it creeps
@@ -40,6 +46,7 @@ __all__ = [
     "regularised_coulomb",
     "stiction",
     "tangential",
+    "spin_friction",
     "normal_energy",
 ]
 
@@ -122,3 +129,16 @@ def tangential(law: str, fn, v, n, z, mu, kt, bt, eps):
     if law == "coulomb":
         return regularised_coulomb(fn, v, n, mu, eps), jnp.zeros_like(v)
     raise ValueError(f"unknown friction law {law!r}; choose one of {FRICTION_LAWS}")
+
+
+def spin_friction(fn, w, n, mu_spin, mu_roll, eps):
+    """Torsional and rolling friction torque (N m, (..., 3)) on the side whose angular
+    velocity relative to the other is ``w`` (..., 3), about the normal ``n``: see the module
+    doc. ``mu_spin``, ``mu_roll`` [m] and ``eps`` [rad/s] broadcast against ``fn``."""
+    s = jnp.sum(w * n, axis=-1, keepdims=True)
+    wr = w - s * n
+    fn = jnp.asarray(fn)[..., None]
+    spin = jnp.asarray(mu_spin)[..., None] * s / jnp.sqrt(s * s + eps * eps) * n
+    roll = jnp.asarray(mu_roll)[..., None] * wr / jnp.sqrt(
+        jnp.sum(wr * wr, axis=-1, keepdims=True) + eps * eps)
+    return -fn * (spin + roll)

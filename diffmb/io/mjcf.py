@@ -898,9 +898,11 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     field on a moving body) raise ``NotImplementedError`` naming the geoms unless
     ``ignore_unsupported`` (or ``"unsupported_contacts"`` in ``ignore``): then they are
     dropped with a warning that names them and every geom among them that carried load in
-    MuJoCo's first step from the ``home`` keyframe (or ``qpos0``). Torsional and rolling
-    friction (``condim`` 4 and 6) are not modelled: such pairs are refused naming the geoms
-    unless ``"condim"`` is in ``ignore`` (then only their sliding friction acts).
+    MuJoCo's first step from the ``home`` keyframe (or ``qpos0``). Torsional friction
+    (``condim`` ≥ 4, ``friction[1]``) and rolling friction (``condim`` 6, ``friction[2]``)
+    act as the element's ``torsion`` and ``rolling`` (regularised Coulomb torques, see
+    :func:`~diffmb.contacts.law.spin_friction`); ``"condim"`` in ``ignore`` leaves them out
+    (only sliding friction then acts).
     ``overrides``: ``{geom name: {"mu": .., "stiffness": .., "damping": ..}}`` replaces the
     file's values for the pairs of that geom (on a moving body; a name that is no such
     colliding geom is an error).
@@ -931,16 +933,9 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
                "through" if loaded else ". None of them carries load in MuJoCo's first step"),
             stacklevel=3)
     # torsional friction acts from condim 4 (friction[1]), rolling from condim 6 (friction[2])
-    rich = [f"{p['other_name']!r} with {p['geom_name']!r} (condim {p['condim']})"
-            for p in pairs if (p["condim"] >= 4 and p["friction"][1] > 0)
-            or (p["condim"] >= 6 and p["friction"][2] > 0)]
-    if rich and "condim" not in ignore:
-        more = f" (and {len(rich) - 3} more)" if len(rich) > 3 else ""
-        raise NotImplementedError(
-            f"{where}: MuJoCo would apply torsional (condim 4) or rolling (condim 6) friction to "
-            "geom pairs " + "; ".join(rich[:3]) + more + ", which diffmb's contacts do not "
-            "model; pass ignore=('condim',) to simulate them with sliding friction only, or set "
-            "condim=\"3\" in the file.")
+    spin = any((p["condim"] >= 4 and p["friction"][1] > 0)
+               or (p["condim"] >= 6 and p["friction"][2] > 0) for p in pairs)
+    spin = spin and "condim" not in ignore
     overrides = dict(overrides or {})
     known = {p["geom_name"] for p in pairs} | {p["other_name"] for p in pairs
                                                if not p["terrain"]}
@@ -969,7 +964,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         return made[g]
 
     iw = np.asarray(mj.body_invweight0, float)[:, 0]
-    geoms, others, ks, bs, mus, m_pts, margins = [], [], [], [], [], [], []
+    geoms, others, ks, bs, mus, m_pts, margins, tors, rolls = ([] for _ in range(9))
     for p in pairs:
         a = geom(p["geom"])
         b = terrain(p["other"], p["other_name"]) if p["terrain"] else geom(p["other"])
@@ -988,12 +983,15 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
         m_pts.append(m_pt)
         margins.append(p["margin"])
+        tors.append(float(p["friction"][1]) if p["condim"] >= 4 else 0.0)
+        rolls.append(float(p["friction"][2]) if p["condim"] >= 6 else 0.0)
     if not geoms:
         return ()
     ks, m_pts = np.array(ks), np.array(m_pts)
+    kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
     return (Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
                      mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
-                     tangential_damping=2.0 * np.sqrt(ks * m_pts)),)
+                     tangential_damping=2.0 * np.sqrt(ks * m_pts), **kw),)
 
 
 def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, ignore=(),
@@ -1029,7 +1027,7 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     polynomial springs and plasticity, the ``override``, ``sleep``, ``ipc``, ``speculative`` and
     ``diagexact`` enable flags where they act) raises ``NotImplementedError`` listing it, unless
     named in ``ignore`` (e.g. ``ignore=("spatial_tendons",)``); torsional and rolling contact
-    friction (``condim`` 4/6) likewise unless ``ignore=("condim",)``.
+    friction (``condim`` 4/6) act (``ignore=("condim",)`` leaves them out).
 
     The file's ``<option><flag>`` switches act as in MuJoCo: ``gravity`` (in :func:`load_mjcf`'s
     Model), ``spring``, ``damper`` (and with both off, gravity compensation and fluid forces),
