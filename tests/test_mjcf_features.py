@@ -679,3 +679,68 @@ def test_activations_follow_mujoco_over_time_and_stop_at_the_activation_range(tm
     # the force uses the clamped value, as MuJoCo's clamp after each step
     assert 0.5 <= act[2] <= 0.5 + 2e-3 and abs(d.act[2] - 0.5) < 1e-12
     np.testing.assert_allclose(np.asarray(tr.q)[-1], d.qpos, atol=2e-3)
+
+
+_SPATIAL = """
+<mujoco>
+  <option gravity="0 0 -9.81" timestep="0.001"/>
+  <worldbody>
+    <site name="anchor" pos="0.1 0.05 1.4"/>
+    <body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="1" contype="0" conaffinity="0"/>
+      <site name="mid" pos="0.15 0.02 0.03"/>
+      <body name="b" pos="0.3 0 0"><joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5" contype="0" conaffinity="0"/>
+        <site name="tip" pos="0.25 -0.01 0.02"/>
+      </body>
+    </body>
+    <body name="ball" pos="0.5 0.2 0.6"><freejoint/>
+      <geom type="sphere" size="0.05" mass="0.3" contype="0" conaffinity="0"/>
+      <site name="hook" pos="0 0 0.05"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="cable" stiffness="80" springlength="0.3 0.5" damping="2.5">
+      <site site="anchor"/><site site="mid"/><site site="tip"/></spatial>
+    <spatial name="string" limited="true" range="0 {max_len}" damping="0.4">
+      <site site="tip"/><site site="hook"/></spatial>
+  </tendon>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("max_len", [pytest.param(1.0, marks=pytest.mark.slow), 0.3],
+                         ids=["slack", "taut"])
+def test_spatial_tendons_through_sites_give_mujocos_qacc(tmp_path, max_len):
+    """Two spatial tendons through sites (on the world, on two links of an arm, on a free
+    ball): a spring with a deadband and damping on one, a limited string on the
+    other (slack, or stretched past its range so that MuJoCo's limit constraint pulls). At
+    random states diffmb's forward equals MuJoCo's qacc, and the lengths equal ten_length."""
+    f = tmp_path / "spatial.xml"
+    f.write_text(_SPATIAL.format(max_len=max_len))
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    model = diffmb.load_mjcf(f)
+    forces = diffmb.mjcf_forces(f)
+    (el,) = [x for x in forces if type(x).__name__ == "SpatialTendons"] or [
+        x for x in forces[0].limits if type(x).__name__ == "SpatialTendons"]
+    rng = np.random.default_rng(11)
+    d = mujoco.MjData(mj)
+    pulled = 0
+    for _ in range(4):
+        q = mj.qpos0.copy()
+        q[:2] = rng.uniform(-1, 1, 2)
+        q[2:5] += rng.normal(scale=0.1, size=3)
+        qq = rng.normal(size=4)
+        q[5:9] = qq / np.linalg.norm(qq)
+        v = rng.normal(size=mj.nv)
+        d.qpos[:], d.qvel[:] = q, v
+        mujoco.mj_forward(mj, d)
+        L, J = el.geometry(model, jnp.asarray(q))
+        np.testing.assert_allclose(np.asarray(L), d.ten_length, rtol=1e-12)
+        Jmj = np.zeros((mj.ntendon, mj.nv))
+        mujoco.mju_sparse2dense(Jmj, d.ten_J, mj.ten_J_rownnz, mj.ten_J_rowadr, mj.ten_J_colind)
+        np.testing.assert_allclose(np.asarray(J), Jmj, atol=1e-12)
+        a = diffmb.forward(model, jnp.asarray(q), jnp.asarray(v), forces=forces)
+        np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=1e-9, atol=1e-8)
+        pulled += d.ten_length[1] > max_len
+    assert pulled == (4 if max_len == 0.3 else 0)

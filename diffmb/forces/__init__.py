@@ -17,6 +17,7 @@ from .elements import JointDamping as JointDamping
 from .elements import JointFriction as JointFriction
 from .elements import JointLimits as JointLimits
 from .elements import JointSpring as JointSpring
+from .elements import SpatialTendons as SpatialTendons
 from .equality import Equalities as Equalities
 from .equality import solve_together as solve_together
 from .hydro import Hydrodynamics as Hydrodynamics

@@ -37,6 +37,7 @@ An element that pushes on bodies returns ``f_ext`` instead (see :class:`BodyWren
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 from typing import ClassVar
 
@@ -59,6 +60,7 @@ __all__ = [
     "JointLimits",
     "JointFriction",
     "FixedTendons",
+    "SpatialTendons",
     "Couplings",
     "BodyWrench",
     "GravityCompensation",
@@ -882,6 +884,16 @@ class FixedTendons(AbstractForce):
         """Tendon lengths (nten,)."""
         return self.coef @ _dof_positions(q, self.dof_qadr)
 
+    def geometry(self, model, q):
+        """Lengths L (nten,) and their Jacobian J (nten, nv), L̇ = J v."""
+        return self.lengths(q), self.coef
+
+    def without_limits(self):
+        """The same tendons with no limit (springs, damping and friction kept)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "limited", (False,) * len(self.limited))
+        return out
+
     def __call__(self, model, t, q, v, ctrl):
         return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
 
@@ -889,9 +901,10 @@ class FixedTendons(AbstractForce):
         """The tendon forces with ``tau`` (nv,) and ``f_ext`` acting besides them (used by the
         limits in MuJoCo's constraint form; called alone: gravity and velocity terms only)."""
         if len(self.dof_qadr) != model.nv:
-            raise TypeError(f"FixedTendons.coef: expected {len(self.dof_qadr)} columns to be the "
-                            f"model's nv = {model.nv}")
-        L, Ld = self.lengths(q), self.coef @ v
+            raise TypeError(f"{type(self).__name__}.coef: expected {len(self.dof_qadr)} columns "
+                            f"to be the model's nv = {model.nv}")
+        L, J = self.geometry(model, q)
+        Ld = J @ v
         lo, hi = self.springlength[:, 0], self.springlength[:, 1]
         f = self.stiffness * (jnp.maximum(lo - L, 0.0) - jnp.maximum(L - hi, 0.0))
         f = f - self.damping * Ld + friction_force(self.frictionloss, self.friction_slope, Ld)
@@ -899,19 +912,73 @@ class FixedTendons(AbstractForce):
         if self.limit_solref is None:
             f = f + jnp.where(lim, limit_force(L, Ld, self.lower, self.upper,
                                                self.limit_stiffness, self.limit_damping), 0.0)
-            return self.coef.T @ f, None
+            return J.T @ f, None
         below, above = lim & (L < self.lower), lim & (L > self.upper)
         side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))
         y = jnp.where(below, L - self.lower, jnp.where(above, self.upper - L, 1.0))
 
         def solve():  # one row per tendon: the violated side, with the passive forces as load
-            fl = soft_limit_rows(model, q, v, tau + self.coef.T @ f, f_ext,
-                                 side[:, None] * self.coef, y, self.limit_invweight,
-                                 self.limit_solref, self.limit_solimp)
+            fl = soft_limit_rows(model, q, v, tau + J.T @ f, f_ext, side[:, None] * J, y,
+                                 self.limit_invweight, self.limit_solref, self.limit_solimp)
             return side * fl
 
         f = f + jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(L.shape))
-        return self.coef.T @ f, None
+        return J.T @ f, None
+
+
+class SpatialTendons(FixedTendons):
+    """MuJoCo's spatial tendons through sites (no wrapping geoms or pulleys): each tendon is a
+    path of straight segments between sites fixed on bodies, its length L the sum of the
+    segment lengths and L̇ = J v with J = Σ uᵢᵀ (Vᵢ₊₁ − Vᵢ) (uᵢ the unit vector of segment i,
+    Vᵢ the point Jacobian of site i). Springs, damping, friction loss and limits are those of
+    :class:`FixedTendons` on these lengths, applied as tau = Jᵀ f (the tension pulling the sites
+    of each segment together).
+
+    ``paths``: per tendon, the sites in order as ``(body name or "world", (x, y, z))`` with the
+    position in the body's frame; the other keywords as :class:`FixedTendons`. Build from a
+    file with :func:`diffmb.io.mjcf.tendons_from_mjcf`.
+    """
+
+    site_pos: jnp.ndarray  # (nsite, 3) all paths' sites, in their bodies' frames
+    site_body: tuple = eqx.field(static=True)  # (nsite,) body names ("world" for fixed sites)
+    path_start: tuple = eqx.field(static=True)  # (nten + 1,) offsets into the sites
+
+    def __init__(self, paths, dof_qadr, **kw):
+        T = "SpatialTendons"
+        paths = [list(p) for p in paths]
+        for i, p in enumerate(paths):
+            if len(p) < 2:
+                raise ValueError(f"{T}.paths[{i}]: a tendon needs at least two sites, got {len(p)}")
+        nv = len(tuple(dof_qadr))
+        super().__init__(np.zeros((len(paths), nv)), dof_qadr, **kw)
+        self.site_body = tuple(str(b) for p in paths for b, _ in p)
+        self.site_pos = _num(T, "site_pos", np.array([x for p in paths for _, x in p], float),
+                             (len(self.site_body), 3))
+        self.path_start = tuple(int(x) for x in np.cumsum([0] + [len(p) for p in paths]))
+
+    def lengths(self, q):
+        raise TypeError("SpatialTendons.lengths needs the model: use geometry(model, q)")
+
+    def geometry(self, model, q):
+        from ..dynamics.kinematics import body_frames, kinematics, partial_velocities
+
+        kin = kinematics(model, q)
+        Rb, pb = body_frames(model, kin)
+        world = np.array([b == "world" for b in self.site_body])
+        idx = [0 if w else model.body_index(b) for b, w in zip(self.site_body, world,
+                                                               strict=True)]
+        x = jnp.einsum("kij,kj->ki", Rb[np.array(idx)], self.site_pos) + pb[np.array(idx)]
+        x = jnp.where(world[:, None], self.site_pos - kin.origin, x)  # relative to kin.origin
+        V, _ = partial_velocities(model, kin, x, idx)
+        V = jnp.where(world[:, None, None], 0.0, V)
+        Ls, Js = [], []
+        for a, b in zip(self.path_start[:-1], self.path_start[1:], strict=True):
+            d = x[a + 1:b] - x[a:b - 1]
+            n = jnp.sqrt(jnp.sum(d * d, axis=-1))
+            u = d / jnp.maximum(n, 1e-12)[:, None]
+            Ls.append(jnp.sum(n))
+            Js.append(jnp.einsum("si,sin->n", u, V[a + 1:b] - V[a:b - 1]))
+        return jnp.stack(Ls), jnp.stack(Js)
 
 
 class Couplings(AbstractForce):

@@ -34,7 +34,6 @@ from .elements import (
     AbstractForce,
     FixedTendons,
     JointLimits,
-    _dof_positions,
     _num,
     _soft_reference,
     _soft_rows,
@@ -314,10 +313,9 @@ class Equalities(AbstractForce):
                 w, sr, si = el.invweight, el.solref, el.solimp
             else:
                 if len(el.dof_qadr) != model.nv:
-                    raise TypeError(f"FixedTendons.coef: expected {len(el.dof_qadr)} columns "
-                                    f"to be the model's nv = {model.nv}")
-                C = el.coef
-                x = C @ _dof_positions(q, el.dof_qadr)
+                    raise TypeError(f"{type(el).__name__}.coef: expected {len(el.dof_qadr)} "
+                                    f"columns to be the model's nv = {model.nv}")
+                x, C = el.geometry(model, q)  # lengths and their Jacobian
                 lim, lo, hi = np.array(el.limited, bool), el.lower, el.upper
                 w, sr, si = el.limit_invweight, el.limit_solref, el.limit_solimp
             below, above = lim & (x < lo), lim & (x > hi)
@@ -382,10 +380,7 @@ def solve_together(forces) -> tuple:
             continue
         if isinstance(f, FixedTendons) and f.limit_solref is not None and any(f.limited):
             limits.append(f)
-            out.append(FixedTendons(
-                f.coef, f.dof_qadr, stiffness=f.stiffness, springlength=f.springlength,
-                damping=f.damping, frictionloss=f.frictionloss, friction_slope=f.friction_slope,
-                names=f.names))
+            out.append(f.without_limits())
             continue
         out.append(f)
     if not limits:

@@ -467,19 +467,28 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
     (``range``: MuJoCo's soft constraint from ``solreflimit``/``solimplimit`` and the tendon's
     inverse mass ``tendon_invweight0``, penalty gains from
     :func:`~diffmb.forces.elements.soft_constraint_gains` kept on it).
-    Spatial tendons are refused by :func:`mjcf_forces` (see :func:`unsupported_features`).
+    Spatial tendons: :func:`spatial_tendons_from_mjcf`.
     ``limits``/``friction`` False leave those parts out; the file's ``<flag>`` switches
     (limit, frictionloss, constraint, spring, damper) are honoured as MuJoCo honours them.
     """
-    import mujoco
 
-    from ..forces.elements import FixedTendons, friction_slope, soft_constraint_gains
+    from ..forces.elements import FixedTendons
 
     mj, _ = _as_mjmodel(src)
     ids = sorted(_fixed_tendon_ids(mj))
     if not ids:
         return None
+
     coef = np.stack([_tendon_coef(mj, t) for t in ids])
+    return FixedTendons(coef, _dof_qadr(mj), **_tendon_params(mj, ids, limits, friction))
+
+
+def _tendon_params(mj, ids, limits, friction) -> dict:
+    """The keywords of :class:`~diffmb.forces.FixedTendons` for MuJoCo's tendons ``ids``."""
+    import mujoco
+
+    from ..forces.elements import friction_slope, soft_constraint_gains
+
     kl, bl, cf = [], [], []
     for t in ids:
         m_eff = 1.0 / float(mj.tendon_invweight0[t])
@@ -491,8 +500,7 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
                                  mj.tendon_solimp_fri[t]))
     no_limits = not limits or _constraints_off(mj, "LIMIT")
     no_friction = not friction or _constraints_off(mj, "FRICTIONLOSS")
-    return FixedTendons(
-        coef, _dof_qadr(mj),
+    return dict(
         stiffness=np.asarray(mj.tendon_stiffness)[ids] * (not _disabled(mj, "SPRING")),
         springlength=np.asarray(mj.tendon_lengthspring)[ids],
         damping=np.asarray(mj.tendon_damping)[ids] * (not _disabled(mj, "DAMPER")),
@@ -507,6 +515,40 @@ def tendons_from_mjcf(src, *, limits=True, friction=True):
         limit_invweight=np.asarray(mj.tendon_invweight0, float)[ids],
         names=[mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_TENDON, t) or f"tendon{t}" for t in ids],
     )
+
+
+def _site_tendon_ids(mj) -> list:
+    """Spatial tendons whose every wrap is a site (no wrapping geom, no pulley)."""
+    import mujoco
+
+    out = []
+    for t in range(mj.ntendon):
+        a, n = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
+        if n >= 2 and all(int(mj.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_SITE)
+                          for w in range(a, a + n)):
+            out.append(t)
+    return out
+
+
+def spatial_tendons_from_mjcf(src, *, limits=True, friction=True):
+    """:class:`~diffmb.forces.SpatialTendons` of the file's spatial tendons through sites (None
+    if it has none), with the same springs, damping, friction loss and limits as
+    :func:`tendons_from_mjcf`. Tendons that wrap around geoms or pass pulleys are left to
+    :func:`unsupported_features`."""
+    from ..forces.elements import SpatialTendons
+
+    mj, _ = _as_mjmodel(src)
+    ids = _site_tendon_ids(mj)
+    if not ids:
+        return None
+    paths = []
+    for t in ids:
+        a, n = int(mj.tendon_adr[t]), int(mj.tendon_num[t])
+        sites = [int(mj.wrap_objid[w]) for w in range(a, a + n)]
+        paths.append([("world" if int(mj.site_bodyid[s]) == 0
+                       else _body_name(mj, int(mj.site_bodyid[s])),
+                       np.asarray(mj.site_pos[s], float)) for s in sites])
+    return SpatialTendons(paths, _dof_qadr(mj), **_tendon_params(mj, ids, limits, friction))
 
 
 def _coupling_ids(mj) -> list:
@@ -574,8 +616,9 @@ def unsupported_features(src) -> list[str]:
     mj, _ = _as_mjmodel(src)
     out = []
     fixed = _fixed_tendon_ids(mj)
-    if mj.ntendon - len(fixed):
-        out.append(f"spatial_tendons ({mj.ntendon - len(fixed)})")
+    wrapped = mj.ntendon - len(fixed) - len(_site_tendon_ids(mj))
+    if wrapped:
+        out.append(f"spatial_tendons ({wrapped} wrapping geoms or passing pulleys)")
     from .mjcf_equality import unsupported_equalities
 
     bad_eq = unsupported_equalities(mj)  # [] when the equality or constraint flag is off
@@ -1001,7 +1044,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
 
     Always: joint damping and springs (the Model's arrays, which :func:`load_mjcf` filled from
     the file), the file's actuators if it has any (joint or fixed-tendon transmission), fixed
-    tendons (:func:`tendons_from_mjcf`), joint/tendon equalities (:func:`couplings_from_mjcf`:
+    tendons (:func:`tendons_from_mjcf`), spatial tendons through sites
+    (:func:`spatial_tendons_from_mjcf`), joint/tendon equalities (:func:`couplings_from_mjcf`:
     soft, as MuJoCo's; ``exact_couplings=True`` holds linear ones to round-off instead) and
     connect/weld equalities (closed loops, welds: :func:`~diffmb.io.mjcf_equality.equalities_from_mjcf`,
     MuJoCo's soft rows solved together with the soft limits, as its solver does). ``friction=True``: the joints'
@@ -1071,7 +1115,8 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
     cpl = couplings_from_mjcf(src)
     if cpl is not None and exact_couplings:
         cpl = cpl.as_exact()
-    for el in (tendons_from_mjcf(src, limits=limits, friction=friction), cpl,
+    for el in (tendons_from_mjcf(src, limits=limits, friction=friction),
+               spatial_tendons_from_mjcf(src, limits=limits, friction=friction), cpl,
                equalities_from_mjcf(src)):
         if el is not None:
             out.append(el)
