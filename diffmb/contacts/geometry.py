@@ -600,14 +600,13 @@ def _convex_hull(owner, V):
     if not hull.volume > 1e-12 * scale**3:
         raise ValueError(f"{owner}.vertices: the {len(V)} points are flat or degenerate "
                          f"(hull volume {hull.volume:.3g} for an extent of {scale:.3g})")
-    planes = []
-    for n_, b in zip(hull.equations[:, :3], hull.equations[:, 3], strict=True):
-        n_ = n_ / np.linalg.norm(n_)
-        off = -b
-        if not any(np.max(np.abs(p[:3] - n_)) < 1e-9 and abs(p[3] - off) < 1e-9 * scale
-                   for p in planes):
-            planes.append(np.concatenate([n_, [off]]))
-    return V[np.sort(hull.vertices)], np.array(planes), V[hull.simplices]
+    n_ = hull.equations[:, :3] / np.linalg.norm(hull.equations[:, :3], axis=1, keepdims=True)
+    planes = np.concatenate([n_, -hull.equations[:, 3:]], axis=1)
+    # coplanar triangles share a plane: keep one (to 1e-9; a pair split by the rounding
+    # only repeats a plane, which changes no distance)
+    key = np.round(np.concatenate([n_, planes[:, 3:] / scale], axis=1) * 1e9)
+    _, first = np.unique(key, axis=0, return_index=True)
+    return V[np.sort(hull.vertices)], planes[np.sort(first)], V[hull.simplices]
 
 
 class ConvexMesh(AbstractGeom):
