@@ -261,7 +261,7 @@ def test_a1_urdf_stands_on_its_collision_feet_as_in_mujoco():
 def _solo12_mujoco(path, k, b):
     """MuJoCo's import of Solo-12's URDF (its meshes given as assets, as MuJoCo looks them up
     by file name), with a free joint, springs k and dampers b on the hinges and a floor; the
-    links collide with the floor only (conaffinity 0), as diffmb's URDF contacts do."""
+    links collide with the floor only (conaffinity 0), as diffmb's with self_collision=False."""
     import pathlib
     import re
 
@@ -292,8 +292,8 @@ def test_solo12_urdf_stands_on_its_collision_meshes_as_in_mujoco():
     them) instead of sinking to z = -0.29 m as without contacts, its base within 12 mm of
     MuJoCo's (9.6 mm lower measured: the mass-normalised stiffness takes each light lower
     leg's own effective mass, so the feet sink ~1 cm under the robot's weight where MuJoCo's
-    constraint solver sinks them 0.3 mm). MuJoCo's links collide with the floor only here
-    (diffmb's URDF contacts have no link-link pairs)."""
+    constraint solver sinks them 0.3 mm). The links collide with the floor only here, in both
+    (conaffinity 0 in MuJoCo, self_collision=False in diffmb)."""
     path = erd_path("solo_description/robots/solo12.urdf")
     k, b = 10.0, 0.5
     model = diffmb.load_urdf(path, floating_base=True)
@@ -315,7 +315,7 @@ def test_solo12_urdf_stands_on_its_collision_meshes_as_in_mujoco():
         body = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, int(mj.geom_bodyid[g]))
         lowest[body] = min(lowest.get(body, np.inf), z)
     hinge = np.r_[np.zeros(6), np.ones(12)]
-    forces = diffmb.urdf_forces(path, model, ground=0.0) + (
+    forces = diffmb.urdf_forces(path, model, ground=0.0, self_collision=False) + (
         JointSpring(k * hinge, qref), JointDamping(b * hinge))
     (el,) = [x for x in forces if isinstance(x, Contacts)]
     assert {g.kind for g in el.geoms} == {"mesh"} and len(el.geoms) == 17
@@ -361,15 +361,16 @@ _SPINNER = """<?xml version="1.0"?>
 def test_a_link_spinning_about_its_centre_of_mass_gets_a_finite_contact_mass(tmp_path):
     """A link on a fixed base turning about an axis through its centre of mass: MuJoCo's
     body_invweight0 (translation) is 0 there. The paddle's contact takes the inverse weight at
-    its own centre (MuJoCo's Jacobian and M⁻¹ there), finite; the hub on the axis, which no joint
-    moves, is left out instead of an infinite stiffness."""
+    its own centre (MuJoCo's Jacobian and M⁻¹ there), finite; the hub centred on the axis
+    takes the rotational inverse weight (MuJoCo's body_invweight0[1], the same body) times its
+    radius², finite too, instead of an infinite stiffness."""
     f = tmp_path / "spinner.urdf"
     f.write_text(_SPINNER)
     mj = mujoco.MjModel.from_xml_path(str(f))
     arm = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, "arm")
     assert mj.body_invweight0[arm, 0] < 1e-12  # MuJoCo's own: the com cannot translate
     (el,) = [x for x in diffmb.urdf_forces(f, ground=-1.0) if isinstance(x, Contacts)]
-    assert [g.name for g in el.geoms] == ["paddle"]
+    assert [g.name for g in el.geoms] == ["paddle", "hub"]
     d = mujoco.MjData(mj)
     mujoco.mj_forward(mj, d)
     box = [j for j in range(mj.ngeom) if mj.geom_type[j] == mujoco.mjtGeom.mjGEOM_BOX][0]
@@ -382,12 +383,14 @@ def test_a_link_spinning_about_its_centre_of_mass_gets_a_finite_contact_mass(tmp
                                  mj.geom_solimp[box][:2])
     np.testing.assert_allclose(float(el.stiffness[0]), float(k), rtol=1e-9)
     np.testing.assert_allclose(float(el.damping[0]), float(b), rtol=1e-9)
+    w_hub = mj.body_invweight0[arm, 1] * 0.03**2
+    k, _ = soft_constraint_gains(1.0 / w_hub, mj.geom_solref[box], mj.geom_solimp[box][:2])
+    np.testing.assert_allclose(float(el.stiffness[1]), float(k), rtol=1e-9)
 
 
-def test_contacts_built_by_hand_on_a_spinning_link_are_finite_or_refused(tmp_path):
-    """The same two shapes given to Contacts(model=...) directly: the paddle gets the contact
-    mass at its centre (the stiffness urdf_forces gives, itself checked against MuJoCo above), and
-    the hub, which no joint moves, is refused by name rather than given an infinite stiffness."""
+def test_contacts_built_by_hand_on_a_spinning_link_are_finite(tmp_path):
+    """The same two shapes given to Contacts(model=...) directly get the stiffness urdf_forces
+    gives (itself checked against MuJoCo above), not an infinite one."""
     from diffmb.contacts import Box, Sphere
 
     f = tmp_path / "spinner.urdf"
@@ -395,9 +398,72 @@ def test_contacts_built_by_hand_on_a_spinning_link_are_finite_or_refused(tmp_pat
     model = diffmb.load_urdf(f)
     (ref,) = [x for x in diffmb.urdf_forces(f, model, ground=-1.0) if isinstance(x, Contacts)]
     floor = Plane((0.0, 0.0, 1.0), -1.0)
-    el = Contacts([Box("arm", (0.05, 0.02, 0.01), pos=(0.2, 0, 0), name="paddle")], floor,
-                  model=model)
-    assert np.isfinite(float(el.stiffness[0]))
-    np.testing.assert_allclose(float(el.stiffness[0]), float(ref.stiffness[0]), rtol=1e-9)
-    with pytest.raises(ValueError, match="'hub'.*no joint moves"):
-        Contacts([Sphere("arm", 0.03, name="hub")], floor, model=model)
+    el = Contacts([Box("arm", (0.05, 0.02, 0.01), pos=(0.2, 0, 0), name="paddle"),
+                   Sphere("arm", 0.03, name="hub")], floor, model=model)
+    assert np.all(np.isfinite(np.asarray(el.stiffness)))
+    np.testing.assert_allclose(np.asarray(el.stiffness), np.asarray(ref.stiffness), rtol=1e-9)
+
+
+_FOLDED = """<?xml version="1.0"?>
+<robot name="folded">
+  <link name="base">
+    <inertial><mass value="1.0"/>
+      <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
+    <collision name="plate"><geometry><box size="0.4 0.4 0.05"/></geometry></collision>
+  </link>
+  <link name="upper">
+    <inertial><origin xyz="0 0 -0.1"/><mass value="0.3"/>
+      <inertia ixx="1e-3" ixy="0" ixz="0" iyy="1e-3" iyz="0" izz="1e-4"/></inertial>
+    <collision name="elbow"><origin xyz="0 0 -0.05"/><geometry><sphere radius="0.04"/></geometry>
+    </collision>
+  </link>
+  <link name="lower">
+    <inertial><origin xyz="0 0 -0.1"/><mass value="0.2"/>
+      <inertia ixx="1e-3" ixy="0" ixz="0" iyy="1e-3" iyz="0" izz="1e-4"/></inertial>
+    <collision name="hand"><origin xyz="0 0 -0.2"/><geometry><sphere radius="0.03"/></geometry>
+    </collision>
+  </link>
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/>
+    <origin xyz="0.1 0 0"/><axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="1" velocity="1"/>
+  </joint>
+  <joint name="elbow" type="revolute"><parent link="upper"/><child link="lower"/>
+    <origin xyz="0 0 -0.2"/><axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="1" velocity="1"/>
+  </joint>
+</robot>
+"""
+
+
+def test_links_collide_as_mujocos_urdf_import_filters_them(tmp_path):
+    """A floating plate with a two-link arm folded back so that the hand (on the grandchild)
+    presses into the plate's underside and the elbow sphere (on the plate's child) overlaps it
+    too. MuJoCo's URDF import (a free joint and a floor added, every default filter on) reports
+    one contact, hand against plate (parent and child are filtered); diffmb's pairs with a
+    penetration are the same, and the depth is MuJoCo's (−dist)."""
+    f = tmp_path / "folded.urdf"
+    f.write_text(_FOLDED)
+    model = diffmb.load_urdf(f, floating_base=True)
+    mj = _mujoco_with_floor(f)
+    q = np.array(mj.qpos0)
+    q[2] = 1.0  # far above the floor
+    q[7:] = [0.3, 2.6]  # the forearm folds back up under the plate
+    d = mujoco.MjData(mj)
+    d.qpos[:] = q
+    mujoco.mj_forward(mj, d)
+    names = {mj.body(mj.geom_bodyid[c.geom[0]]).name + "/" + mj.body(mj.geom_bodyid[c.geom[1]]).name
+             for c in d.contact[: d.ncon]}
+    assert names in ({"base/lower"}, {"lower/base"}), names
+    depth = -float(d.contact[0].dist)
+    assert depth > 1e-3
+    (el,) = [x for x in diffmb.urdf_forces(f, model, ground=0.0) if isinstance(x, Contacts)]
+    traj = diffmb.Trajectory(ts=jnp.zeros(1), q=jnp.asarray(q)[None], v=jnp.zeros((1, model.nv)),
+                             status=jnp.int32(0), t_fail=jnp.inf, num_steps=jnp.int32(1),
+                             aux=((jnp.zeros((1, el.n_points, 3)),), None))
+    res = diffmb.contacts.contact_forces(model, traj, (el,))
+    pen = np.asarray(res.penetration[0])
+    touching = {tuple(sorted(p)) for p, x in zip(res.pairs, pen, strict=True) if x > 0}
+    assert touching == {("hand", "plate")}, touching
+    assert float(pen.max()) == pytest.approx(depth, abs=1e-9)
+    # switched off, only the floor pairs remain
+    (floor_only,) = [x for x in diffmb.urdf_forces(f, model, ground=0.0, self_collision=False)
+                     if isinstance(x, Contacts)]
+    assert all(kind == "terrain" for _, kind, _ in floor_only.pairs)

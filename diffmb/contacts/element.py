@@ -139,25 +139,30 @@ def _rigid_weight(model: Model):
 
 def _point_inv_weight(model: Model, q, a, b=None):
     """trace(J M⁻¹ Jᵀ)/3 of the relative velocity of geoms ``a`` and ``b`` (None: the world) at
-    the centre of ``a``. Raises ValueError, naming the geoms, where no joint moves that point:
-    such a pair can never exert a force."""
-    from .geometry import geom_frames
+    the centre of ``a``; where no joint moves that point, the rotational inverse weight
+    trace(Ω M⁻¹ Ωᵀ)/3 times the square of ``a``'s bounding radius. Raises ValueError, naming
+    the geoms, where no joint moves ``a`` relative to ``b`` at all: such a pair never pushes."""
+    from .geometry import bounding_radius, geom_frames
 
     q = model.qpos0 if q is None else _f64(q)
     kin = kinematics(model, q)
     (_, x), = geom_frames(model, kin, [a])
     x = x - kin.origin
     J = jnp.zeros((3, model.nv))
+    W = jnp.zeros((3, model.nv))
     for g, sign in ((a, 1.0), (b, -1.0)):
         if g is not None and _bid(model, g) >= 0:
-            V, _ = partial_velocities(model, kin, x[None], [_bid(model, g)])
-            J = J + sign * V[0]
-    w = jnp.trace(J @ jnp.linalg.solve(mass_matrix(model, q), J.T)) / 3.0
-    if is_concrete(w) and not float(w) > float(_rigid_weight(model)):
+            V, Om = partial_velocities(model, kin, x[None], [_bid(model, g)])
+            J, W = J + sign * V[0], W + sign * Om[0]
+    Minv = jnp.linalg.inv(mass_matrix(model, q))
+    w = jnp.trace(J @ Minv @ J.T) / 3.0
+    turning = jnp.trace(W @ Minv @ W.T) / 3.0 * bounding_radius(a) ** 2
+    tiny = _rigid_weight(model)
+    w = jnp.where(w > tiny, w, turning)
+    if is_concrete(w) and not float(w) > float(tiny):
         other = "the ground" if b is None else f"geom {b.name!r}"
         raise ValueError(f"Contacts: geom {a.name!r} (body {a.body!r}) against {other}: no "
-                         "joint moves the geom's centre, so the pair can never push; leave it "
-                         "out")
+                         "joint moves the geom, so the pair can never push; leave it out")
     return w
 
 
@@ -201,8 +206,8 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
             w = inv_weight(_bid(model, a))
             if kind == "geom":
                 w = w + inv_weight(_bid(model, el.geoms[ib]))
-            # neither body's com translates (a link spinning about it): the relative motion at
-            # the geom's centre, as MuJoCo's contact would otherwise be rigid
+            # neither body's com translates (a link turning about it): the relative motion at
+            # the geom (MuJoCo's contact would be rigid)
             other = el.geoms[ib] if kind == "geom" else None
             if not is_concrete(w):
                 w = jnp.where(w > _rigid_weight(model), w, _point_inv_weight(model, q, a, other))

@@ -697,6 +697,21 @@ def body_index(model: Model, body, owner: str = "geom") -> int:
     return int(body)
 
 
+def bounding_radius(g) -> float:
+    """The radius (m) of the sphere about geom ``g``'s centre that holds it (0 for a point)."""
+    if g.kind == "mesh":
+        return float(np.max(np.linalg.norm(np.asarray(g.vertices), axis=1)))
+    if g.kind == "box":
+        return float(np.linalg.norm(np.asarray(g.half_sizes)))
+    if g.kind == "capsule":
+        return float(g.radius) + float(g.half_length)
+    if g.kind == "cylinder":
+        return float(np.hypot(float(g.radius), float(g.half_height)))
+    if g.kind == "ellipsoid":
+        return float(np.max(np.asarray(g.radii)))
+    return float(getattr(g, "radius", 0.0))
+
+
 def geom_frames(model: Model, kin: KinematicsData, geoms):
     """World rotation (3, 3) and origin (3,) of each geom (a list of pairs), from the shared
     kinematics; a geom on the world (body -1) is posed in the fixed world frame."""

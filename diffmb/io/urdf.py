@@ -208,7 +208,8 @@ def _attr(src, elem, name, attr, default, *, nonnegative=False):
 
 
 def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True, mimic=True,
-                floating_base=False, exact_couplings=False, ground=None, ignore=()) -> tuple:
+                floating_base=False, exact_couplings=False, ground=None, ignore=(),
+                self_collision=True) -> tuple:
     """The force elements that make a URDF file simulate as MuJoCo simulates it when it loads
     the same file (MuJoCo turns ``<dynamics damping friction>`` into damping and
     ``frictionloss``, ``<limit lower upper>`` of revolute/prismatic joints into limits and
@@ -229,8 +230,9 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
     or a terrain (:class:`~diffmb.contacts.Plane`, :class:`~diffmb.contacts.HeightField`) adds a
     :class:`~diffmb.contacts.Contacts` element between the links' ``<collision>`` shapes and
     that ground, as :func:`contacts_from_urdf` builds it (meshes as their convex hulls; a mesh
-    file that cannot be read is refused unless ``ignore=("unsupported_contacts",)``; no
-    contact between links).
+    file that cannot be read is refused unless ``ignore=("unsupported_contacts",)``), and with
+    ``self_collision`` (default, as MuJoCo's importer) between the shapes of moving links that
+    are not parent and child.
     """
     import jax.numpy as jnp
 
@@ -302,7 +304,8 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
                              dof_qpos_addresses(model), [f"mimic:{a}" for a, *_ in mim],
                              exact=exact_couplings))
     if terrain is not None:
-        out += contacts_from_urdf(path, model, terrain, ignore=ignore)
+        out += contacts_from_urdf(path, model, terrain, ignore=ignore,
+                                  self_collision=self_collision)
     return tuple(out)
 
 
@@ -320,16 +323,17 @@ def _ground(ground):
     return Plane((0.0, 0.0, 1.0), ground, name="ground")
 
 
-def _fused_inverse_weights(model: Model, shapes) -> list:
-    """MuJoCo's translational ``body_invweight0`` for each shape in ``shapes`` (on moving
-    links): the links on one node (a link and its fixed-joint descendants) are one body in
-    MuJoCo (its URDF importer fuses them), and trace(J M⁻¹ Jᵀ)/3, J the Jacobian of their
-    joint centre of mass, at ``model.qpos0``. Where that centre cannot translate (a link
-    spinning about an axis through it) the inverse weight is taken at the shape's own centre
-    instead, as MuJoCo's contacts would otherwise be rigid; 0 where no joint moves that point
-    either (the shape then exerts no force)."""
+def _fused_inverse_weights(model: Model, geoms) -> list:
+    """MuJoCo's translational ``body_invweight0`` for each of ``geoms`` (on moving links): the
+    links on one node (a link and its fixed-joint descendants) are one body in MuJoCo (its URDF
+    importer fuses them), and trace(J M⁻¹ Jᵀ)/3, J the Jacobian of their joint centre of mass,
+    at ``model.qpos0``. Where that centre cannot translate (a link turning about an axis
+    through it, where MuJoCo's contact would be rigid), the inverse weight of the geom's own
+    centre, or where that cannot translate either, the rotational one (trace(Ω M⁻¹ Ωᵀ)/3) times
+    the square of the geom's bounding radius; 0 where no joint moves the geom at all."""
     import jax.numpy as jnp
 
+    from ..contacts.geometry import bounding_radius
     from ..dynamics.api import mass_matrix
     from ..dynamics.kinematics import body_coms, body_frames, kinematics, partial_velocities
 
@@ -341,20 +345,22 @@ def _fused_inverse_weights(model: Model, shapes) -> list:
     Minv = np.linalg.inv(np.asarray(mass_matrix(model, q)))
     bid = {n: i for i, n in enumerate(model.body_names)}
     reps, points = [], []
-    for g in shapes:  # the fused body's centre of mass, then the shape's centre
+    for g in geoms:  # the fused body's centre of mass, then the geom's centre
         b = bid[g.body]
         group = [i for i, n in enumerate(model.body_node) if n == model.body_node[b]]
         mg = mass[group].sum()
         reps += [b, b]
         points += [mass[group] @ com[group] / mg if mg > 0 else com[b],
                    pb[b] + Rb[b] @ np.asarray(g.pos, float)]
-    V, _ = partial_velocities(model, kin, jnp.asarray(np.array(points)), reps)
-    V = np.asarray(V)
+    V, W = (np.asarray(x) for x in partial_velocities(model, kin, jnp.asarray(np.array(points)),
+                                                       reps))
     w = np.einsum("kin,nm,kim->k", V, Minv, V).reshape(-1, 2) / 3.0
+    w_rot = np.einsum("kin,nm,kim->k", W, Minv, W).reshape(-1, 2)[:, 1] / 3.0
     tiny = 1e-10 / max(float(mass.sum()), 1e-300)  # an effective mass 1e10 × the robot's
     out = []
-    for at_com, at_centre in w:
-        out.append(at_com if at_com > tiny else (at_centre if at_centre > tiny else 0.0))
+    for g, (at_com, at_centre), wr in zip(geoms, w, w_rot, strict=True):
+        turning = wr * bounding_radius(g) ** 2
+        out.append(next((x for x in (at_com, at_centre, turning) if x > tiny), 0.0))
     return out
 
 
@@ -395,7 +401,7 @@ def _mesh_scales(root) -> list:
 
 
 def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(),
-                       floating_base=False) -> tuple:
+                       floating_base=False, self_collision=True) -> tuple:
     """Contacts between the links' ``<collision>`` shapes and ``ground``, as MuJoCo collides the
     URDF file when a floor is added to it: ``(Contacts,)``, or ``()`` when no moving link has a
     collision shape.
@@ -415,15 +421,18 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
     ``solimp`` (0.9, 0.95), margin 0; normal stiffness and damping by
     :func:`~diffmb.forces.elements.soft_constraint_gains` from the effective mass of the body
     MuJoCo's importer makes of the link and its fixed-joint descendants (its
-    ``body_invweight0``; at the shape's centre where that body's centre of mass cannot
-    translate, and the shape is left out where no joint moves its centre), shared among the
-    shape's ``n_active`` points; the stiction spring takes the same stiffness and critical
+    ``body_invweight0``; where that body's centre of mass cannot translate, the shape's
+    centre, or its rotation times its bounding radius: see ``_fused_inverse_weights``), shared
+    among the shape's ``n_active`` points; the stiction spring takes the same stiffness and critical
     damping.
 
-    Not modelled: contacts between links (MuJoCo would collide links that are not parent and
-    child). ``model``: the Model of ``load_urdf(path, floating_base)`` (loaded if not given).
+    ``self_collision`` (default True): also the pairs of shapes on two moving links that MuJoCo's
+    importer lets collide (every shape has contype = conaffinity = 1): links on different
+    bodies (after fusing fixed joints) that are not parent and child, with the pair's
+    effective mass 1/(w_A + w_B) and the same defaults; links welded to the world take no
+    part. ``model``: the Model of ``load_urdf(path, floating_base)`` (loaded if not given).
     """
-    from ..contacts.element import Contacts
+    from ..contacts.element import Contacts, pair_n_active
     from ..contacts.geometry import Box, Capsule, ConvexMesh, Cylinder, Sphere
     from ..forces.elements import soft_constraint_gains
     from .geometry import urdf_collision_geoms
@@ -440,12 +449,9 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
         if g.body not in node:
             raise ValueError(f"{src}: link {g.body!r} is no body of model {model.name!r}: pass "
                              "the Model loaded from this file")
-    geoms, ms, dropped = [], [], []
+    geoms, dropped = [], []
     moving = [(g, s) for g, s in zip(shapes, scales, strict=True) if node[g.body] >= 0]
-    inv_w = _fused_inverse_weights(model, [g for g, _ in moving]) if moving else []
-    for (g, scale), w in zip(moving, inv_w, strict=True):
-        if not w > 0:
-            continue  # no joint moves this shape's centre: it exerts no force
+    for g, scale in moving:
         kw = dict(pos=np.asarray(g.pos, float), quat=np.asarray(g.quat, float), name=g.name)
         if g.kind == "mesh":
             try:
@@ -466,13 +472,42 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
             cls = {"sphere": Sphere, "capsule": Capsule, "cylinder": Cylinder}.get(g.kind)
             geom = Box(g.body, size, **kw) if g.kind == "box" else cls(g.body, *size, **kw)
         geoms.append(geom)
-        ms.append(1.0 / w / geom.n_active)
+    inv_w = _fused_inverse_weights(model, geoms) if geoms else []
+    geoms = [g for g, w in zip(geoms, inv_w, strict=True) if w > 0]  # 0: no joint moves it
+    ms = [1.0 / w / g.n_active for g, w in zip(geoms, [w for w in inv_w if w > 0], strict=True)]
     if dropped:
         warnings.warn(f"{src}: collision meshes dropped, these links do not touch the ground: "
                       + ", ".join(dropped), stacklevel=3)
     if not geoms:
         return ()
+    pairs_a, others = list(geoms), [terrain] * len(geoms)
+    if self_collision:
+        for i, j in _self_collision_pairs(model, geoms):
+            pairs_a.append(geoms[i])
+            others.append(geoms[j])
+            wi, wj = (1.0 / (ms[x] * geoms[x].n_active) for x in (i, j))
+            ms.append(1.0 / (wi + wj) / pair_n_active(geoms[i], geoms[j]))
     m_pt = np.array(ms)
     k, b = (np.asarray(x) for x in soft_constraint_gains(m_pt, (0.02, 1.0), (0.9, 0.95)))
-    return (Contacts(geoms, terrain, model=model, stiffness=k, damping=b, mu=1.0,
+    return (Contacts(pairs_a, others, model=model, stiffness=k, damping=b, mu=1.0,
                      tangential_stiffness=k, tangential_damping=2.0 * np.sqrt(k * m_pt)),)
+
+
+def _self_collision_pairs(model: Model, geoms) -> list:
+    """Index pairs (i, j), i < j, of ``geoms`` that MuJoCo's URDF import would collide: on
+    different bodies (nodes) that are not parent and child in the tree of bodies."""
+    nodes = set(int(n) for n in model.body_node)
+    parent = {}
+    for n in nodes:  # the nearest ancestor node that is a body (a free joint is two nodes)
+        p = int(model.node_parent[n])
+        while p >= 0 and p not in nodes:
+            p = int(model.node_parent[p])
+        parent[n] = p
+    node = dict(zip(model.body_names, (int(n) for n in model.body_node), strict=True))
+    out = []
+    for i in range(len(geoms)):
+        for j in range(i + 1, len(geoms)):
+            a, b = node[geoms[i].body], node[geoms[j].body]
+            if a != b and parent[a] != b and parent[b] != a:
+                out.append((i, j))
+    return out
