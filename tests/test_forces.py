@@ -166,13 +166,18 @@ def test_elements_are_pytrees_with_trainable_leaves():
     act = actuators_from_mjcf(XML)
     leaves = eqx.filter(act, eqx.is_inexact_array)
     assert leaves.gain.shape == (4,) and leaves.gear.shape == (4,)
-    with pytest.raises(ValueError, match="activation dynamics"):
+    with pytest.raises(ValueError, match="activation dynamics mjDYN_MUSCLE"):
         actuators_from_mjcf(
             mujoco.MjModel.from_xml_string(
                 '<mujoco><worldbody><body><joint name="j"/><geom size=".1"/></body></worldbody>'
-                '<actuator><position joint="j" kp="1" timeconst="0.1"/></actuator></mujoco>'
+                '<actuator><general joint="j" dyntype="muscle"/></actuator></mujoco>'
             )
         )
+    filtered = actuators_from_mjcf(mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="j"/><geom size=".1"/></body></worldbody>'
+        '<actuator><position joint="j" kp="1" timeconst="0.1"/></actuator></mujoco>'))
+    leaves = eqx.filter(filtered, eqx.is_inexact_array)
+    assert leaves.timeconst.shape == (1,) and leaves.actuators.gain.shape == (1,)
 
 
 # ------------------------------------------------------------------------------------------

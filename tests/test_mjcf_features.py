@@ -149,14 +149,25 @@ def test_tendon_equality_like_mujoco(tmp_path):
 
 
 def test_unsupported_tendons_and_equalities_are_named(tmp_path):
-    spatial = """<tendon><spatial name="s"><site site="s1"/><site site="s2"/></spatial></tendon>"""
+    spatial = """<tendon><spatial name="s"><site site="s1"/><site site="s2"/></spatial>
+      <spatial name="w"><site site="s1"/><geom geom="pulley"/><site site="s2"/></spatial>
+    </tendon>"""
     f = tmp_path / "spatial.xml"
     f.write_text(_TWO_LINK.format(extra=spatial, j1="", j2="").replace(
-        '<body name="b" pos="0.3 0 0">', '<site name="s1"/><body name="b" pos="0.3 0 0">'
-        '<site name="s2" pos="0.1 0 0"/>'))
-    with pytest.raises(NotImplementedError, match=r"spatial_tendons \(1\)"):
+        '<body name="b" pos="0.3 0 0">', '<site name="s1"/><geom name="pulley" type="sphere" '
+        'size="0.05" pos="0.15 0 0.06" contype="0" conaffinity="0"/>'
+        '<body name="b" pos="0.3 0 0"><site name="s2" pos="0.1 0 0"/>'))
+    # through sites: modelled (with no limit or friction, even where no joint changes its
+    # length at qpos0); around a geom: refused by name
+    with pytest.raises(NotImplementedError, match=r"spatial_tendons \(1 wrapping"):
         diffmb.mjcf_forces(f)
-    assert len(diffmb.mjcf_forces(f, ignore=("spatial_tendons",))) == 2
+    kinds = [type(e).__name__ for e in diffmb.mjcf_forces(f, ignore=("spatial_tendons",))]
+    assert kinds == ["JointDamping", "JointSpring", "SpatialTendons"]
+    f.write_text(f.read_text().replace('<spatial name="s">', '<spatial name="s" limited="true" '
+                                       'range="0 0.5">'))
+    with pytest.raises(ValueError, match=r"'s'.*no joint changes the tendon's length"):
+        diffmb.mjcf_forces(f, ignore=("spatial_tendons",))
+    f.write_text(f.read_text().replace('limited="true" range="0 0.5"', ""))
     # an equality on a spatial tendon is not modelled (connect and weld are: Equalities)
     f.write_text(f.read_text().replace("</tendon>", '</tendon><equality><tendon tendon1="s"/>'
                                        "</equality>"))

@@ -39,10 +39,13 @@ SPATIAL = """
 <mujoco>
   <worldbody>
     <site name="anchor" pos="0 0 1"/>
+    <geom name="peg" type="cylinder" size="0.02 0.1" pos="0.05 0 0.75" quat="0.707 0.707 0 0"
+          contype="0" conaffinity="0"/>
     <body name="ball" pos="0 0 0.5"><freejoint/><geom type="sphere" size="0.05"/>
       <site name="hook"/></body>
   </worldbody>
-  <tendon><spatial limited="true" range="0 0.6"><site site="anchor"/><site site="hook"/></spatial>
+  <tendon><spatial limited="true" range="0 0.6"><site site="anchor"/><geom geom="peg"/>
+    <site site="hook"/></spatial>
   </tendon>
 </mujoco>
 """
@@ -137,7 +140,7 @@ def test_a_refusal_names_only_the_out_of_scope_feature(tmp_path):
     r = scenes.check_scene(f, source="extra")
     assert r["status"] == "refused" and r["out_of_scope"], r
     assert "flex" in r["why"] and str(f) not in r["why"]
-    # an in-scope refusal is not counted as out of scope: a spatial tendon
+    # an in-scope refusal is not counted as out of scope: a spatial tendon around a geom
     cup = tmp_path / "cup.xml"
     cup.write_text(SPATIAL)
     r = scenes.check_scene(cup, source="extra")

@@ -697,19 +697,20 @@ def body_index(model: Model, body, owner: str = "geom") -> int:
     return int(body)
 
 
-def bounding_radius(g) -> float:
-    """The radius (m) of the sphere about geom ``g``'s centre that holds it (0 for a point)."""
+def bounding_radius(g):
+    """The radius (m) of the sphere about geom ``g``'s centre that holds it (0 for a point);
+    traced where the geom's sizes are."""
     if g.kind == "mesh":
-        return float(np.max(np.linalg.norm(np.asarray(g.vertices), axis=1)))
+        return jnp.max(jnp.linalg.norm(g.vertices, axis=1))
     if g.kind == "box":
-        return float(np.linalg.norm(np.asarray(g.half_sizes)))
+        return jnp.linalg.norm(g.half_sizes)
     if g.kind == "capsule":
-        return float(g.radius) + float(g.half_length)
+        return g.radius + g.half_length
     if g.kind == "cylinder":
-        return float(np.hypot(float(g.radius), float(g.half_height)))
+        return jnp.hypot(g.radius, g.half_height)
     if g.kind == "ellipsoid":
-        return float(np.max(np.asarray(g.radii)))
-    return float(getattr(g, "radius", 0.0))
+        return jnp.max(g.radii)
+    return jnp.asarray(getattr(g, "radius", 0.0), dtype=jnp.float64)
 
 
 def geom_frames(model: Model, kin: KinematicsData, geoms):

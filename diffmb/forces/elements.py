@@ -689,7 +689,7 @@ def _soft_rows(owner, n, solref, solimp, invweight, prefix=""):
         jnp.asarray(x, dtype=jnp.float64), (n, w)) if np.ndim(x) == 1 else x
     sr = _num(owner, prefix + "solref", rows(solref, 2), (n, 2))
     si = _num(owner, prefix + "solimp", rows(solimp, 5), (n, 5))
-    w = _num(owner, prefix + "invweight", invweight, (n,), broadcast=True, lo=0.0, lo_open=True)
+    w = _num(owner, prefix + "invweight", invweight, (n,), broadcast=True, lo=0.0)  # 0: rigid
     if is_concrete(si):
         a, f = np.asarray(si), prefix + "solimp"
         # MuJoCo loads any of these in [0, 1] and clamps them when it evaluates (d to

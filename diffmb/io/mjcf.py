@@ -489,17 +489,31 @@ def _tendon_params(mj, ids, limits, friction) -> dict:
 
     from ..forces.elements import friction_slope, soft_constraint_gains
 
+    no_limits = not limits or _constraints_off(mj, "LIMIT")
+    no_friction = not friction or _constraints_off(mj, "FRICTIONLOSS")
     kl, bl, cf = [], [], []
     for t in ids:
-        m_eff = 1.0 / float(mj.tendon_invweight0[t])
+        w = float(mj.tendon_invweight0[t])
+        limited = bool(mj.tendon_limited[t]) and not no_limits
+        rubs = float(mj.tendon_frictionloss[t]) > 0 and not no_friction
+        if not w > 0:  # no joint changes its length at qpos0 (a straight path, say)
+            if limited or rubs:
+                raise ValueError(
+                    f"{object_name(mj, 'TENDON', t)!r}: no joint changes the tendon's length at "
+                    "qpos0 (tendon_invweight0 = 0), where MuJoCo makes its limit and friction "
+                    "rigid; diffmb's soft laws need a finite effective mass: start the model "
+                    "where the tendon can move, or leave out its range and frictionloss")
+            kl.append(0.0)
+            bl.append(0.0)
+            cf.append(0.0)
+            continue
+        m_eff = 1.0 / w
         k, b = soft_constraint_gains(m_eff, _solref(mj, mj.tendon_solref_lim[t]),
                                      mj.tendon_solimp_lim[t])
         kl.append(k)
         bl.append(b)
         cf.append(friction_slope(m_eff, _solref(mj, mj.tendon_solref_fri[t]),
                                  mj.tendon_solimp_fri[t]))
-    no_limits = not limits or _constraints_off(mj, "LIMIT")
-    no_friction = not friction or _constraints_off(mj, "FRICTIONLOSS")
     return dict(
         stiffness=np.asarray(mj.tendon_stiffness)[ids] * (not _disabled(mj, "SPRING")),
         springlength=np.asarray(mj.tendon_lengthspring)[ids],

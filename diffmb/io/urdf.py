@@ -359,7 +359,7 @@ def _fused_inverse_weights(model: Model, geoms) -> list:
     tiny = 1e-10 / max(float(mass.sum()), 1e-300)  # an effective mass 1e10 × the robot's
     out = []
     for g, (at_com, at_centre), wr in zip(geoms, w, w_rot, strict=True):
-        turning = wr * bounding_radius(g) ** 2
+        turning = wr * float(bounding_radius(g)) ** 2
         out.append(next((x for x in (at_com, at_centre, turning) if x > tiny), 0.0))
     return out
 
