@@ -1,7 +1,8 @@
 """diffmb: differentiable multibody dynamics in pure JAX.
 
 Importing diffmb enables float64 in JAX (``jax_enable_x64``): multibody dynamics compared with
-Pinocchio and MuJoCo at 1e-9 needs double precision. The public surface is listed in
+Pinocchio and MuJoCo at 1e-9 needs double precision. It also turns on JAX's persistent
+compilation cache in the user's cache directory (``DIFFMB_COMPILATION_CACHE=0`` to not). The public surface is listed in
 ``docs/api.md``; subpackages (``diffmb.spatial``, ``diffmb.dynamics``, ``diffmb.formulations``,
 ``diffmb.forces``, ``diffmb.io``, ``diffmb.optim``, ``diffmb.models``, ...) are importable as
 attributes.
@@ -10,6 +11,26 @@ attributes.
 import jax as _jax
 
 _jax.config.update("jax_enable_x64", True)
+
+
+def _persistent_compilation_cache() -> None:
+    """JAX's persistent compilation cache in the user's cache directory, so that a model
+    compiled once compiles from disk in the next process (``$XDG_CACHE_HOME/diffmb/jax`` or
+    ``~/.cache/diffmb/jax``, at most 2 GiB). A cache directory set for JAX already
+    (``JAX_COMPILATION_CACHE_DIR``) is kept; ``DIFFMB_COMPILATION_CACHE=0`` turns it off."""
+    import os
+
+    if os.environ.get("DIFFMB_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "off"):
+        return
+    if _jax.config.jax_compilation_cache_dir:
+        return
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    _jax.config.update("jax_compilation_cache_dir", os.path.join(base, "diffmb", "jax"))
+    if _jax.config.jax_compilation_cache_max_size < 0:
+        _jax.config.update("jax_compilation_cache_max_size", 2 * 1024**3)
+
+
+_persistent_compilation_cache()
 
 # --- subpackages and modules ------------------------------------------------------------------
 from . import contacts as contacts  # noqa: E402

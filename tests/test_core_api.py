@@ -165,3 +165,31 @@ def test_bad_shapes_are_named(small):
         diffmb.forward_dynamics(model, q, v, v, jnp.zeros((1, 6)))
     with pytest.raises(ValueError, match="unknown method"):
         diffmb.forward_dynamics(model, q, v, v, method="newton")
+
+
+def _python(code, env):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout.strip().splitlines()[-1]
+
+
+def test_compilation_cache_lives_in_the_user_cache_directory(tmp_path):
+    """Importing diffmb points JAX's persistent compilation cache at $XDG_CACHE_HOME/diffmb/jax
+    (a program compiled there is written to it), keeps a directory the user gave JAX, and
+    DIFFMB_COMPILATION_CACHE=0 turns it off."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    env.update(XDG_CACHE_HOME=str(tmp_path), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    code = ("import diffmb, jax, jax.numpy as jnp; jax.jit(lambda x: jnp.sin(x) * 2)"
+            "(jnp.ones(3)).block_until_ready(); print(jax.config.jax_compilation_cache_dir)")
+    where = tmp_path / "diffmb" / "jax"
+    assert _python(code, env) == str(where)
+    assert any(where.iterdir())
+    assert _python(code, dict(env, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "mine"))) == \
+        str(tmp_path / "mine")
+    assert _python(code, dict(env, DIFFMB_COMPILATION_CACHE="0")) == "None"

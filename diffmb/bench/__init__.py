@@ -81,6 +81,11 @@ def load(name: str):
 def run_all(out_dir: Path, quick: bool = False, only: str | None = None) -> dict:
     """Run the benchmarks named in ``only`` (default: all); ``{"<name>/<case>": record}``."""
     names = select(only)  # every name is checked before anything runs
+    # compile times are measured cold: no persistent cache, here or in the child processes
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
     results = {}
     for n in names:
         res = load(n).run(Path(out_dir), quick=quick)

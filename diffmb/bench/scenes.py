@@ -51,6 +51,7 @@ import time
 import warnings
 from pathlib import Path
 
+import jax
 import numpy as np
 
 T = 2.0  # s simulated
@@ -681,6 +682,7 @@ def main(argv=None) -> int:
     ap.add_argument("--load-only", action="store_true",
                     help="only whether each scene loads (accepted / refused / skipped)")
     a = ap.parse_args(argv)
+    jax.config.update("jax_enable_compilation_cache", False)  # compile times measured cold
     if a.list:
         for source, path in scene_files():
             print(f"{source}\t{path}")
