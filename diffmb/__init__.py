@@ -16,8 +16,9 @@ _jax.config.update("jax_enable_x64", True)
 def _persistent_compilation_cache() -> None:
     """JAX's persistent compilation cache in the user's cache directory, so that a model
     compiled once compiles from disk in the next process (``$XDG_CACHE_HOME/diffmb/jax`` or
-    ``~/.cache/diffmb/jax``, at most 2 GiB). A cache directory set for JAX already
-    (``JAX_COMPILATION_CACHE_DIR``) is kept; ``DIFFMB_COMPILATION_CACHE=0`` turns it off."""
+    ``~/.cache/diffmb/jax``, at most 2 GiB; none where that cannot be written). A cache
+    directory set for JAX already (``JAX_COMPILATION_CACHE_DIR``) is kept;
+    ``DIFFMB_COMPILATION_CACHE=0`` turns it off."""
     import os
 
     if os.environ.get("DIFFMB_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "off"):
@@ -25,7 +26,14 @@ def _persistent_compilation_cache() -> None:
     if _jax.config.jax_compilation_cache_dir:
         return
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    _jax.config.update("jax_compilation_cache_dir", os.path.join(base, "diffmb", "jax"))
+    where = os.path.join(base, "diffmb", "jax")
+    try:  # a cache directory that cannot be written is no cache (not a warning per compile)
+        os.makedirs(where, exist_ok=True)
+        if not os.access(where, os.W_OK):
+            return
+    except OSError:
+        return
+    _jax.config.update("jax_compilation_cache_dir", where)
     if _jax.config.jax_compilation_cache_max_size < 0:
         _jax.config.update("jax_compilation_cache_max_size", 2 * 1024**3)
 

@@ -180,7 +180,7 @@ def _python(code, env):
 def test_compilation_cache_lives_in_the_user_cache_directory(tmp_path):
     """Importing diffmb points JAX's persistent compilation cache at $XDG_CACHE_HOME/diffmb/jax
     (a program compiled there is written to it), keeps a directory the user gave JAX, and
-    DIFFMB_COMPILATION_CACHE=0 turns it off."""
+    DIFFMB_COMPILATION_CACHE=0 turns it off, as does a directory that cannot be written."""
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
@@ -193,3 +193,5 @@ def test_compilation_cache_lives_in_the_user_cache_directory(tmp_path):
     assert _python(code, dict(env, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "mine"))) == \
         str(tmp_path / "mine")
     assert _python(code, dict(env, DIFFMB_COMPILATION_CACHE="0")) == "None"
+    # a cache directory that cannot be made is no cache, and no warning at each compile
+    assert _python(code, dict(env, XDG_CACHE_HOME="/proc/1/no-such-dir")) == "None"
