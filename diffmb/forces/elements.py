@@ -689,7 +689,7 @@ def _soft_rows(owner, n, solref, solimp, invweight, prefix=""):
         jnp.asarray(x, dtype=jnp.float64), (n, w)) if np.ndim(x) == 1 else x
     sr = _num(owner, prefix + "solref", rows(solref, 2), (n, 2))
     si = _num(owner, prefix + "solimp", rows(solimp, 5), (n, 5))
-    w = _num(owner, prefix + "invweight", invweight, (n,), broadcast=True, lo=0.0)  # 0: rigid
+    w = _num(owner, prefix + "invweight", invweight, (n,), broadcast=True, lo=0.0, lo_open=True)
     if is_concrete(si):
         a, f = np.asarray(si), prefix + "solimp"
         # MuJoCo loads any of these in [0, 1] and clamps them when it evaluates (d to
@@ -871,6 +871,10 @@ class FixedTendons(AbstractForce):
         self.lower, self.upper = rng[:, 0], rng[:, 1]
         self.limit_stiffness = vec("limit_stiffness", limit_stiffness)
         self.limit_damping = vec("limit_damping", limit_damping)
+        if limit_invweight is not None and is_concrete(limit_invweight) and np.ndim(limit_invweight):
+            # a tendon without a limit never reads its row (MuJoCo gives 0 to one that no
+            # joint lengthens at qpos0)
+            limit_invweight = np.where(self.limited, limit_invweight, 1.0)
         soft = _soft_rows(T, n, limit_solref, limit_solimp, limit_invweight, "limit_")
         self.limit_solref, self.limit_solimp, self.limit_invweight = soft
         self.names = tuple(names) if names is not None else tuple(f"tendon{i}" for i in range(n))
