@@ -114,6 +114,7 @@ def test_identify_interrupted_keeps_partial_results_and_resume_gives_the_same_es
     assert again["fit"]["resumed_from"] == ref["fit"]["iterations"]
 
 
+@pytest.mark.slow
 def test_identify_sigterm_keeps_partial_results(tmp_path, monkeypatch, capsys):
     csv = _short_csv(tmp_path)
     with monkeypatch.context() as mp:

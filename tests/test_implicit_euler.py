@@ -68,6 +68,7 @@ def test_first_order_convergence_on_a_damped_double_pendulum(every=4):
     assert np.all((rates > 0.85) & (rates < 1.2)), (errs, rates)
 
 
+@pytest.mark.slow
 def test_gradient_is_that_of_the_discrete_map():
     # a held Jacobian (every 5 steps) is part of the discrete map: its derivative counts
     b = diffmb.ModelBuilder("pend1")

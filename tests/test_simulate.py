@@ -267,6 +267,7 @@ def _scan_diffrax_ckpt(loops):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
 
 
+@pytest.mark.slow
 def test_scan_loop_equals_checkpointing():
     """The fixed-step scan loop (default) and its chunk-checkpointed form (7 chunks of 22 steps
     for 150 steps: the last chunk padded) give the same states and the same gradients to
@@ -341,6 +342,7 @@ def test_status_nan_jit_vmap_and_loop():
         )
 
 
+@pytest.mark.slow
 def test_status_adaptive_failures():
     model = _slider()
     ctrl = lambda t, q, v, p: jnp.where(t > p, jnp.nan, 0.0) * jnp.ones(1)

@@ -237,6 +237,7 @@ def test_fit_of_only_parameters_with_no_effect_is_refused():
         _fit_names(_data(0), ["joint.j1.damping"], forces=())
 
 
+@pytest.mark.slow
 def test_threaded_structured_jacobian_equals_plain_forward_mode(monkeypatch):
     # oracle: jax.jacfwd of the whole residual vector, which knows nothing of the shooting
     # structure, of the direction batches or of the threads
