@@ -989,10 +989,6 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
                + ", ".join(repr(n) for n in loaded) + ": without them the model may fall "
                "through" if loaded else ". None of them carries load in MuJoCo's first step"),
             stacklevel=3)
-    # torsional friction acts from condim 4 (friction[1]), rolling from condim 6 (friction[2])
-    spin = any((p["condim"] >= 4 and p["friction"][1] > 0)
-               or (p["condim"] >= 6 and p["friction"][2] > 0) for p in pairs)
-    spin = spin and "condim" not in ignore
     overrides = dict(overrides or {})
     known = {p["geom_name"] for p in pairs} | {p["other_name"] for p in pairs
                                                if not p["terrain"]}
@@ -1040,11 +1036,13 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
         m_pts.append(m_pt)
         margins.append(p["margin"])
+        # torsional friction acts from condim 4 (friction[1]), rolling from condim 6 ([2])
         tors.append(float(p["friction"][1]) if p["condim"] >= 4 else 0.0)
         rolls.append(float(p["friction"][2]) if p["condim"] >= 6 else 0.0)
     if not geoms:
         return ()
     ks, m_pts = np.array(ks), np.array(m_pts)
+    spin = "condim" not in ignore and (any(tors) or any(rolls))
     kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
     return (Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
                      mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,

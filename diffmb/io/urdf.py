@@ -333,6 +333,7 @@ def _fused_inverse_weights(model: Model, geoms) -> list:
     the square of the geom's bounding radius; 0 where no joint moves the geom at all."""
     import jax.numpy as jnp
 
+    from ..contacts.element import _rigid_weight
     from ..contacts.geometry import bounding_radius
     from ..dynamics.api import mass_matrix
     from ..dynamics.kinematics import body_coms, body_frames, kinematics, partial_velocities
@@ -356,7 +357,7 @@ def _fused_inverse_weights(model: Model, geoms) -> list:
                                                        reps))
     w = np.einsum("kin,nm,kim->k", V, Minv, V).reshape(-1, 2) / 3.0
     w_rot = np.einsum("kin,nm,kim->k", W, Minv, W).reshape(-1, 2)[:, 1] / 3.0
-    tiny = 1e-10 / max(float(mass.sum()), 1e-300)  # an effective mass 1e10 × the robot's
+    tiny = float(_rigid_weight(model))
     out = []
     for g, (at_com, at_centre), wr in zip(geoms, w, w_rot, strict=True):
         turning = wr * float(bounding_radius(g)) ** 2
@@ -472,9 +473,10 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
             cls = {"sphere": Sphere, "capsule": Capsule, "cylinder": Cylinder}.get(g.kind)
             geom = Box(g.body, size, **kw) if g.kind == "box" else cls(g.body, *size, **kw)
         geoms.append(geom)
-    inv_w = _fused_inverse_weights(model, geoms) if geoms else []
-    geoms = [g for g, w in zip(geoms, inv_w, strict=True) if w > 0]  # 0: no joint moves it
-    ms = [1.0 / w / g.n_active for g, w in zip(geoms, [w for w in inv_w if w > 0], strict=True)]
+    kept = [(g, w) for g, w in zip(geoms, _fused_inverse_weights(model, geoms) if geoms else [],
+                                   strict=True) if w > 0]  # 0: no joint moves it
+    geoms, inv_w = [g for g, _ in kept], [w for _, w in kept]
+    ms = [1.0 / w / g.n_active for g, w in kept]
     if dropped:
         warnings.warn(f"{src}: collision meshes dropped, these links do not touch the ground: "
                       + ", ".join(dropped), stacklevel=3)
@@ -485,8 +487,7 @@ def contacts_from_urdf(path, model: Model | None = None, ground=0.0, *, ignore=(
         for i, j in _self_collision_pairs(model, geoms):
             pairs_a.append(geoms[i])
             others.append(geoms[j])
-            wi, wj = (1.0 / (ms[x] * geoms[x].n_active) for x in (i, j))
-            ms.append(1.0 / (wi + wj) / pair_n_active(geoms[i], geoms[j]))
+            ms.append(1.0 / (inv_w[i] + inv_w[j]) / pair_n_active(geoms[i], geoms[j]))
     m_pt = np.array(ms)
     k, b = (np.asarray(x) for x in soft_constraint_gains(m_pt, (0.02, 1.0), (0.9, 0.95)))
     return (Contacts(pairs_a, others, model=model, stiffness=k, damping=b, mu=1.0,
