@@ -42,9 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .contacts.element import AbstractGroundForce
+from .contacts.element import AbstractContacts, AbstractGroundForce
 from .controls import AbstractStatefulControl
-from .dynamics.api import forward_dynamics, mass_matrix
+from .dynamics.api import forward_dynamics, inverse_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
 from .forces.elements import (
     AbstractForce,
@@ -131,6 +131,14 @@ class AbstractSecondOrderSystem(AbstractODESystem):
     def diverged(self, y):
         """A generalized speed beyond :data:`MAX_SPEED` (m/s or rad/s)."""
         return jnp.any(jnp.abs(y[1]) > MAX_SPEED)
+
+    def linearly_implicit(self, t, y, params, h):
+        """For a linearly implicit step of size h from ``y``: ``(W (nv, nv), r (nv,), finish)``
+        such that the velocity change Δv solves W Δv = r and ``finish(Δv)`` is the state at
+        the end of the step (:class:`~diffmb.simulation.ImplicitContactEuler`). Systems that
+        offer such a step override this."""
+        raise TypeError(f"{self.name}: this system offers no linearly implicit step; use an "
+                        "explicit solver or 'implicit_euler_v'")
 
 
 class AbstractDiscreteSystem(AbstractSystem):
@@ -250,6 +258,86 @@ class TreeSystem(AbstractSecondOrderSystem):
     def position_rate(self, q, v):
         return qdot(self.model, q, v)
 
+    def linearly_implicit(self, t, y, params, h):
+        """The linearly implicit Euler step of the tree (see
+        :class:`~diffmb.simulation.ImplicitContactEuler`): with M the mass matrix, Q the
+        generalized forces at the start of the step, C the velocity-product and gravity terms,
+        and the stiff forces linearised over the step as Q(end) ≈ Q + A Δv + c,
+
+            (M − h A) Δv = h (Q − C + c),   v₁ = v + Δv,   q₁ = q + h q̇(q, v₁).
+
+        A and c: each contact element's per-point blocks mapped by its contact Jacobians, the
+        stiction states eliminated point by point (:meth:`~diffmb.contacts.AbstractContacts.
+        linearise`); the joint-space forces of the other elements (servos, damping, springs,
+        joint friction, tendons, and the soft limits through their
+        :meth:`~diffmb.forces.AbstractForce.implicit_proxy`) and of the control by
+        ∂τ/∂v + h ∂τ/∂q along the step (q moves by h q̇(q, v₁)), forward mode over the
+        elements alone. Body forces of other elements (fluid, buoyancy), soft equalities and
+        the velocity-product terms stay explicit, and so do the other element and control
+        states (Euler). Exact couplings hold v₁ on C v = 0 (the M-orthogonal projection).
+        ``method`` is not used: M and C come from CRBA and RNEA."""
+        m = self.model
+        q, v = y[0], y[1]
+        s = y[2] if len(y) > 2 else None
+        fs, sc = (None, None) if s is None else s
+        qd = normalize(m, q) if self.quaternion == "exact" else q
+        ctrl, dsc = _control(self.control, t, qd, v, params, sc, m)
+        lins = {k: f.linearise(m, qd, v, None if fs is None else fs[k], h)
+                for k, f in enumerate(self.forces) if isinstance(f, AbstractContacts)}
+        Qc = sum((lin.Q for lin in lins.values()), jnp.zeros(m.nv))
+        rest = [k for k in range(len(self.forces)) if k not in lins]
+        sub = tuple(self.forces[k] for k in rest)
+        sub_s = None if fs is None else tuple(fs[k] for k in rest)
+        tau, f_ext, ds = total_force(sub, m, t, qd, v, ctrl, sub_s, extra_load=Qc)
+        generalized = ctrl is not None and not _consumes_ctrl(self.forces)
+        if generalized:
+            tau = tau + jnp.asarray(ctrl)
+        M = mass_matrix(m, qd)
+        bias = inverse_dynamics(m, qd, v, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
+        A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
+        c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
+        proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)
+        if proxies or self.control is not None:
+            stateful = tuple(isinstance(p, AbstractStatefulForce) for p in proxies)
+            p_s = None if fs is None or not any(stateful) else tuple(
+                fs[rest[sub.index(p)]] if st else None for p, st in zip(proxies, stateful,
+                                                                       strict=True))
+
+            def tau_of(w, vv):  # with the control's own dependence on (q, v) (a PD law)
+                qq = qd + qdot(m, qd, w)
+                u, _ = _control(self.control, t, qq, vv, params, sc, m)
+                out = total_force(proxies, m, t, qq, vv, u, p_s)[0]
+                return out + jnp.asarray(u) if generalized else out
+
+            Kq, Dv = jax.jacfwd(tau_of, argnums=(0, 1))(jnp.zeros(m.nv), v)
+            A, c = A + Dv + h * Kq, c + h * (Kq @ v)
+        W = M - h * A
+        r = h * (tau + Qc - bias + c)
+        Cx = _exact_coupling_matrix(self.forces)
+
+        def finish(dv):
+            v1 = v + dv
+            if Cx is not None:
+                X = jnp.linalg.solve(M, Cx.T)
+                v1 = v1 - X @ jnp.linalg.solve(Cx @ X, Cx @ v1)
+                dv = v1 - v
+            q1 = q + h * qdot(m, q, v1)
+            if s is None:
+                return (q1, v1)
+            fs1 = None
+            if fs is not None:
+                fs1 = [None] * len(self.forces)
+                for k, lin in lins.items():
+                    fs1[k] = None if fs[k] is None else fs[k] + lin.state_change(dv)
+                for j, k in enumerate(rest):
+                    if fs[k] is not None:
+                        fs1[k] = jax.tree.map(lambda x, d: x + h * d, fs[k], ds[j])
+                fs1 = tuple(fs1)
+            sc1 = None if sc is None else jax.tree.map(lambda x, d: x + h * d, sc, dsc)
+            return (q1, v1, (fs1, sc1))
+
+        return W, r, finish
+
     def outputs(self, ys, params):
         q = ys[0]
         lay = ball_layout(self.model)
@@ -278,9 +366,8 @@ def _consumes_ctrl(forces) -> bool:
     return any(isinstance(f, AbstractForce) and f.uses_ctrl for f in forces)
 
 
-def _accelerations(model, forces, control, t, q, v, params, s, method):
-    """a (nv,) and the state derivative ds (None without state) at (t, q, v, s)."""
-    fs, sc = (None, None) if s is None else s
+def _control(control, t, q, v, params, sc, model):
+    """The control's output and its state derivative (None without state or control)."""
     dsc = None
     if control is None:
         ctrl = None
@@ -291,6 +378,13 @@ def _accelerations(model, forces, control, t, q, v, params, s, method):
     if control is not None and ctrl is None:
         raise ValueError(f"{model.name}: the control returned None; return the control vector"
                          " (zeros for none)")
+    return ctrl, dsc
+
+
+def _accelerations(model, forces, control, t, q, v, params, s, method):
+    """a (nv,) and the state derivative ds (None without state) at (t, q, v, s)."""
+    fs, sc = (None, None) if s is None else s
+    ctrl, dsc = _control(control, t, q, v, params, sc, model)
     tau, f_ext, dfs = total_force(forces, model, t, q, v, ctrl, fs)
     if ctrl is not None and not _consumes_ctrl(forces):
         ctrl = jnp.asarray(ctrl)

@@ -106,6 +106,7 @@ __all__ = [
     "soft_contact_params",
     "effective_mass",
     "contact_forces",
+    "ContactLinearisation",
 ]
 
 
@@ -399,6 +400,95 @@ def _evaluate(el, model: Model, q, v, z) -> _Points:
     return _Points(P, sign * n, pen, sign * vrel, fn, sign * ft, dz, f_ext)
 
 
+class ContactLinearisation(eqx.Module):
+    """One contact element's forces at (q, v, z) and their linearisation over a step of size
+    h, for an implicit step (:meth:`AbstractContacts.linearise`): the generalized contact force
+    is ``Q`` at the start of the step and Q + A Δv + c at its end to first order, Δv the change
+    of the generalized velocities over the step; the stiction state moves by
+    ``state_change(Δv)``."""
+
+    Q: jnp.ndarray  # (nv,)
+    A: jnp.ndarray  # (nv, nv)
+    c: jnp.ndarray  # (nv,)
+    dz0: jnp.ndarray  # (nc, 3): Δz at Δv = 0
+    dz_du: jnp.ndarray  # (nc, 3, 3): Δz per change of the point's relative velocity
+    Jc: jnp.ndarray  # (nc, 3, nv): the points' relative velocities per generalized velocity
+
+    def state_change(self, dv):
+        return self.dz0 + jnp.einsum("pij,pjk,k->pi", self.dz_du, self.Jc, dv)
+
+
+def _point_law(el, pen0, n, u0, z0, w0, pi):
+    """Force (3,), ż (3,) and torque (3,) at one point as functions of its displacement dx,
+    velocity change du, state change dz and spin change dw (all (3,), relative, A's side)."""
+
+    def law(dx, du, dz, dw):
+        pen = pen0 - jnp.dot(n, dx)
+        u = u0 + du
+        fn = L.normal_force(el.normal, pen, -jnp.dot(n, u), el.stiffness[pi], el.damping[pi],
+                            el.dissipation[pi], el.exponent[pi])
+        ft, zd = L.tangential(el.friction, fn, u, n, z0 + dz, el.mu[pi],
+                              el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps)
+        tq = jnp.zeros(3)
+        if el.spin:
+            tq = L.spin_friction(fn, w0 + dw, n, el.torsion[pi], el.rolling[pi], el.spin_eps)
+        return fn * n + ft, zd, tq
+
+    return law
+
+
+def _point_jacobians(model, kin, P, bodies):
+    """Velocity and angular-velocity Jacobians (k, 3, nv) of the material points P of
+    ``bodies`` (zero for the world's)."""
+    moving = bodies >= 0
+    V, W = partial_velocities(model, kin, P - kin.origin,
+                              [int(b) for b in np.where(moving, bodies, 0)])
+    live = jnp.asarray(moving, dtype=jnp.float64)[:, None, None]
+    return V * live, W * live
+
+
+def _linearise(el, model: Model, q, v, z, h) -> ContactLinearisation:
+    """Per point, the 3 × 3 derivatives of force, stiction rate and torque with respect to
+    the point's displacement x, velocity u, state z and spin w, mapped to generalized
+    coordinates by the points' Jacobians. Over a step, x moves by h u₁ (u₁ = u + Δu, the
+    positions follow the new velocities) and z by Δz = h (I − h G_z)⁻¹ (ż + G_x h u₁ +
+    G_u Δu): the stiction state is eliminated point by point, so only an nv × nv system
+    remains."""
+    kin = kinematics(model, q)
+    P, d, n, src, dst = _raw_points(el, model, kin)
+    pi = np.asarray(el.point_geom)
+    pen0 = -d + el.margin[pi]
+    Vs, Ws = _point_jacobians(model, kin, P, src)
+    Vd, Wd = _point_jacobians(model, kin, P, dst)
+    Jc, Jw = Vs - Vd, Ws - Wd  # (nc, 3, nv)
+    u, w = Jc @ v, Jw @ v
+
+    def blocks(pen0, n, u0, z0, w0, pi):
+        law = _point_law(el, pen0, n, u0, z0, w0, pi)
+        zero = jnp.zeros(3)
+        f, zd, tq = law(zero, zero, zero, zero)
+        D = jax.jacfwd(law, argnums=(0, 1, 2, 3))(zero, zero, zero, zero)
+        return f, zd, tq, D
+
+    f, zd, tq, D = jax.vmap(blocks)(pen0, n, u, z, w, jnp.asarray(pi))
+    (Fx, Fu, Fz, _), (Gx, Gu, Gz, _), (Tx, Tu, _, Tw) = D
+    mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
+    hS = h * jnp.linalg.inv(jnp.eye(3) - h * Gz)  # (nc, 3, 3)
+    dz0 = mv(hS, zd + h * mv(Gx, u))
+    dz_du = hS @ (Gu + h * Gx)
+    E = Fu + h * Fx + Fz @ dz_du  # force per Δu
+    cf = h * mv(Fx, u) + mv(Fz, dz0)
+    Q = jnp.einsum("pin,pi->n", Jc, f)
+    A = jnp.einsum("pin,pij,pjm->nm", Jc, E, Jc)
+    c = jnp.einsum("pin,pi->n", Jc, cf)
+    if el.spin:  # the torque per Δu (through f_n) and per Δw
+        Q = Q + jnp.einsum("pin,pi->n", Jw, tq)
+        A = A + jnp.einsum("pin,pij,pjm->nm", Jw, Tu + h * Tx, Jc) \
+            + jnp.einsum("pin,pij,pjm->nm", Jw, Tw, Jw)
+        c = c + h * jnp.einsum("pin,pi->n", Jw, mv(Tx, u))
+    return ContactLinearisation(Q=Q, A=A, c=c, dz0=dz0, dz_du=dz_du, Jc=Jc)
+
+
 class AbstractContacts(AbstractGroundForce):
     """What both contact elements hold: ``geoms`` (a tuple of the distinct
     :mod:`~diffmb.contacts.geometry` shapes of every pair), ``terrain`` (the first terrain of
@@ -463,6 +553,13 @@ class AbstractContacts(AbstractGroundForce):
         at (q, v) (and stiction state (nc, 3), default zeros)."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         return _evaluate(self, model, q, v, z)
+
+    def linearise(self, model: Model, q, v, state, h) -> ContactLinearisation:
+        """The forces linearised over a step of size ``h`` (a Python or traced number) from
+        (q, v) and stiction state (nc, 3) (None: zeros), for an implicit step: see
+        :class:`ContactLinearisation`."""
+        z = jnp.zeros((self.n_points, 3)) if state is None else state
+        return _linearise(self, model, q, v, z, h)
 
     def energy(self, model: Model, q, state=None):
         """Elastic energy stored in the contacts (J): the normal springs of every pair, and

@@ -94,6 +94,13 @@ class AbstractForce(eqx.Module):
         whose ``needs_load`` is False ignores them."""
         return self(model, t, q, v, ctrl)
 
+    def implicit_proxy(self):
+        """The element whose joint-space force an implicit step linearises in place of this
+        one (:class:`~diffmb.simulation.ImplicitContactEuler`): itself, or for an element
+        that needs the others' load a spring–damper of the same stiffness and damping
+        (None: the element stays explicit)."""
+        return None if self.needs_load else self
+
     @abc.abstractmethod
     def __call__(self, model: Model, t, q, v, ctrl):
         raise NotImplementedError
@@ -602,6 +609,22 @@ def _soft_reference(y, yd, invweight, solref, solimp):
     return -b * yd - k * d * y, jnp.maximum((1.0 - d) / d * invweight, 1e-15)
 
 
+def soft_row_gains(solref, solimp, invweight):
+    """Stiffness and damping (force per unit violation and per unit rate) of MuJoCo's soft
+    rows at the impedance d = (d_min + d_max)/2: the row moves as ÿ + d b ẏ + d² k y = (1 − d)
+    ÿ₀ (:func:`soft_limit_force`), so on its mass 1/A they are d² k/A and d b/A."""
+    sr = jnp.asarray(solref, dtype=jnp.float64)
+    si = jnp.asarray(solimp, dtype=jnp.float64)
+    T, zeta = sr[..., 0], sr[..., 1]
+    dmax = jnp.clip(si[..., 1], 1e-4, 0.9999)
+    d = jnp.clip(0.5 * (si[..., 0] + si[..., 1]), 1e-4, 0.9999)
+    pos = T > 0
+    Ts, zs = jnp.where(pos, T, 1.0), jnp.where(pos, zeta, 1.0)
+    k = jnp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
+    b = jnp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
+    return d * d * k / invweight, d * b / invweight
+
+
 def soft_limit_force(y, yd, ydd_free, invweight, solref, solimp):
     """The force of MuJoCo's soft limit constraint on one row, as its solver returns it for a
     single row: the row coordinate y is the signed distance into the admissible side (y < 0:
@@ -760,6 +783,18 @@ class JointLimits(AbstractForce):
     def __call__(self, model, t, q, v, ctrl):
         return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
 
+    def implicit_proxy(self):
+        """The penalty spring–damper with the soft rows' stiffness and damping
+        (:func:`soft_row_gains`)."""
+        if self.solref is None:
+            return self
+        out = copy.copy(self)
+        k, b = soft_row_gains(self.solref, self.solimp, self.invweight)
+        for f, x in (("stiffness", k), ("damping", b), ("solref", None), ("solimp", None),
+                     ("invweight", None)):
+            object.__setattr__(out, f, x)
+        return out
+
     def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
         """The limit forces with ``tau`` (nv,) and ``f_ext`` (nbody, 6 or None) acting besides
         the limits (for MuJoCo's constraint form; the penalty form ignores them)."""
@@ -896,6 +931,18 @@ class FixedTendons(AbstractForce):
         """The same tendons with no limit (springs, damping and friction kept)."""
         out = copy.copy(self)
         object.__setattr__(out, "limited", (False,) * len(self.limited))
+        return out
+
+    def implicit_proxy(self):
+        """The tendons with their soft limit rows as penalty springs of the same stiffness
+        and damping (:func:`soft_row_gains`)."""
+        if self.limit_solref is None:
+            return self
+        out = copy.copy(self)
+        k, b = soft_row_gains(self.limit_solref, self.limit_solimp, self.limit_invweight)
+        for f, x in (("limit_stiffness", k), ("limit_damping", b), ("limit_solref", None),
+                     ("limit_solimp", None), ("limit_invweight", None)):
+            object.__setattr__(out, f, x)
         return out
 
     def __call__(self, model, t, q, v, ctrl):
@@ -1118,7 +1165,7 @@ def init_states(forces, model: Model) -> tuple:
                  for el in forces)
 
 
-def total_force(forces, model: Model, t, q, v, ctrl, states=None):
+def total_force(forces, model: Model, t, q, v, ctrl, states=None, extra_load=None):
     """Sum of the elements' outputs: ``(tau (nv,), f_ext (nbody, 6) or None, ds)``.
 
     Elements whose ``needs_load`` is True (limits as MuJoCo's constraint) come last: each is
@@ -1126,6 +1173,8 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None):
     (and the control, where no element consumes it: it is then a generalized force).
     ``states``: the stateful elements' states aligned with ``forces`` (None: no element has
     state); ``ds`` is their time derivative, aligned likewise (None when ``states`` is None).
+    ``extra_load``: a generalized force (nv,) acting besides ``forces`` (counted in the load the
+    loaded elements see, not in the returned tau).
     """
     tau = jnp.zeros(model.nv)
     f_ext = None
@@ -1145,10 +1194,10 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None):
         tau = tau + ti
         if fi is not None:
             f_ext = fi if f_ext is None else f_ext + fi
-    load = tau
+    load = tau if extra_load is None else tau + extra_load
     if later and ctrl is not None and not any(getattr(f, "uses_ctrl", False) for f in forces):
         c = jnp.asarray(ctrl)  # a control no element consumes is a generalized force
-        load = tau + c if c.shape == (model.nv,) else tau
+        load = load + c if c.shape == (model.nv,) else load
     extra = [forces[k].loaded_call(model, t, q, v, ctrl, load, f_ext)[0] for k in later]
     for ti in extra:
         tau = tau + ti
