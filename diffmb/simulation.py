@@ -50,6 +50,11 @@ any other runs with fixed steps.
   linearly implicit in the velocities, fixed steps, first order, for a Model whose stiff modes
   are dissipative (damping, servo gains, wheel slip): v₁ = v + h (I − h ∂a/∂v)⁻¹ a, then
   q₁ = q + h q̇(q, v₁); ∂a/∂v by forward mode every k steps. A diffrax solver like the others.
+* ``"implicit"`` or :class:`ImplicitContactEuler`: the implicit contact step, fixed steps,
+  first order: Euler linearly implicit in the velocities with the stiff forces (contact and
+  stiction springs and dampers, soft limits, servos, damping) linearised over the step,
+  (M − h A) Δv = h (Q − C + c), then q₁ = q + h q̇(q, v₁); for a Model with contacts at the
+  file's own timestep.
 * ``saveat=None`` with an adaptive solver saves (t0, t1).
 * ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
   rk4 (``dt`` then required; used to measure convergence orders); ``adaptive=True`` with a

@@ -285,13 +285,17 @@ class TreeSystem(AbstractSecondOrderSystem):
         lins = {k: f.linearise(m, qd, v, None if fs is None else fs[k], h)
                 for k, f in enumerate(self.forces) if isinstance(f, AbstractContacts)}
         Qc = sum((lin.Q for lin in lins.values()), jnp.zeros(m.nv))
-        rest = [k for k in range(len(self.forces)) if k not in lins]
+        # soft rows solved under the others' load (MuJoCo's limits): linearised with that load
+        row_els = [k for k, f in enumerate(self.forces)
+                   if k not in lins and f.needs_load and hasattr(f, "soft_rows")]
+        rest = [k for k in range(len(self.forces)) if k not in lins and k not in row_els]
         sub = tuple(self.forces[k] for k in rest)
         sub_s = None if fs is None else tuple(fs[k] for k in rest)
         tau, f_ext, ds = total_force(sub, m, t, qd, v, ctrl, sub_s, extra_load=Qc)
         generalized = ctrl is not None and not _consumes_ctrl(self.forces)
         if generalized:
             tau = tau + jnp.asarray(ctrl)
+        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext) for k in row_els]
         M = mass_matrix(m, qd)
         bias = inverse_dynamics(m, qd, v, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
@@ -311,6 +315,12 @@ class TreeSystem(AbstractSecondOrderSystem):
 
             Kq, Dv = jax.jacfwd(tau_of, argnums=(0, 1))(jnp.zeros(m.nv), v)
             A, c = A + Dv + h * Kq, c + h * (Kq @ v)
+        A_rows, c_rows = A, c
+        for rw in rows:
+            tau = tau + rw.tau
+            dA, dc = rw.linearise(M, A, c, v, h)
+            A_rows, c_rows = A_rows + dA, c_rows + dc
+        A, c = A_rows, c_rows
         W = M - h * A
         r = h * (tau + Qc - bias + c)
         Cx = _exact_coupling_matrix(self.forces)

@@ -112,12 +112,25 @@ def write_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
-def run_module(module: str, args, env, what: str, timeout: float, cpu: int | None = None) -> str:
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, all threads) of a process from /proc, or None where there is
+    no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_module(module: str, args, env, what: str, timeout: float, cpu: int | None = None,
+               stall: float = 60.0) -> str:
     """Run ``python -m module *args`` in a fresh process; its last line of output.
 
     ``cpu``: pin the process to that core *before* anything is imported (JAX sizes its thread
     pools to the cores it may use when it starts; pinning a running process instead leaves two
-    pools' worth of threads on one core, which measured a 1.7x slower gradient)."""
+    pools' worth of threads on one core, which measured a 1.7x slower gradient). A process that
+    runs past ``timeout`` seconds, or uses no CPU for ``stall`` seconds (a wedged thread pool:
+    all threads waiting), is killed and a ``RuntimeError`` says which."""
     if cpu is None:
         cmd = [sys.executable, "-m", module, *args]
     else:
@@ -125,10 +138,32 @@ def run_module(module: str, args, env, what: str, timeout: float, cpu: int | Non
                 f"sys.argv[0] = {module!r}; "
                 f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
         cmd = [sys.executable, "-c", boot, *args]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        start = last_busy = time.monotonic()
+        used = _cpu_seconds(p.pid)
+        why = None
+        while p.poll() is None:
+            time.sleep(1.0)
+            now, u = time.monotonic(), _cpu_seconds(p.pid)
+            if u is not None and used is not None and u > used + 0.05:
+                last_busy, used = now, u
+            if now - start > timeout:
+                why = f"timed out after {timeout:g} s"
+            elif u is not None and now - last_busy > stall:
+                why = f"wedged: no CPU used for {stall:g} s (after {now - start:.0f} s)"
+            if why:
+                p.kill()
+                p.wait()
+                raise RuntimeError(f"{what} {why}")
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     if p.returncode != 0:
-        raise RuntimeError(f"{what} failed:\n{p.stderr[-2000:]}")
-    return p.stdout.strip().splitlines()[-1]
+        raise RuntimeError(f"{what} failed:\n{stderr[-2000:]}")
+    return stdout.strip().splitlines()[-1]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

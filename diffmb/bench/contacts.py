@@ -12,7 +12,8 @@ passes (candidates tried largest first); the dt used and the settle statistics a
 
 Cases (unit "sim-s/s": simulated seconds per wall second summed over the batch,
 batch * T / wall; best of interleaved repetitions of diffmb, MuJoCo C and jaxsim in one process):
-  * quadruped_b1024_vs_mjx: diffmb ``jit(vmap(simulate))`` (RK4, the file's force elements
+  * quadruped_b1024_vs_mjx: diffmb ``jit(vmap(simulate))`` (the implicit contact step
+    ``solver="implicit"``, the file's force elements
     from ``mjcf_forces`` including its Contacts) vs MJX float64 (its own constraint solver,
     ``jit(vmap)`` of ``mjx.step`` in a loop), MJX measured in its own process (best of its own
     repetitions; retried once if XLA's CPU thread pool wedges, see ``_mjx_subprocess``).
@@ -30,8 +31,9 @@ batch * T / wall; best of interleaved repetitions of diffmb, MuJoCo C and jaxsim
     installed, failing, not settling at any dt tried, or ``--quick``: ``peer_value`` null.
   * grad_over_forward_500: time of ``jax.grad`` of (final torso height + sum of final joint
     angles) w.r.t. the initial velocity over the time of the forward rollout, 500 steps of
-    dt = 1e-3 of a dropped quadruped (batch 1, feet landing), both jitted, interleaved, in a
-    subprocess pinned to one core (as ``diffmb.bench.sim``); peer: the target 5.
+    dt = 2 ms (the implicit step) of a dropped quadruped (batch 1, feet landing), both
+    jitted, interleaved, in a subprocess pinned to one core (as ``diffmb.bench.sim``); peer:
+    the target 3.
 jaxsim is measured on the first ``PEER_BATCH`` = 256 members (at ~11 sim-s/s at batch 8 here, a
 full batch would take minutes per run; sim-s/s is a throughput; the batch measured is in the
 record). MJX too: at batch 1024 its vmapped loop wedged XLA's CPU thread pool twice in a row.
@@ -61,7 +63,8 @@ QUADRUPED = pathlib.Path(str(resources.files("diffmb") / "assets" / "quadruped.x
 T = 1.0
 BAND = (0.23, 0.28)
 VMAX = 0.05
-DT_DIFFMB = (8e-3, 4e-3, 2e-3, 1e-3)
+DT_DIFFMB = (0.02, 0.01, 8e-3, 5e-3, 4e-3, 2e-3)  # the implicit contact step
+SOLVER = "implicit"
 DT_MUJOCO = (0.02, 0.01, 0.005, 0.0025, 0.001)  # the file's default is 0.005
 DT_JAXSIM = (1e-3, 5e-4)  # 4e-3 and 2e-3 diverged (non-finite) when tried
 PEER_BATCH = 256
@@ -130,7 +133,7 @@ def diffmb_engine(q, v):
     def make(dt):
         def one(q0, v0):
             tr = diffmb.simulate(model, q0, v0, t1=T, dt=dt, forces=forces, saveat=[T],
-                                 throw=False)
+                                 throw=False, solver=SOLVER)
             return tr.q[-1], tr.v[-1]
 
         f = jax.jit(jax.vmap(one))
@@ -376,7 +379,7 @@ def grad_ratio(nsteps: int, dt: float, reps: int) -> list:
 
     def loss(v0):
         tr = diffmb.simulate(model, q0, v0, t1=t1, dt=dt, forces=forces, saveat=[t1],
-                             throw=False)
+                             solver=SOLVER, throw=False)
         return tr.q[-1, 2] + jnp.sum(tr.q[-1, 7:])
 
     f, g = jax.jit(loss), jax.jit(jax.grad(loss))
@@ -455,7 +458,7 @@ def run(out_dir, quick: bool = False) -> dict:
     r_x32 = batch_x * T / f32["time_s"] if f32 and f32["dt"] is not None else float("nan")
 
     # gradient / forward through a contact-rich 500-step rollout, pinned to one core
-    nsteps, dt_g = 500, 1e-3
+    nsteps, dt_g = 500, 2e-3
     t_g, t_f, g_finite = _subprocess(["--grad-ratio", str(nsteps), repr(dt_g),
                                       str(5 if quick else 15)], "gradient-ratio run", 1200,
                                      pin=True)
@@ -476,7 +479,7 @@ def run(out_dir, quick: bool = False) -> dict:
             r_d, "sim-s/s", "jaxsim soft contacts jit(vmap)", r_j, **common,
             peer_dt=dt_j, peer_batch=batch_j, peer_settle=st_j,
             **({"peer_note": notes["jaxsim"]} if "jaxsim" in notes else {})),
-        "grad_over_forward_500": case(t_g / t_f, "ratio", "target", 5.0, nsteps=nsteps,
+        "grad_over_forward_500": case(t_g / t_f, "ratio", "target", 3.0, nsteps=nsteps,
                                       dt=dt_g, t_grad_s=t_g, t_forward_s=t_f,
                                       grad_finite=g_finite),
     }

@@ -70,6 +70,8 @@ __all__ = [
     "soft_impedance",
     "soft_limit_force",
     "soft_limit_rows",
+    "soft_row_gains",
+    "SoftRows",
     "friction_force",
     "dof_qpos_addresses",
     "total_force",
@@ -644,6 +646,52 @@ def soft_limit_force(y, yd, ydd_free, invweight, solref, solimp):
     return jnp.where(y < 0, f, 0.0)
 
 
+class SoftRows(eqx.Module):
+    """Soft constraint rows at one state, as an element solved them under its load: Jacobian
+    J (m, nv) (row coordinate rate ẏ = J v), coordinate y (m,) (y < 0: violated), forces
+    f (m,) ≥ 0 (0: the row does not push), MuJoCo's ``invweight``, ``solref`` and ``solimp``
+    per row. ``tau`` = Jᵀ f. An implicit step linearises them with the other forces
+    (:meth:`linearise`)."""
+
+    J: jnp.ndarray
+    y: jnp.ndarray
+    f: jnp.ndarray
+    invweight: jnp.ndarray
+    solref: jnp.ndarray
+    solimp: jnp.ndarray
+
+    @property
+    def tau(self):
+        return self.J.T @ self.f
+
+    def linearise(self, M, A, c, v, h):
+        """The rows' force over a step of size h, given the tangent of the other forces
+        (their generalized force ≈ Q + A Δv + c at the end of the step) and the mass matrix
+        M: on the pushing rows f = K⁻¹ (a_ref − J a₀) with K = J M⁻¹ Jᵀ + R and
+        a_ref = −b ẏ − k d y, so their generalized force moves by Jᵀ K⁻¹ [−(b + h k d) J Δv −
+        h k d ẏ − J M⁻¹ (A Δv + c)] (ẏ = J v, positions following the new velocities).
+        Returns (A_rows (nv, nv), c_rows (nv,))."""
+        sr = jnp.broadcast_to(jnp.asarray(self.solref, jnp.float64), self.y.shape + (2,))
+        si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
+        T, zeta = sr[..., 0], sr[..., 1]
+        dmax = jnp.clip(si[..., 1], 1e-4, 0.9999)
+        pos = T > 0
+        Ts, zs = jnp.where(pos, T, 1.0), jnp.where(pos, zeta, 1.0)
+        k = jnp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
+        b = jnp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
+        d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
+        R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
+        on = (self.f > 0).astype(jnp.float64)
+        X = jnp.linalg.solve(M, self.J.T)  # M⁻¹ Jᵀ (nv, m)
+        K = on[:, None] * (self.J @ X + jnp.diag(R)) * on[None, :] + jnp.diag(1.0 - on)
+        G = jnp.linalg.solve(K, jnp.diag(on))  # K⁻¹ on the pushing rows, 0 elsewhere
+        kd = k * d
+        MiA = X.T  # (J M⁻¹) = (M⁻¹ Jᵀ)ᵀ, M symmetric
+        Arows = -self.J.T @ G @ ((b + h * kd)[:, None] * self.J + MiA @ A)
+        crows = -self.J.T @ G @ (h * kd * (self.J @ v) + MiA @ c)
+        return Arows, crows
+
+
 def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4):
     """Forces f (n,) ≥ 0 of n soft limit rows with Jacobian J (n, nv) and distances y (n,)
     (y < 0: violated), solved together as MuJoCo's solver does: a = a₀ + M⁻¹Jᵀf with a₀ the
@@ -784,16 +832,32 @@ class JointLimits(AbstractForce):
         return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
 
     def implicit_proxy(self):
-        """The penalty spring–damper with the soft rows' stiffness and damping
-        (:func:`soft_row_gains`)."""
+        """Itself in the penalty form; in MuJoCo's constraint form None: an implicit step
+        linearises the rows with the load (:meth:`soft_rows`)."""
+        return self if self.solref is None else None
+
+    def soft_rows(self, model, t, q, v, ctrl, tau, f_ext) -> SoftRows | None:
+        """MuJoCo's constraint form: the rows (one per dof, on its violated side) and their
+        forces under the load ``tau``/``f_ext`` (:class:`SoftRows`); None in the penalty
+        form."""
         if self.solref is None:
-            return self
-        out = copy.copy(self)
-        k, b = soft_row_gains(self.solref, self.solimp, self.invweight)
-        for f, x in (("stiffness", k), ("damping", b), ("solref", None), ("solimp", None),
-                     ("invweight", None)):
-            object.__setattr__(out, f, x)
-        return out
+            return None
+        _indices("JointLimits", "dof", self.dof, model.nv, f"model nv = {model.nv}")
+        _indices("JointLimits", "qadr", self.qadr, model.nq, f"model nq = {model.nq}")
+        qa = jnp.stack([q[a] for a in self.qadr])
+        idx = jnp.asarray(self.dof, dtype=jnp.int32)
+        below, above = qa < self.lower, qa > self.upper
+        side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))  # the violated row's sign
+        y = jnp.where(below, qa - self.lower, jnp.where(above, self.upper - qa, 1.0))
+        J = side[:, None] * jnp.eye(model.nv)[idx]
+
+        def solve():
+            return soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
+                                   self.solimp)
+
+        f = jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(len(self.dof)))
+        return SoftRows(J=J, y=y, f=f, invweight=self.invweight, solref=self.solref,
+                        solimp=self.solimp)
 
     def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
         """The limit forces with ``tau`` (nv,) and ``f_ext`` (nbody, 6 or None) acting besides
@@ -802,24 +866,13 @@ class JointLimits(AbstractForce):
         _indices("JointLimits", "qadr", self.qadr, model.nq, f"model nq = {model.nq}")
         if not self.dof:
             return jnp.zeros(model.nv), None
-        qa = jnp.stack([q[a] for a in self.qadr])
-        va = jnp.stack([v[d] for d in self.dof])
-        idx = jnp.asarray(self.dof, dtype=jnp.int32)
         if self.solref is None:
+            qa = jnp.stack([q[a] for a in self.qadr])
+            va = jnp.stack([v[d] for d in self.dof])
+            idx = jnp.asarray(self.dof, dtype=jnp.int32)
             f = limit_force(qa, va, self.lower, self.upper, self.stiffness, self.damping)
             return jnp.zeros(model.nv).at[idx].add(f), None
-        below, above = qa < self.lower, qa > self.upper
-        side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))  # the violated row's sign
-        y = jnp.where(below, qa - self.lower, jnp.where(above, self.upper - qa, 1.0))
-
-        def solve():  # one row per dof: the violated side, +-1 at the dof
-            J = side[:, None] * jnp.eye(model.nv)[idx]
-            f = soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
-                                self.solimp)
-            return side * f
-
-        f = jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(len(self.dof)))
-        return jnp.zeros(model.nv).at[idx].add(f), None
+        return self.soft_rows(model, t, q, v, ctrl, tau, f_ext).tau, None
 
 
 class JointFriction(AbstractForce):

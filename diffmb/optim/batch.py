@@ -153,6 +153,19 @@ def batch_map(fn, batched, static=None, *, shard: bool = True, devices=None, blo
     return out
 
 
+def _global(traj):
+    """``traj`` with ``status`` and ``t_fail`` readable on this process: gathered from every
+    process when the batch spans several (``jax.distributed``)."""
+    st = traj.status
+    if isinstance(st, jax.Array) and not isinstance(st, jax.core.Tracer) \
+            and not st.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        st, tf = multihost_utils.process_allgather((traj.status, traj.t_fail), tiled=True)
+        return eqx.tree_at(lambda t: (t.status, t.t_fail), traj, (st, tf))
+    return traj
+
+
 def batch_simulate(
     model: Model,
     q0s,
@@ -206,9 +219,10 @@ def batch_simulate(
         one = _one_sim
 
     traj = batch_map(one, batched, static, shard=shard, devices=devices, block=block)
-    status = concrete(traj.status)
+    summary = _global(traj)
+    status = concrete(summary.status)
     if status is not None and np.any(status != 0):
-        msg = f"{model.name}: batch_simulate: {traj.message()}"
+        msg = f"{model.name}: batch_simulate: {summary.message()}"
         if throw:
             raise SimulationError(msg)
         warnings.warn(msg + " (statuses in traj.status; throw=True raises)", BatchFailureWarning,
