@@ -50,6 +50,7 @@ from .forces.elements import (
     AbstractForce,
     AbstractStatefulForce,
     Couplings,
+    JointLimits,
     init_states,
     total_force,
 )
@@ -287,7 +288,7 @@ class TreeSystem(AbstractSecondOrderSystem):
         Qc = sum((lin.Q for lin in lins.values()), jnp.zeros(m.nv))
         # soft rows solved under the others' load (MuJoCo's limits): linearised with that load
         row_els = [k for k, f in enumerate(self.forces)
-                   if k not in lins and f.needs_load and hasattr(f, "soft_rows")]
+                   if k not in lins and f.needs_load and isinstance(f, JointLimits)]
         rest = [k for k in range(len(self.forces)) if k not in lins and k not in row_els]
         sub = tuple(self.forces[k] for k in rest)
         sub_s = None if fs is None else tuple(fs[k] for k in rest)
@@ -295,9 +296,12 @@ class TreeSystem(AbstractSecondOrderSystem):
         generalized = ctrl is not None and not _consumes_ctrl(self.forces)
         if generalized:
             tau = tau + jnp.asarray(ctrl)
-        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext) for k in row_els]
         M = mass_matrix(m, qd)
+        cho = jax.scipy.linalg.cho_factor(M)
         bias = inverse_dynamics(m, qd, v, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
+        a0 = jax.scipy.linalg.cho_solve(cho, tau + Qc - bias)  # without the rows
+        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext, (cho, a0))
+                for k in row_els]
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
         c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
         proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)
@@ -318,7 +322,7 @@ class TreeSystem(AbstractSecondOrderSystem):
         A_rows, c_rows = A, c
         for rw in rows:
             tau = tau + rw.tau
-            dA, dc = rw.linearise(M, A, c, v, h)
+            dA, dc = rw.linearise(cho, A, c, v, h)
             A_rows, c_rows = A_rows + dA, c_rows + dc
         A, c = A_rows, c_rows
         W = M - h * A

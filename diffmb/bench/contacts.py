@@ -11,7 +11,11 @@ an engine whose limits or contacts give way sinks below the band) and torso spee
 passes (candidates tried largest first); the dt used and the settle statistics are in each record.
 
 Cases (unit "sim-s/s": simulated seconds per wall second summed over the batch,
-batch * T / wall; best of interleaved repetitions of diffmb, MuJoCo C and jaxsim in one process):
+batch * T / wall; MuJoCo C and jaxsim: best of interleaved repetitions in one process; diffmb
+and MJX: best of their own repetitions, each in its own process with a timeout and a stall
+check, a wedged or failed run reported as such with a null value). diffmb runs
+``diffmb.optim.batch_simulate`` with one host device per core and XLA's Eigen thread pool off
+(``XLA_FLAGS``), which is how a user gets both cores without the thread-pool wedge:
   * quadruped_b1024_vs_mjx: diffmb ``jit(vmap(simulate))`` (the implicit contact step
     ``solver="implicit"``, the file's force elements
     from ``mjcf_forces`` including its Contacts) vs MJX float64 (its own constraint solver,
@@ -120,27 +124,53 @@ def _first_passing(dts, make):
 
 
 # ----------------------------------------------------------------------------------- diffmb
-def diffmb_engine(q, v):
+def diffmb_measure(batch: int, dts, reps: int) -> dict:
+    """diffmb in its own process: ``diffmb.optim.batch_simulate`` (the batch sharded over one
+    host device per core, each device's shard vectorised in blocks) of the implicit step, the
+    largest dt of ``dts`` that settles, its settle stats, the compile time (first call, the
+    persistent compilation cache off), best time of ``reps`` runs and the dts tried."""
     import jax
-    import jax.numpy as jnp
 
+    jax.config.update("jax_enable_compilation_cache", False)
     import diffmb
+    from diffmb.optim import batch_simulate
 
     model = diffmb.load_mjcf(QUADRUPED)
     forces = diffmb.mjcf_forces(QUADRUPED)
-    qb, vb = jnp.asarray(q), jnp.asarray(v)
+    q, v = initial_states(batch)
+    compile_s = {}
 
     def make(dt):
-        def one(q0, v0):
-            tr = diffmb.simulate(model, q0, v0, t1=T, dt=dt, forces=forces, saveat=[T],
-                                 throw=False, solver=SOLVER)
-            return tr.q[-1], tr.v[-1]
+        def go():
+            tr = batch_simulate(model, q, v, t1=T, dt=dt, forces=forces, solver=SOLVER,
+                                saveat=[T])
+            return jax.block_until_ready((tr.q[:, -1], tr.v[:, -1]))
 
-        f = jax.jit(jax.vmap(one))
-        out = jax.block_until_ready(f(qb, vb))
-        return (lambda: jax.block_until_ready(f(qb, vb))), out
+        t0 = time.perf_counter()
+        out = go()
+        compile_s[dt] = time.perf_counter() - t0
+        return go, tuple(np.asarray(x) for x in out)
 
-    return _first_passing(DT_DIFFMB, make)
+    dt, go, stats, tried = _first_passing(tuple(dts), make)
+    t = best_time(go, reps) if go is not None else float("nan")
+    return dict(dt=dt, time_s=t, batch=batch, stats=stats, tried=tried,
+                first_call_s=compile_s.get(dt), devices=len(jax.devices()))
+
+
+def _diffmb_subprocess(batch, reps, notes):
+    """diffmb_measure in a fresh process with one host device per core and XLA's Eigen thread
+    pool off (the same wedge as MJX's was seen in diffmb's batch-1024 ``jit(vmap)``; one
+    device per core gives the parallelism instead); None and a note when it fails."""
+    n = available_cpus()
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
+        f"--xla_force_host_platform_device_count={n} --xla_cpu_multi_thread_eigen=false"))
+    args = ["--diffmb", str(batch), ",".join(repr(d) for d in DT_DIFFMB), str(reps)]
+    try:
+        return json.loads(run_module(MODULE, args, env, "diffmb run", 1500))
+    except Exception as e:  # a failing run is reported, not hidden
+        notes["diffmb"] = f"{type(e).__name__}: {str(e)[-300:]}"
+        print(f"diffmb failed: {notes['diffmb']}")
+        return None
 
 
 # ------------------------------------------------------------------------------- MuJoCo C
@@ -412,7 +442,8 @@ def run(out_dir, quick: bool = False) -> dict:
     t_start = time.perf_counter()
     notes = {}
 
-    dt_d, go_d, st_d, tried_d = diffmb_engine(q, v)
+    md = _diffmb_subprocess(batch, reps, notes)
+    dt_d, st_d, tried_d = (md["dt"], md["stats"], md["tried"]) if md else (None, None, [])
     dt_c, go_c, st_c, tried_c, nthread = mujoco_c_engine(q, v)
 
     # MJX float64, in its own process: candidates from MuJoCo C's dt down (the same
@@ -440,7 +471,7 @@ def run(out_dir, quick: bool = False) -> dict:
             print(f"jaxsim: {notes['jaxsim']}")
 
     # best of interleaved repetitions (engines that settled)
-    engines = {"diffmb": go_d, "mujoco_c": go_c, "jaxsim": go_j}
+    engines = {"mujoco_c": go_c, "jaxsim": go_j}
     best = {k: float("inf") for k, g in engines.items() if g is not None}
     for _ in range(reps):
         for k in best:
@@ -449,7 +480,8 @@ def run(out_dir, quick: bool = False) -> dict:
     def rate(k, n):
         return n * T / best[k] if k in best else float("nan")
 
-    r_d, r_c = rate("diffmb", batch), rate("mujoco_c", batch)
+    r_c = rate("mujoco_c", batch)
+    r_d = batch * T / md["time_s"] if md and md["dt"] is not None else float("nan")
     r_j = rate("jaxsim", batch_j)
     r_x = batch_x * T / mx64["time_s"] if mx64 and mx64["dt"] is not None else float("nan")
 
@@ -464,7 +496,7 @@ def run(out_dir, quick: bool = False) -> dict:
                                      pin=True)
 
     common = dict(batch=batch, horizon_s=T, dt=dt_d, settled=st_d["settled"] if st_d else False,
-                  settle=st_d)
+                  settle=st_d, solver=SOLVER, first_call_s=md and md["first_call_s"])
     res = {
         "quadruped_b1024_vs_mjx": case(
             r_d, "sim-s/s", "MJX float64 jit(vmap), its constraint solver", r_x, **common,
@@ -497,6 +529,11 @@ if __name__ == "__main__":
         dts_ = [float(x) for x in sys.argv[3].split(",")]
         print(json.dumps(mjx_measure(int(sys.argv[2]), dts_, int(sys.argv[4]),
                                      bool(int(sys.argv[5])))))
+        sys.exit(0)
+    if len(sys.argv) > 1 and sys.argv[1] == "--diffmb":
+        print(json.dumps(diffmb_measure(int(sys.argv[2]), [float(x) for x in
+                                                           sys.argv[3].split(",")],
+                                        int(sys.argv[4]))))
         sys.exit(0)
     if len(sys.argv) > 1 and sys.argv[1] == "--grad-ratio":
         print(json.dumps(grad_ratio(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))))

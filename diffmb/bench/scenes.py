@@ -16,7 +16,8 @@ For each scene (:func:`check_scene`):
   diffmb's scope (:data:`OUT_OF_SCOPE`: plugins, flex, SDF collisions).
 * Both simulate ``t`` seconds (2 s) from the ``home`` keyframe (or the first keyframe, or
   ``qpos0``) with its ``ctrl`` (or zero): MuJoCo with the file's own timestep and integrator,
-  diffmb with RK4 at the file's timestep (adjusted to divide 0.1 s), halved until its run is
+  diffmb with the implicit contact step (:data:`SOLVER`, ``--solver rk4`` for the explicit
+  reference) at the file's timestep (adjusted to divide 0.1 s), halved until its run is
   finite (at most :data:`MAX_HALVINGS` times); the step used is in the row.
 * A URDF gets what MuJoCo's URDF importer makes of it plus a free joint on its root link (unless
   the root link is ``world``) and a floor plane at z = 0 with MuJoCo's default contact
@@ -58,6 +59,7 @@ T = 2.0  # s simulated
 T_FALL = 0.3  # s: the comparison time when the scene falls over in both
 FALL_TILT = 0.5  # rad: the root body's z axis turned by more than this = it fell over
 MAX_HALVINGS = 3
+SOLVER = "implicit"  # diffmb's solver: the implicit contact step
 DROP = 0.005  # m: a URDF robot's lowest collision geom starts this far above the floor
 LOAD_FRACTION = 1e-6  # a contact "carries load" above this fraction of the weight (>= 1e-9 N)
 
@@ -372,9 +374,10 @@ def model_qpos0(model):
     return np.asarray(getattr(model, "qpos0", np.zeros(model.nq)), float)
 
 
-def _run_diffmb(model, forces, q0, v0, u, times, dt0, t1):
+def _run_diffmb(model, forces, q0, v0, u, times, dt0, t1, solver=None):
     """Compile and run diffmb's simulate at the largest step in dt0, dt0/2, ... whose run is
     finite; (traj, dt, compile_s, run_s, finite)."""
+    solver = SOLVER if solver is None else solver
     import jax
     import jax.numpy as jnp
 
@@ -387,7 +390,7 @@ def _run_diffmb(model, forces, q0, v0, u, times, dt0, t1):
             return diffmb.simulate(model, q, v, t1=t1, dt=dt, forces=forces,
                                    control=_hold if use_ctrl else None,
                                    params=p if use_ctrl else None, saveat=list(times),
-                                   throw=False)
+                                   throw=False, solver=solver)
 
         args = (jnp.asarray(q0), jnp.asarray(v0), jnp.asarray(u if use_ctrl else np.zeros(0)))
         t = time.perf_counter()
@@ -433,7 +436,7 @@ def _file_dt(mj, t1, t_fall) -> float:
 
 # ------------------------------------------------------------------------------- the row
 def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL,
-                simulate: bool = True) -> dict:
+                simulate: bool = True, solver: str | None = None) -> dict:
     """One row of the sweep for the scene at ``path`` (MJCF, or URDF by its extension); see the
     module docstring. Keys: ``scene``, ``source``, ``status`` (``accepted`` / ``refused`` /
     ``skipped``), ``why``, ``out_of_scope``, and for an accepted scene ``key``, ``dt_file``,
@@ -478,7 +481,7 @@ def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL,
     ud = u if mj.nu else None
     dt_file = _file_dt(mj, t, t_fall)
     traj, dt, compile_s, run_s, finite = _run_diffmb(model, forces, qd0, vd0, ud, times,
-                                                     dt_file, t)
+                                                     dt_file, t, solver)
     row.update(dt_file=float(mj.opt.timestep), dt=dt, finite=finite, compile_s=compile_s,
                wall_1s=run_s / t)
     if not finite:
@@ -636,7 +639,8 @@ def table(rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep(only: str | None = None, t: float = T, progress=None, simulate=True) -> list[dict]:
+def sweep(only: str | None = None, t: float = T, progress=None, simulate=True,
+          solver: str | None = None) -> list[dict]:
     """:func:`check_scene` over :func:`scene_files` (with ``only``, a comma-separated list of
     substrings: those whose ``source/name`` contains one of them)."""
     keys = [k.strip() for k in (only or "").split(",") if k.strip()]
@@ -646,7 +650,7 @@ def sweep(only: str | None = None, t: float = T, progress=None, simulate=True) -
         if keys and not any(k in f"{source}/{name}" for k in keys):
             continue
         try:
-            row = check_scene(path, t, source=source, simulate=simulate)
+            row = check_scene(path, t, source=source, simulate=simulate, solver=solver)
         except Exception as e:  # noqa: BLE001 - a failure of the comparison itself is a row
             row = dict(scene=name, source=source, path=str(path), status="accepted",
                        why="", out_of_scope=False, finite=False, dt=None, wall_1s=None,
@@ -679,6 +683,7 @@ def main(argv=None) -> int:
     ap.add_argument("--t", type=float, default=T, help=f"seconds simulated (default {T})")
     ap.add_argument("--out", default=None, help="write DIR/bench_scenes.json")
     ap.add_argument("--list", action="store_true", help="list the scene files and stop")
+    ap.add_argument("--solver", default=SOLVER, help=f"diffmb's solver (default {SOLVER!r})")
     ap.add_argument("--load-only", action="store_true",
                     help="only whether each scene loads (accepted / refused / skipped)")
     a = ap.parse_args(argv)
@@ -705,7 +710,7 @@ def main(argv=None) -> int:
         print(f"{r['source']}/{r['scene']}: {r['status']} {r.get('why') or how}",
               file=sys.stderr, flush=True)
 
-    rows = sweep(a.only, a.t, progress, simulate=not a.load_only)
+    rows = sweep(a.only, a.t, progress, simulate=not a.load_only, solver=a.solver)
     write(rows)
     print(table(rows), end="")
     return 0

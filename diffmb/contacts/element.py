@@ -418,13 +418,11 @@ class ContactLinearisation(eqx.Module):
         return self.dz0 + jnp.einsum("pij,pjk,k->pi", self.dz_du, self.Jc, dv)
 
 
-def _point_law(el, pen0, n, u0, z0, w0, pi):
-    """Force (3,), ż (3,) and torque (3,) at one point as functions of its displacement dx,
-    velocity change du, state change dz and spin change dw (all (3,), relative, A's side)."""
+def _point_law(el, n, z0, w0, pi):
+    """Force (3,), ż (3,) and torque (3,) at one point as functions of its penetration, its
+    relative velocity u, stiction state change dz and spin change dw (A's side)."""
 
-    def law(dx, du, dz, dw):
-        pen = pen0 - jnp.dot(n, dx)
-        u = u0 + du
+    def law(pen, u, dz, dw):
         fn = L.normal_force(el.normal, pen, -jnp.dot(n, u), el.stiffness[pi], el.damping[pi],
                             el.dissipation[pi], el.exponent[pi])
         ft, zd = L.tangential(el.friction, fn, u, n, z0 + dz, el.mu[pi],
@@ -458,17 +456,27 @@ def _linearise(el, model: Model, q, v, z, h) -> ContactLinearisation:
     P, d, n, src, dst = _raw_points(el, model, kin)
     pi = np.asarray(el.point_geom)
     pen0 = -d + el.margin[pi]
-    Vs, Ws = _point_jacobians(model, kin, P, src)
-    Vd, Wd = _point_jacobians(model, kin, P, dst)
-    Jc, Jw = Vs - Vd, Ws - Wd  # (nc, 3, nv)
+    Jc, Jw = _point_jacobians(model, kin, P, src)
+    if np.any(dst >= 0):  # (a terrain or the world is at rest)
+        Vd, Wd = _point_jacobians(model, kin, P, dst)
+        Jc, Jw = Jc - Vd, Jw - Wd  # (nc, 3, nv)
     u, w = Jc @ v, Jw @ v
+    stiction = el.friction == "stiction"
+    # directions: the penetration (the displacement x enters only through δ = δ0 − n·x), u,
+    # and where they act, z and w
+    argnums = (0, 1) + ((2,) if stiction else ()) + ((3,) if el.spin else ())
 
     def blocks(pen0, n, u0, z0, w0, pi):
-        law = _point_law(el, pen0, n, u0, z0, w0, pi)
+        law = _point_law(el, n, z0, w0, pi)
         zero = jnp.zeros(3)
-        f, zd, tq = law(zero, zero, zero, zero)
-        D = jax.jacfwd(law, argnums=(0, 1, 2, 3))(zero, zero, zero, zero)
-        return f, zd, tq, D
+        f, zd, tq = law(pen0, u0, zero, zero)
+        D = jax.jacfwd(law, argnums=argnums)(pen0, u0, zero, zero)
+        full = [[d[argnums.index(a)] if a in argnums else jnp.zeros((3,) + ((3,) if a else ()))
+                 for a in range(4)] for d in D]
+        # ∂/∂x = −∂/∂δ nᵀ
+        for row in full:
+            row[0] = -row[0][:, None] * n[None, :]
+        return f, zd, tq, full
 
     f, zd, tq, D = jax.vmap(blocks)(pen0, n, u, z, w, jnp.asarray(pi))
     (Fx, Fu, Fz, _), (Gx, Gu, Gz, _), (Tx, Tu, _, Tw) = D

@@ -664,13 +664,13 @@ class SoftRows(eqx.Module):
     def tau(self):
         return self.J.T @ self.f
 
-    def linearise(self, M, A, c, v, h):
+    def linearise(self, cho, A, c, v, h):
         """The rows' force over a step of size h, given the tangent of the other forces
         (their generalized force ≈ Q + A Δv + c at the end of the step) and the mass matrix
         M: on the pushing rows f = K⁻¹ (a_ref − J a₀) with K = J M⁻¹ Jᵀ + R and
         a_ref = −b ẏ − k d y, so their generalized force moves by Jᵀ K⁻¹ [−(b + h k d) J Δv −
         h k d ẏ − J M⁻¹ (A Δv + c)] (ẏ = J v, positions following the new velocities).
-        Returns (A_rows (nv, nv), c_rows (nv,))."""
+        ``cho``: ``jax.scipy.linalg.cho_factor(M)``. Returns (A_rows (nv, nv), c_rows (nv,))."""
         sr = jnp.broadcast_to(jnp.asarray(self.solref, jnp.float64), self.y.shape + (2,))
         si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
         T, zeta = sr[..., 0], sr[..., 1]
@@ -682,7 +682,7 @@ class SoftRows(eqx.Module):
         d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
         R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
         on = (self.f > 0).astype(jnp.float64)
-        X = jnp.linalg.solve(M, self.J.T)  # M⁻¹ Jᵀ (nv, m)
+        X = jax.scipy.linalg.cho_solve(cho, self.J.T)  # M⁻¹ Jᵀ (nv, m)
         K = on[:, None] * (self.J @ X + jnp.diag(R)) * on[None, :] + jnp.diag(1.0 - on)
         G = jnp.linalg.solve(K, jnp.diag(on))  # K⁻¹ on the pushing rows, 0 elsewhere
         kd = k * d
@@ -692,18 +692,24 @@ class SoftRows(eqx.Module):
         return Arows, crows
 
 
-def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4):
+def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4,
+                    dynamics=None):
     """Forces f (n,) ≥ 0 of n soft limit rows with Jacobian J (n, nv) and distances y (n,)
     (y < 0: violated), solved together as MuJoCo's solver does: a = a₀ + M⁻¹Jᵀf with a₀ the
     accelerations under ``tau``/``f_ext`` alone, and on the rows that push
     (A + R) f = a_ref − J a₀, A = J M⁻¹ Jᵀ at q, R and a_ref from ``invweight`` (MuJoCo's
     ``*_invweight0``), ``solref``/``solimp`` (:func:`soft_limit_force`, which this is for one
     row at A = ``invweight``). The rows that push are found by Newton's active-set steps on
-    MuJoCo's piecewise-quadratic cost (``iters`` of them; one suffices for a single row)."""
+    MuJoCo's piecewise-quadratic cost (``iters`` of them; one suffices for a single row).
+    ``dynamics``: ``(cho_factor(M), a₀)`` when the caller has them (an implicit step)."""
     from ..dynamics.api import forward_dynamics, mass_matrix
 
-    a0 = forward_dynamics(model, q, v, tau, f_ext)
-    X = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix(model, q)), J.T)
+    if dynamics is None:
+        cho = jax.scipy.linalg.cho_factor(mass_matrix(model, q))
+        a0 = forward_dynamics(model, q, v, tau, f_ext)
+    else:
+        cho, a0 = dynamics
+    X = jax.scipy.linalg.cho_solve(cho, J.T)
     A, ydd0 = J @ X, J @ a0
     aref, R = _soft_reference(y, J @ v, invweight, solref, solimp)
     violated = y < 0
@@ -836,10 +842,10 @@ class JointLimits(AbstractForce):
         linearises the rows with the load (:meth:`soft_rows`)."""
         return self if self.solref is None else None
 
-    def soft_rows(self, model, t, q, v, ctrl, tau, f_ext) -> SoftRows | None:
+    def soft_rows(self, model, t, q, v, ctrl, tau, f_ext, dynamics=None) -> SoftRows | None:
         """MuJoCo's constraint form: the rows (one per dof, on its violated side) and their
-        forces under the load ``tau``/``f_ext`` (:class:`SoftRows`); None in the penalty
-        form."""
+        forces under the load ``tau``/``f_ext`` (:class:`SoftRows`; ``dynamics``: see
+        :func:`soft_limit_rows`); None in the penalty form."""
         if self.solref is None:
             return None
         _indices("JointLimits", "dof", self.dof, model.nv, f"model nv = {model.nv}")
@@ -853,7 +859,7 @@ class JointLimits(AbstractForce):
 
         def solve():
             return soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
-                                   self.solimp)
+                                   self.solimp, dynamics=dynamics)
 
         f = jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(len(self.dof)))
         return SoftRows(J=J, y=y, f=f, invweight=self.invweight, solref=self.solref,
