@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 HERE = pathlib.Path(__file__).parent
 
@@ -19,6 +20,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_one_process_result(tmp_path):
     from ._distributed_case import rollouts
 

@@ -116,6 +116,7 @@ def test_stopping_distance(box):
     assert float(tr.q[-1, 0] - tr.q[0, 0]) == pytest.approx(v0**2 / (2 * mu * G), rel=2e-2)
 
 
+@pytest.mark.slow
 def test_first_order_convergence_to_a_converged_reference(box):
     """A box landing while sliding and spinning: the state error at t = 0.12 s against RK4
     at 0.1 ms halves with the step (observed order ≥ 0.8 on each halving)."""
@@ -134,6 +135,7 @@ def test_first_order_convergence_to_a_converged_reference(box):
     assert np.all(rates > 0.8), (errs, rates)
 
 
+@pytest.mark.slow
 def test_gradient_equals_central_differences_and_forward_mode(box):
     """d x(0.3)/d (v0, μ) through 60 implicit steps of a sliding box: reverse mode, forward
     mode and central differences of the same discrete map agree."""
