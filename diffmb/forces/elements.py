@@ -596,9 +596,9 @@ def soft_impedance(r, solimp):
     return jnp.clip(dmin + y * (dmax - dmin), 1e-4, 0.9999)
 
 
-def _soft_reference(y, yd, invweight, solref, solimp):
-    """MuJoCo's reference acceleration a_ref and regulariser R of soft rows (see
-    :func:`soft_limit_force`)."""
+def _soft_gains(solref, solimp):
+    """MuJoCo's reference stiffness k and damping b of soft rows from ``solref`` = (T, ζ)
+    (k = 1/(d_max² T² ζ²), b = 2/(d_max T); or k = −T/d_max², b = −ζ/d_max when negative)."""
     sr = jnp.asarray(solref, dtype=jnp.float64)
     T, zeta = sr[..., 0], sr[..., 1]
     dmax = jnp.asarray(solimp, dtype=jnp.float64)[..., 1]
@@ -607,6 +607,13 @@ def _soft_reference(y, yd, invweight, solref, solimp):
     zs = jnp.where(pos, zeta, 1.0)
     k = jnp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
     b = jnp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
+    return k, b
+
+
+def _soft_reference(y, yd, invweight, solref, solimp):
+    """MuJoCo's reference acceleration a_ref and regulariser R of soft rows (see
+    :func:`soft_limit_force`)."""
+    k, b = _soft_gains(solref, solimp)
     d = soft_impedance(jnp.maximum(-y, 0.0), solimp)
     return -b * yd - k * d * y, jnp.maximum((1.0 - d) / d * invweight, 1e-15)
 
@@ -615,15 +622,9 @@ def soft_row_gains(solref, solimp, invweight):
     """Stiffness and damping (force per unit violation and per unit rate) of MuJoCo's soft
     rows at the impedance d = (d_min + d_max)/2: the row moves as ÿ + d b ẏ + d² k y = (1 − d)
     ÿ₀ (:func:`soft_limit_force`), so on its mass 1/A they are d² k/A and d b/A."""
-    sr = jnp.asarray(solref, dtype=jnp.float64)
     si = jnp.asarray(solimp, dtype=jnp.float64)
-    T, zeta = sr[..., 0], sr[..., 1]
-    dmax = jnp.clip(si[..., 1], 1e-4, 0.9999)
+    k, b = _soft_gains(solref, si)
     d = jnp.clip(0.5 * (si[..., 0] + si[..., 1]), 1e-4, 0.9999)
-    pos = T > 0
-    Ts, zs = jnp.where(pos, T, 1.0), jnp.where(pos, zeta, 1.0)
-    k = jnp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
-    b = jnp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
     return d * d * k / invweight, d * b / invweight
 
 
@@ -671,14 +672,8 @@ class SoftRows(eqx.Module):
         a_ref = −b ẏ − k d y, so their generalized force moves by Jᵀ K⁻¹ [−(b + h k d) J Δv −
         h k d ẏ − J M⁻¹ (A Δv + c)] (ẏ = J v, positions following the new velocities).
         ``cho``: ``jax.scipy.linalg.cho_factor(M)``. Returns (A_rows (nv, nv), c_rows (nv,))."""
-        sr = jnp.broadcast_to(jnp.asarray(self.solref, jnp.float64), self.y.shape + (2,))
         si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
-        T, zeta = sr[..., 0], sr[..., 1]
-        dmax = jnp.clip(si[..., 1], 1e-4, 0.9999)
-        pos = T > 0
-        Ts, zs = jnp.where(pos, T, 1.0), jnp.where(pos, zeta, 1.0)
-        k = jnp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
-        b = jnp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
+        k, b = _soft_gains(self.solref, si)
         d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
         R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
         on = (self.f > 0).astype(jnp.float64)
