@@ -25,6 +25,8 @@ check, a wedged or failed run reported as such with a null value). diffmb runs
     (measured in a subprocess without x64, at the dt MJX float64 used, best of its own reps).
   * quadruped_b1024_vs_mujoco_c: vs MuJoCo C (``mujoco.rollout``, one thread per core, the
     file's integrator).
+  * quadruped_b1_vs_mujoco_c, quadruped_b64_vs_mujoco_c: the same at batch 1 and 64 (MuJoCo C
+    with min(cores, batch) threads; diffmb from the dt it took at batch 1024 down).
   * quadruped_b1024_vs_jaxsim: vs jaxsim (soft contacts, its default integrator), the model
     handed to jaxsim's own loader as an SDF written from the compiled MJCF (its URDF path needs
     Gazebo's converter): the same bodies, inertias, joints, limits (diffmb's limit stiffness and
@@ -70,6 +72,7 @@ VMAX = 0.05
 DT_DIFFMB = (0.02, 0.01, 8e-3, 5e-3, 4e-3, 2e-3)  # the implicit contact step
 SOLVER = "implicit"
 NO_EIGEN_POOL = "--xla_cpu_multi_thread_eigen=false"
+SMALL_BATCHES = (1, 64)  # diffmb against MuJoCo C at these batches too
 DT_MUJOCO = (0.02, 0.01, 0.005, 0.0025, 0.001)  # the file's default is 0.005
 DT_JAXSIM = (1e-3, 5e-4)  # 4e-3 and 2e-3 diverged (non-finite) when tried
 PEER_BATCH = 256
@@ -158,19 +161,19 @@ def diffmb_measure(batch: int, dts, reps: int) -> dict:
                 first_call_s=compile_s.get(dt), devices=len(jax.devices()))
 
 
-def _diffmb_subprocess(batch, reps, notes):
+def _diffmb_subprocess(batch, reps, notes, dts=DT_DIFFMB, key="diffmb"):
     """diffmb_measure in a fresh process with one host device per core and XLA's Eigen thread
     pool off (the same wedge as MJX's was seen in diffmb's batch-1024 ``jit(vmap)``; one
     device per core gives the parallelism instead); None and a note when it fails."""
     n = available_cpus()
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
         f"--xla_force_host_platform_device_count={n} {NO_EIGEN_POOL}"))
-    args = ["--diffmb", str(batch), ",".join(repr(d) for d in DT_DIFFMB), str(reps)]
+    args = ["--diffmb", str(batch), ",".join(repr(d) for d in dts), str(reps)]
     try:
         return json.loads(run_module(MODULE, args, env, "diffmb run", 1500))
     except Exception as e:  # a failing run is reported, not hidden
-        notes["diffmb"] = f"{type(e).__name__}: {str(e)[-300:]}"
-        print(f"diffmb failed: {notes['diffmb']}")
+        notes[key] = f"{type(e).__name__}: {str(e)[-300:]}"
+        print(f"diffmb failed: {notes[key]}")
         return None
 
 
@@ -180,7 +183,7 @@ def mujoco_c_engine(q, v):
     from mujoco import rollout
 
     mj = mujoco.MjModel.from_xml_path(str(QUADRUPED))
-    nthread = available_cpus()
+    nthread = min(available_cpus(), len(q))
     datas = [mujoco.MjData(mj) for _ in range(nthread)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     d = datas[0]
@@ -451,6 +454,12 @@ def run(out_dir, quick: bool = False) -> dict:
     md = _diffmb_subprocess(batch, reps, notes)
     dt_d, st_d, tried_d = (md["dt"], md["stats"], md["tried"]) if md else (None, None, [])
     dt_c, go_c, st_c, tried_c, nthread = mujoco_c_engine(q, v)
+    # small batches: diffmb from the dt it took at the full batch, MuJoCo C from its own list
+    small = {}
+    for b in (b for b in SMALL_BATCHES if b < batch):
+        dts_b = tuple(d for d in DT_DIFFMB if dt_d is None or d <= dt_d + 1e-12)
+        m_b = _diffmb_subprocess(b, reps, notes, dts_b, f"diffmb_b{b}")
+        small[b] = (m_b, *mujoco_c_engine(q[:b], v[:b]))
 
     # MJX float64, in its own process: candidates from MuJoCo C's dt down (the same
     # constraint model), then smaller
@@ -477,7 +486,8 @@ def run(out_dir, quick: bool = False) -> dict:
             print(f"jaxsim: {notes['jaxsim']}")
 
     # best of interleaved repetitions (engines that settled)
-    engines = {"mujoco_c": go_c, "jaxsim": go_j}
+    engines = {"mujoco_c": go_c, "jaxsim": go_j,
+               **{f"mujoco_c_b{b}": small[b][2] for b in small}}
     best = {k: float("inf") for k, g in engines.items() if g is not None}
     for _ in range(reps):
         for k in best:
@@ -517,6 +527,14 @@ def run(out_dir, quick: bool = False) -> dict:
             r_d, "sim-s/s", "jaxsim soft contacts jit(vmap)", r_j, **common,
             peer_dt=dt_j, peer_batch=batch_j, peer_settle=st_j,
             **({"peer_note": notes["jaxsim"]} if "jaxsim" in notes else {})),
+        **{f"quadruped_b{b}_vs_mujoco_c": case(
+            b * T / m_b["time_s"] if m_b and m_b["dt"] is not None else float("nan"),
+            "sim-s/s", f"MuJoCo C mujoco.rollout, {nth} thread{'s' if nth > 1 else ''}",
+            rate(f"mujoco_c_b{b}", b), batch=b, horizon_s=T, dt=m_b and m_b["dt"],
+            settled=bool(m_b and m_b["stats"]["settled"]), settle=m_b and m_b["stats"],
+            solver=SOLVER, first_call_s=m_b and m_b["first_call_s"], peer_dt=dt_cb,
+            peer_batch=b, peer_settle=st_cb)
+           for b, (m_b, dt_cb, _go, st_cb, _tr, nth) in small.items()},
         "grad_over_forward_500": case(t_g / t_f, "ratio", "target", 3.0, nsteps=nsteps,
                                       dt=dt_g, t_grad_s=t_g, t_forward_s=t_f,
                                       grad_finite=g_finite),
