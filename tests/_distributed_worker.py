@@ -11,9 +11,8 @@ jax.distributed.initialize(coordinator_address=f"127.0.0.1:{sys.argv[1]}", num_p
                            process_id=int(sys.argv[2]))
 
 import numpy as np  # noqa: E402
-from jax.experimental import multihost_utils  # noqa: E402
-
 from _distributed_case import rollouts  # noqa: E402
+from jax.experimental import multihost_utils  # noqa: E402
 
 assert jax.process_count() == 2 and len(jax.devices()) == 2 * len(jax.local_devices())
 traj = rollouts(devices=jax.devices())
