@@ -269,11 +269,12 @@ class TreeSystem(AbstractSecondOrderSystem):
 
         A and c: each contact element's per-point blocks mapped by its contact Jacobians, the
         stiction states eliminated point by point (:meth:`~diffmb.contacts.AbstractContacts.
+        linearise`); MuJoCo's soft joint limits with the load they carry
+        (:meth:`~diffmb.forces.JointLimits.soft_rows`, :meth:`~diffmb.forces.SoftRows.
         linearise`); the joint-space forces of the other elements (servos, damping, springs,
-        joint friction, tendons, and the soft limits through their
-        :meth:`~diffmb.forces.AbstractForce.implicit_proxy`) and of the control by
-        ∂τ/∂v + h ∂τ/∂q along the step (q moves by h q̇(q, v₁)), forward mode over the
-        elements alone. Body forces of other elements (fluid, buoyancy), soft equalities and
+        joint friction, tendons through their :meth:`~diffmb.forces.AbstractForce.
+        implicit_proxy`) and of the control by ∂τ/∂v + h ∂τ/∂q along the step (q moves by
+        h q̇(q, v₁)), forward mode over the elements alone. Body forces of other elements (fluid, buoyancy), soft equalities and
         the velocity-product terms stay explicit, and so do the other element and control
         states (Euler). Exact couplings hold v₁ on C v = 0 (the M-orthogonal projection).
         ``method`` is not used: M and C come from CRBA and RNEA."""
@@ -332,7 +333,7 @@ class TreeSystem(AbstractSecondOrderSystem):
         def finish(dv):
             v1 = v + dv
             if Cx is not None:
-                X = jnp.linalg.solve(M, Cx.T)
+                X = jax.scipy.linalg.cho_solve(cho, Cx.T)
                 v1 = v1 - X @ jnp.linalg.solve(Cx @ X, Cx @ v1)
                 dv = v1 - v
             q1 = q + h * qdot(m, q, v1)
