@@ -16,6 +16,8 @@ from .batch import batch_simulate as batch_simulate
 from .excitation import ExcitationResult as ExcitationResult  # noqa: F401
 from .excitation import design_excitation as design_excitation
 from .excitation import fisher_information as fisher_information
+from .gradcheck import GradientCheck as GradientCheck  # noqa: F401
+from .gradcheck import check_gradient as check_gradient
 from .identify import IdentifyResult as IdentifyResult  # noqa: F401
 from .identify import base_parameters as base_parameters
 from .identify import identify as identify
