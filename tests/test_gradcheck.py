@@ -8,6 +8,7 @@ flight (Euler steps of a constant acceleration are exact in this respect).
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -111,3 +112,25 @@ def test_bad_arguments_are_named(kw, what):
 def test_non_scalar_loss_is_refused():
     with pytest.raises(ValueError, match="scalar"):
         check_gradient(lambda x: x * 2, jnp.ones(2))
+
+
+def test_contact_check_inside_jit_with_a_concrete_start(tmp_path):
+    # the initial-penetration check reads the geom sizes eagerly also inside an outer trace
+    # (a jitted loss that closes over a concrete q0): it ran into a tracer before
+    from diffmb.contacts import Box, Contacts, Plane
+
+    p = tmp_path / "box.xml"
+    p.write_text('<mujoco><worldbody><body name="box"><freejoint/><geom type="box" '
+                 'size="0.1 0.1 0.1" mass="2" contype="0" conaffinity="0"/></body></worldbody>'
+                 '</mujoco>')
+    model = diffmb.load_mjcf(p)
+    c = Contacts([Box("box", (0.1, 0.1, 0.1), name="cube")], Plane(), model=model, mu=0.5)
+
+    def final_x(q0):
+        return jax.jit(lambda v: diffmb.simulate(model, q0, jnp.zeros(6).at[0].set(v), t1=0.1,
+                                                 dt=0.01, forces=[c], solver="implicit",
+                                                 saveat=[0.1]).q[-1, 0])
+
+    assert np.isfinite(float(final_x(jnp.array([0, 0, 0.0995, 1, 0, 0, 0.0]))(1.0)))
+    with pytest.raises(ValueError, match="deep"):
+        final_x(jnp.array([0, 0, 0.02, 1, 0, 0, 0.0]))(1.0)

@@ -594,9 +594,10 @@ class AbstractContacts(AbstractGroundForce):
         names = _geom_names(self)
         for i, (ia, kind, ib) in enumerate(self.pairs):
             g = self.geoms[ia]
-            sizes = [float(g.thickness())]
-            if kind == "geom":
-                sizes.append(float(self.geoms[ib].thickness()))
+            with jax.ensure_compile_time_eval():  # concrete sizes also inside an outer trace
+                sizes = [float(g.thickness())]
+                if kind == "geom":
+                    sizes.append(float(self.geoms[ib].thickness()))
             sizes = [s for s in sizes if s > 0]
             if not sizes or not np.any(pi == i):
                 continue

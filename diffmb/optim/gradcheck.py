@@ -9,7 +9,9 @@ directions d (the coordinate axes when theta has at most ``max_directions`` entr
 unit vectors):
 
 * **reverse mode**, ``jax.grad``, projected on d;
-* **forward mode**, ``jax.jvp`` along each d: reverse ≠ forward points at a wrong custom rule;
+* **forward mode**, ``jax.jvp`` along each d: reverse ≠ forward points at a wrong custom rule
+  (``forward`` None where the loss holds a ``custom_vjp``, as ``simulate``'s default adjoint
+  does: ``adjoint="direct"`` gives both);
 * **central differences** (f(θ + εd) − f(θ − εd)) / 2ε at several steps ε = h · max(1, rms θ)
   (``steps``): on a smooth loss they approach the reverse-mode value as h falls until round-off
   takes over; where they disagree at every step the loss is not smooth at those scales (stiff
@@ -67,7 +69,7 @@ class GradientCheck:
 
     directions: np.ndarray
     reverse: np.ndarray
-    forward: np.ndarray
+    forward: np.ndarray | None
     central: dict
     sigma: float
     smoothed_zero: np.ndarray
@@ -100,7 +102,8 @@ class GradientCheck:
             f"smooth0 σ={self.sigma:.1e}", "smooth1"]
         rows = [head]
         for i in range(d.shape[0]):
-            rows.append([str(i), f"{rev[i]:.6g}", f"{self.forward[i]:.6g}"]
+            fw = "–" if self.forward is None else f"{self.forward[i]:.6g}"
+            rows.append([str(i), f"{rev[i]:.6g}", fw]
                         + [f"{self.central[h][i]:.6g}" for h in steps]
                         + [f"{zo[i]:.4g}±{zse[i]:.2g}", f"{fo[i]:.4g}±{fse[i]:.2g}"])
         rel = ["rel", "", f"{self.rel_forward:.1e}"] + [
@@ -204,7 +207,12 @@ def check_gradient(loss, theta, *, steps=STEPS, sigma=None, samples: int = 16,
     fv = jax.jit(jax.vmap(f))
     value, g = jax.jit(jax.value_and_grad(f))(x0)
     value, g = float(value), np.asarray(g)
-    fwd = np.asarray(jax.jit(jax.vmap(lambda d: jax.jvp(f, (x0,), (d,))[1]))(Dj))
+    try:
+        fwd = np.asarray(jax.jit(jax.vmap(lambda d: jax.jvp(f, (x0,), (d,))[1]))(Dj))
+    except TypeError as e:  # a custom_vjp inside (simulate's default adjoint): reverse only
+        if "custom_vjp" not in str(e):
+            raise
+        fwd = None
 
     central = {}
     for h in steps:
@@ -227,10 +235,11 @@ def check_gradient(loss, theta, *, steps=STEPS, sigma=None, samples: int = 16,
     fo_se = fo_i.std(0, ddof=1) / np.sqrt(samples)
 
     nonfinite = (_nonfinite("loss", value) + _nonfinite("reverse", g)
-                 + _nonfinite("forward", fwd) + _nonfinite("smoothed first order", fo))
+                 + ([] if fwd is None else _nonfinite("forward", fwd))
+                 + _nonfinite("smoothed first order", fo))
     finite = not nonfinite
     rev_d = D @ g
-    rel_forward = _rel_vec(rev_d, fwd)
+    rel_forward = float("nan") if fwd is None else _rel_vec(rev_d, fwd)
     rel_central = {h: _rel_vec(rev_d, c) for h, c in central.items()}
     best_step = min(rel_central, key=lambda h: (not math.isfinite(rel_central[h]),
                                                 rel_central[h]))
@@ -263,11 +272,17 @@ def check_gradient(loss, theta, *, steps=STEPS, sigma=None, samples: int = 16,
         horizons=hs or (), norms=norms, growth_rate=growth, trusted=trusted, verdict=verdict)
 
 
+def _fwd(rel_forward) -> str:
+    if math.isnan(rel_forward):
+        return " (forward mode unavailable: a custom_vjp inside; simulate(..., adjoint='direct'))"
+    return f" = forward ({rel_forward:.1e})"
+
+
 def _verdict(finite, nonfinite, rel_forward, rel_central, best_step, bias_se, zo_d, fo_d,
              rev_d, rel_smoothed, sigma, norms, hs):
     if not finite:
         return False, "not trusted: non-finite values in " + ", ".join(nonfinite)
-    if rel_forward > MODE_TOL:
+    if not math.isnan(rel_forward) and rel_forward > MODE_TOL:
         return False, (f"not trusted: reverse and forward mode differ by {rel_forward:.1e} "
                        "(relative): a derivative rule is wrong")
     best = rel_central[best_step]
@@ -283,12 +298,12 @@ def _verdict(finite, nonfinite, rel_forward, rel_central, best_step, bias_se, zo
                        "discontinuity or chaos)" + explode)
     smooth_gap = _rel_vec(zo_d, fo_d)
     if bias_se > BIAS_SE and smooth_gap > SMOOTH_REL:
-        return True, (f"trusted locally: reverse = forward ({rel_forward:.1e}) = central "
+        return True, (f"trusted locally: reverse{_fwd(rel_forward)} = central "
                       f"differences ({best:.1e} at h={best_step:.0e}), but at scale "
                       f"σ={sigma:.1e} the first-order smoothed gradient differs from the "
                       f"zeroth-order one by {bias_se:.1f} standard errors ({smooth_gap:.0%}): "
                       "the exact gradient misses a discontinuity or stiff region nearby"
                       + explode)
-    return True, (f"trusted: reverse = forward ({rel_forward:.1e}) = central differences "
+    return True, (f"trusted: reverse{_fwd(rel_forward)} = central differences "
                   f"({best:.1e} at h={best_step:.0e}); smoothed at σ={sigma:.1e}: "
                   f"{rel_smoothed:.1e} from the exact gradient" + explode)
