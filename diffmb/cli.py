@@ -239,7 +239,8 @@ def _identify_model(args):
         kw = dict(params=args.params, sensors=args.sensors, out=out, checkpoint=checkpoint,
                   shooting="multiple" if args.segments > 1 else "single",
                   segments=args.segments, ignore=_names(args.ignore),
-                  profile=_names(args.profile), max_steps=args.max_steps)
+                  profile=_names(args.profile), max_steps=args.max_steps,
+                  check_gradient=args.check_gradient)
         try:
             if args.floating_base:
                 m, forces = _floating_urdf(model)
@@ -316,6 +317,7 @@ def _identify(args) -> int:
             if getattr(args, flag) is not None:
                 raise CLIError(f"identify: --{flag} applies to --model FILE, not to a study")
         for flag, default in (("floating_base", False), ("replay", False), ("segments", 1),
+                              ("check_gradient", False),
                               ("max_steps", MAX_FIT_ITERATIONS),
                               ("max_sim_steps", MAX_SIM_STEPS)):
             if getattr(args, flag) != default:
@@ -361,6 +363,8 @@ def _identify(args) -> int:
     if args.study is None:
         if args.max_steps != MAX_FIT_ITERATIONS:
             cmd += ["--max-steps", str(args.max_steps)]
+        if args.check_gradient:
+            cmd += ["--check-gradient"]
         if args.max_sim_steps != MAX_SIM_STEPS:
             cmd += ["--max-sim-steps", str(args.max_sim_steps)]
         cmd += ["--floating-base"] * bool(args.floating_base) + ["--replay"] * bool(args.replay)
@@ -602,6 +606,10 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--profile", default=None,
                    help="with --model: comma-separated scalar parameters whose profile "
                         "likelihood (refits on a grid) is reported beside the Laplace interval")
+    i.add_argument("--check-gradient", action="store_true",
+                   help="with --model: check the cost's gradient at the start (reverse mode, "
+                        "central differences, smoothed estimates: diffmb.optim.check_gradient); "
+                        "the verdict is in results.json")
     i.add_argument("--max-steps", type=_integer("--max-steps", lo=1),
                    default=MAX_FIT_ITERATIONS,
                    help="with --model: Levenberg–Marquardt iterations at most (default "

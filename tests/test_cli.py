@@ -469,9 +469,10 @@ def test_identify_a_floating_base_urdf(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "fixed")]) == 1
     assert "unknown channel 'q_root_joint_0'" in _one_line(capsys.readouterr().err)
     out = tmp_path / "out"
-    assert main([*args, "--floating-base", "--replay", "--out", str(out)]) == 0
+    assert main([*args, "--floating-base", "--replay", "--check-gradient", "--out", str(out)]) == 0
     res = json.loads((out / "results.json").read_text())
     assert res["identified"]["joint.hinge.damping"]["estimate"] == pytest.approx(0.1, rel=1e-6)
+    assert res["gradient_check"]["trusted"], res["gradient_check"]["verdict"]
     traj, info = load_trajectory(out / "fitted.npz")
     assert info["model_floating_base"] is True and np.asarray(traj.q).shape == (len(t), 8)
     assert res["model"] == str(urdf) and res["floating_base"] is True

@@ -285,3 +285,14 @@ def test_fit_stopped_by_max_steps_is_not_converged():
     assert r.message == "stopped after max_steps = 1 iterations"
     done = _fit(_data(0))
     assert done.converged and done.success and done.message.startswith("converged")
+
+
+def test_fit_checks_its_cost_gradient_when_asked():
+    # the cost's gradient at the start: reverse mode against central differences (an oracle
+    # independent of the autodiff path), and the fit itself unchanged by the check
+    r = _fit(_data(0), check_gradient=True)
+    chk = r.gradient_check
+    assert chk is not None and chk.trusted, chk.verdict
+    assert chk.rel_central[chk.best_step] < 1e-5
+    assert r.success
+    assert _fit(_data(0)).gradient_check is None

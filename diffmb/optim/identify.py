@@ -431,8 +431,10 @@ def _fit_with_noise(model, recs, names, sigma, weights, noise_chans, checkpoint,
             init2 = {k: (v if np.ndim(v) == 0 else np.asarray(v)) for k, v in res.estimates.items()}
             ck2 = None if checkpoint is None else pathlib.Path(checkpoint).with_suffix(
                 ".reweighted.npz")  # the second fit resumes too
+            chk = res.gradient_check
             res = fit(model, recs, names, weights=weights, checkpoint=ck2,
-                      **{**kw, "init": init2})
+                      **{**kw, "init": init2, "check_gradient": False})
+            res.gradient_check = chk
             sim = _simulate_fit(res, model, recs, dt)  # the final fit's outputs, also plotted
             sigma2 = _residual_sigma(sim, model, recs)
             for c in noise_chans:
@@ -477,6 +479,8 @@ def _results(res: FitResult, names, recs, source, model, sigma, noise, unident_w
         "correlation": {"names": list(res.names), "matrix": _jsonable(res.correlation)},
         "profiles": profiles,
         "started_from_zero_start": zero_started,
+        "gradient_check": None if res.gradient_check is None else {
+            "trusted": bool(res.gradient_check.trusted), "verdict": res.gradient_check.verdict},
     }
 
 
@@ -485,7 +489,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
              max_steps: int = 50, progress: bool = True, report: bool = True,
              init: Mapping | None = None, bounds: Mapping | None = None,
              ignore=(), profile: Sequence[str] = (), profile_points: int = 9,
-             floating_base: bool = False) -> IdentifyResult:
+             floating_base: bool = False, check_gradient: bool = False) -> IdentifyResult:
     """Identify ``params`` of any robot from measured data (see the module docstring).
 
     Args:
@@ -507,6 +511,9 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
             around the estimate; the 95 % interval where the profiled cost stays within
             χ²₁(0.95)/2 · s² of the optimum, beside the Laplace interval.
         floating_base: a URDF's root link on a free joint (:func:`diffmb.io.load_model`).
+        check_gradient: check the cost's gradient at the start with
+            :func:`diffmb.optim.check_gradient` (``results["gradient_check"]``: trusted and the
+            verdict; a warning when it is not trusted).
 
     Returns:
         :class:`IdentifyResult`. A fit that ends without converging, or with a parameter the
@@ -522,7 +529,8 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
     recs, fdict = _records(model, data, fdict)
     sigma, weights = _prior_weights(model, recs)
     kw = dict(forces=fdict, simulate_kwargs={"dt": dt}, shooting=shooting, segments=segments,
-              max_steps=max_steps, progress=progress, init=init, bounds=bounds)
+              max_steps=max_steps, progress=progress, init=init, bounds=bounds,
+              check_gradient=check_gradient)
     res, noise, sim, weights, unident_warn = _fit_with_noise(
         model, recs, names, sigma, weights, noise_chans, checkpoint, dt, kw)
     profiles = {}
@@ -532,7 +540,8 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
                            f"{names}")
         profiles[pn] = profile_likelihood(res, model, recs, fdict, names, pn, weights=weights,
                                           n=profile_points,
-                                          **{k: v for k, v in kw.items() if k != "forces"})
+                                          **{k: v for k, v in kw.items()
+                                             if k not in ("forces", "check_gradient")})
     results = _results(res, names, recs, source, model, sigma, noise, unident_warn, dt, profiles,
                        zero_started)
     out_res = IdentifyResult(results["identified"], res, results, res.model, res.forces, recs)

@@ -315,6 +315,7 @@ class FitResult:
     jacobian: np.ndarray | None = None  # ∂r/∂(parameters, initial states), kept rows
     residuals: np.ndarray | None = None  # weighted residuals r, kept rows
     converged: bool = False
+    gradient_check: object = None  # check_gradient's result at the start (check_gradient=True)
 
     @property
     def correlation(self) -> np.ndarray:
@@ -1085,7 +1086,7 @@ def fit(model: Model, data, params: Sequence[str], *, forces=(),
         max_steps: int = 100, ftol: float = 1e-10, xtol: float = 1e-10, offset_tol: float = 1e-3,
         learning_rate: float = 1e-2, rank_rtol: float = 1e-8, progress: bool = True,
         checkpoint=None, callback=None, initial_state: str = "estimate",
-        threads: int | None = None) -> FitResult:
+        threads: int | None = None, check_gradient: bool = False) -> FitResult:
     """Identify ``params`` (names, see :mod:`diffmb.optim.params`) from measured ``data``.
 
     Args:
@@ -1118,6 +1119,9 @@ def fit(model: Model, data, params: Sequence[str], *, forces=(),
             unknowns — fewer tangents per Jacobian.
         threads: the Jacobian's directions are split over this many threads (default: the
             CPUs this process may use; 1: none).
+        check_gradient: before fitting, check the gradient of the cost ½‖r‖² at the starting
+            point with :func:`diffmb.optim.check_gradient` (kept as ``gradient_check``; a
+            warning when it is not trusted).
 
     Returns:
         :class:`FitResult`: ``success`` is True only when the solver converged (``message``
@@ -1131,8 +1135,23 @@ def fit(model: Model, data, params: Sequence[str], *, forces=(),
     """
     pb = _problem(model, data, params, forces, simulate_kwargs, shooting, segments, weights,
                   bounds, transforms, init, continuity_weight, input_interp, initial_state)
+    chk = _check_cost_gradient(pb) if check_gradient else None
     out = _solve(pb, threads, dict(
         solver=solver, max_steps=max_steps, ftol=ftol, xtol=xtol, offset_tol=offset_tol,
         learning_rate=learning_rate, progress=progress, checkpoint=checkpoint,
         callback=callback), stacklevel=3)
-    return _summary(pb, out, rank_rtol, stacklevel=3)
+    res = _summary(pb, out, rank_rtol, stacklevel=3)
+    res.gradient_check = chk
+    return res
+
+
+def _check_cost_gradient(pb: _Problem):
+    """:func:`~diffmb.optim.check_gradient` of the cost ½‖r‖² at the starting point (in the
+    fit's internal coordinates); a warning naming the verdict when it is not trusted."""
+    from .gradcheck import check_gradient
+
+    chk = check_gradient(lambda z: 0.5 * jnp.sum(pb.residual(z) ** 2), jnp.asarray(pb.z0),
+                         samples=8)
+    if not chk.trusted:
+        warnings.warn(f"fit: the cost's gradient at the start is {chk.verdict}", stacklevel=3)
+    return chk
