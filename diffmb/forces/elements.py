@@ -679,7 +679,8 @@ class SoftRows(eqx.Module):
         on = (self.f > 0).astype(jnp.float64)
         X = jax.scipy.linalg.cho_solve(cho, self.J.T)  # M⁻¹ Jᵀ (nv, m)
         K = on[:, None] * (self.J @ X + jnp.diag(R)) * on[None, :] + jnp.diag(1.0 - on)
-        G = jnp.linalg.solve(K, jnp.diag(on))  # K⁻¹ on the pushing rows, 0 elsewhere
+        # K⁻¹ on the pushing rows, 0 elsewhere (K is symmetric positive definite)
+        G = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(K), jnp.diag(on))
         kd = k * d
         MiA = X.T  # (J M⁻¹) = (M⁻¹ Jᵀ)ᵀ, M symmetric
         Arows = -self.J.T @ G @ ((b + h * kd)[:, None] * self.J + MiA @ A)
@@ -712,8 +713,8 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
 
     def forces(active):
         m = active.astype(jnp.float64)
-        K = m[:, None] * (A + jnp.diag(R)) * m[None, :] + jnp.diag(1.0 - m)
-        return jnp.linalg.solve(K, m * (aref - ydd0))
+        K = m[:, None] * (A + jnp.diag(R)) * m[None, :] + jnp.diag(1.0 - m)  # SPD
+        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(K), m * (aref - ydd0))
 
     active = violated & (ydd0 < aref)
     for _ in range(iters if n > 1 else 0):
