@@ -178,3 +178,42 @@ def test_bench_quadruped_settles_at_the_file_step_and_at_20ms(dt):
     assert np.all(np.asarray(st) == 0)
     assert np.all((BAND[0] < qf[:, 2]) & (qf[:, 2] < BAND[1])), qf[:, 2]
     assert np.all(jnp.linalg.norm(vf[:, :3], axis=1) < VMAX)
+
+
+@pytest.mark.parametrize("state", ["stick", "slide", "lift"])
+def test_closed_form_blocks_equal_the_laws_autodiff(box, state):
+    """The closed-form per-point blocks of the linear law with stiction equal forward-mode
+    autodiff of the point law itself (the general path), sticking, sliding and lifting off."""
+    from diffmb.contacts.element import _linear_stiction_blocks, _point_law
+
+    c = _contacts(box, mu=0.4)
+    rng = np.random.default_rng({"stick": 0, "slide": 1, "lift": 2}[state])
+    npt = c.n_points
+    pi = np.asarray(c.point_geom)
+    n = rng.standard_normal((npt, 3))
+    n /= np.linalg.norm(n, axis=1, keepdims=True)
+    pen = np.full(npt, -1e-4 if state == "lift" else 1e-4)
+    u = rng.standard_normal((npt, 3)) * (1e-2 if state == "slide" else 1e-6)
+    z = rng.standard_normal((npt, 3)) * (1e-4 if state == "slide" else 1e-8)
+    f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz) = _linear_stiction_blocks(
+        c, jnp.asarray(pen), jnp.asarray(n), jnp.asarray(u), jnp.asarray(z), pi)
+    for p in range(npt):
+        law = _point_law(c, jnp.asarray(n[p]), jnp.asarray(z[p]), jnp.zeros(3), int(pi[p]))
+        zero = jnp.zeros(3)
+        f_p, zd_p, _ = law(pen[p], jnp.asarray(u[p]), zero, zero)
+        (fp, fu, fz), (gp, gu, gz) = jax.jacfwd(lambda a, b_, c_: law(a, b_, c_, zero)[:2],
+                                                argnums=(0, 1, 2))(pen[p], jnp.asarray(u[p]),
+                                                                   zero)
+        np.testing.assert_allclose(f[p], f_p, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(zd[p], zd_p, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(Fx[p], -fp[:, None] * n[p][None, :], rtol=1e-10, atol=1e-6)
+        np.testing.assert_allclose(Fu[p], fu, rtol=1e-10, atol=1e-6)
+        np.testing.assert_allclose(Fz[p], fz, rtol=1e-10, atol=1e-6)
+        np.testing.assert_allclose(Gx[p], -gp[:, None] * n[p][None, :], rtol=1e-10, atol=1e-6)
+        np.testing.assert_allclose(Gu[p], gu, rtol=1e-10, atol=1e-6)
+        np.testing.assert_allclose(Gz[p], gz, rtol=1e-10, atol=1e-6)
+    if state == "slide":  # the case is what it says
+        fn = np.einsum("pi,pi->p", np.asarray(f), n)
+        F = 0.4 * fn
+        ft = np.asarray(f) - fn[:, None] * n
+        assert np.all(np.linalg.norm(ft, axis=1) >= F * (1 - 1e-9))

@@ -81,6 +81,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..dynamics._world import _inv3
 from ..dynamics.api import mass_matrix
 from ..dynamics.kinematics import (
     body_coms,
@@ -447,6 +448,50 @@ def _point_jacobians(model, kin, P, bodies):
     return V * live, W * live
 
 
+def _linear_stiction_blocks(el, pen, n, u, z, pi):
+    """The per-point force f, stiction rate ż and their 3 × 3 derivatives with respect to the
+    displacement x, the relative velocity u and the state z, in closed form for the linear
+    normal law with stiction (what :func:`_point_law` under ``jacfwd`` gives, without it):
+    f_n = k δ + b δ̇ where positive and in contact; the friction f_t = f while the spring–damper
+    f = −k_t P z − b_t P u (P = I − n nᵀ) lies in the cone |f| ≤ μ f_n, else μ f_n f/|f|."""
+    k, b = el.stiffness[pi], el.damping[pi]
+    kt, bt, mu = el.tangential_stiffness[pi], el.tangential_damping[pi], el.mu[pi]
+    ddelta = -jnp.sum(n * u, axis=-1)
+    raw = k * pen + b * ddelta
+    act = ((pen > 0) & (raw > 0)).astype(jnp.float64)  # the normal force is on and positive
+    fn = act * raw
+    P = jnp.eye(3) - n[:, :, None] * n[:, None, :]
+    fs = -kt[:, None] * jnp.einsum("pij,pj->pi", P, z) - bt[:, None] * jnp.einsum(
+        "pij,pj->pi", P, u)
+    F = mu * fn
+    nf = jnp.sqrt(jnp.sum(fs * fs, axis=-1))
+    slide = nf > F  # outside the cone (also F = 0 with a spring force): on its boundary
+    nf_safe = jnp.where(slide, nf, 1.0)
+    fhat = fs / nf_safe[:, None]
+    ratio = jnp.where(slide, F / nf_safe, 1.0)
+    ft = jnp.where(slide[:, None], F[:, None] * fhat, fs)
+    # d ft / d fs and d ft / d F (zero while sticking)
+    dft_dfs = ratio[:, None, None] * (jnp.eye(3) - jnp.where(
+        slide[:, None, None], fhat[:, :, None] * fhat[:, None, :], 0.0))
+    dft_dF = jnp.where(slide[:, None], fhat, 0.0)
+    dfn_dpen = act * k
+    dfn_du = -(act * b)[:, None] * n
+    dft_du = -bt[:, None, None] * dft_dfs @ P + mu[:, None, None] * dft_dF[:, :, None] * \
+        dfn_du[:, None, :]
+    dft_dz = -kt[:, None, None] * dft_dfs @ P
+    dft_dpen = (mu * dfn_dpen)[:, None] * dft_dF
+    f = fn[:, None] * n + ft
+    zd = -(ft + kt[:, None] * z) / bt[:, None]
+    to_x = lambda d: -d[:, :, None] * n[:, None, :]  # noqa: E731 - ∂/∂x = −∂/∂δ nᵀ
+    Fx = to_x(dfn_dpen[:, None] * n + dft_dpen)
+    Fu = n[:, :, None] * dfn_du[:, None, :] + dft_du
+    Fz = dft_dz
+    Gx = -to_x(dft_dpen) / bt[:, None, None]
+    Gu = -dft_du / bt[:, None, None]
+    Gz = -(dft_dz + kt[:, None, None] * jnp.eye(3)) / bt[:, None, None]
+    return f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz)
+
+
 def _linearise(el, model: Model, q, v, z, h) -> ContactLinearisation:
     """Per point, the 3 × 3 derivatives of force, stiction rate and torque with respect to
     the point's displacement x, velocity u, state z and spin w, mapped to generalized
@@ -480,10 +525,13 @@ def _linearise(el, model: Model, q, v, z, h) -> ContactLinearisation:
             row[0] = -row[0][:, None] * n[None, :]
         return f, zd, tq, full
 
-    f, zd, tq, D = jax.vmap(blocks)(pen0, n, u, z, w, jnp.asarray(pi))
-    (Fx, Fu, Fz, _), (Gx, Gu, Gz, _), (Tx, Tu, _, Tw) = D
+    if el.normal == "linear" and stiction and not el.spin:
+        f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz) = _linear_stiction_blocks(el, pen0, n, u, z, pi)
+    else:
+        f, zd, tq, D = jax.vmap(blocks)(pen0, n, u, z, w, jnp.asarray(pi))
+        (Fx, Fu, Fz, _), (Gx, Gu, Gz, _), (Tx, Tu, _, Tw) = D
     mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
-    hS = h * jnp.linalg.inv(jnp.eye(3) - h * Gz)  # (nc, 3, 3)
+    hS = h * _inv3(jnp.eye(3) - h * Gz)  # (nc, 3, 3), by the adjugate
     dz0 = mv(hS, zd + h * mv(Gx, u))
     dz_du = hS @ (Gu + h * Gx)
     E = Fu + h * Fx + Fz @ dz_du  # force per Δu
