@@ -134,3 +134,29 @@ def test_contact_check_inside_jit_with_a_concrete_start(tmp_path):
     assert np.isfinite(float(final_x(jnp.array([0, 0, 0.0995, 1, 0, 0, 0.0]))(1.0)))
     with pytest.raises(ValueError, match="deep"):
         final_x(jnp.array([0, 0, 0.02, 1, 0, 0, 0.0]))(1.0)
+
+
+def test_alpha_order_estimator_falls_back_to_zeroth_order_at_a_jump():
+    # beside a jump the first-order estimate misses the jump's density; the α-order blend
+    # detects the disagreement and returns (nearly) the zeroth-order estimate, which is
+    # unbiased for the analytic smoothed gradient 2θ + φ((θ − c)/σ)/σ
+    from diffmb.optim import smoothed_gradient
+
+    c, th, sigma = 0.5, 0.5001, 1e-2
+
+    def loss(x):
+        return x[0] ** 2 + jnp.where(x[0] > c, 1.0, 0.0)
+
+    g, info = smoothed_gradient(loss, jnp.array([th]), sigma=sigma, samples=512)
+    smoothed = 2 * th + math.exp(-0.5 * ((th - c) / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))
+    assert info["alpha"] < 0.1
+    assert abs(float(g[0]) - smoothed) < 4 * info["zero_se"][0] + 1e-9
+    # on a smooth loss the blend leans on the low-variance first-order estimate
+    g2, info2 = smoothed_gradient(lambda x: jnp.sum(jnp.sin(x)), jnp.array([0.3, -0.2]),
+                                  sigma=0.05, samples=64)
+    exact = np.cos([0.3, -0.2]) * math.exp(-0.5 * 0.05**2)  # E cos(θ + σw) = cos θ e^{−σ²/2}
+    assert info2["alpha"] > 0.9
+    np.testing.assert_allclose(np.asarray(g2), exact, atol=5 * float(np.max(info2["first_se"]))
+                               + 1e-12)
+    with pytest.raises(ValueError, match="estimator"):
+        smoothed_gradient(loss, jnp.array([th]), sigma=sigma, estimator="beta")

@@ -201,7 +201,7 @@ def test_closed_form_blocks_equal_the_laws_autodiff(box, state):
         law = _point_law(c, jnp.asarray(n[p]), jnp.asarray(z[p]), jnp.zeros(3), int(pi[p]))
         zero = jnp.zeros(3)
         f_p, zd_p, _ = law(pen[p], jnp.asarray(u[p]), zero, zero)
-        (fp, fu, fz), (gp, gu, gz) = jax.jacfwd(lambda a, b_, c_: law(a, b_, c_, zero)[:2],
+        (fp, fu, fz), (gp, gu, gz) = jax.jacfwd(lambda a, b_, c_, law=law, zero=zero: law(a, b_, c_, zero)[:2],
                                                 argnums=(0, 1, 2))(pen[p], jnp.asarray(u[p]),
                                                                    zero)
         np.testing.assert_allclose(f[p], f_p, rtol=1e-12, atol=1e-12)

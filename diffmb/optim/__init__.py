@@ -18,6 +18,7 @@ from .excitation import design_excitation as design_excitation
 from .excitation import fisher_information as fisher_information
 from .gradcheck import GradientCheck as GradientCheck  # noqa: F401
 from .gradcheck import check_gradient as check_gradient
+from .gradcheck import smoothed_gradient as smoothed_gradient
 from .identify import IdentifyResult as IdentifyResult  # noqa: F401
 from .identify import base_parameters as base_parameters
 from .identify import identify as identify
