@@ -81,6 +81,7 @@ def test_growth_rate_with_the_horizon():
     assert "grows" in chk.verdict
 
 
+@pytest.mark.slow  # 8 s: vmapped simulate, its gradient and its jvp compile
 def test_free_flight_sensitivity_through_simulate(tmp_path):
     p = tmp_path / "b.xml"
     p.write_text('<mujoco><worldbody><body name="b"><freejoint/><geom type="sphere" '

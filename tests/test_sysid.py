@@ -287,6 +287,7 @@ def test_fit_stopped_by_max_steps_is_not_converged():
     assert done.converged and done.success and done.message.startswith("converged")
 
 
+@pytest.mark.slow  # 11 s: the check compiles vmapped losses and gradients of the fit
 def test_fit_checks_its_cost_gradient_when_asked():
     # the cost's gradient at the start: reverse mode against central differences (an oracle
     # independent of the autodiff path), and the fit itself unchanged by the check
