@@ -123,15 +123,6 @@ class GradientCheck:
         return self.table() + "\n" + self.verdict
 
 
-def _rel(a, b) -> float:
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    scale = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1e-300)
-    r = np.abs(a - b) / scale
-    both_tiny = (np.abs(a) < 1e-300) & (np.abs(b) < 1e-300)
-    r = np.where(both_tiny, 0.0, r)
-    return float(np.max(r)) if r.size else 0.0
-
-
 def _rel_vec(a, b) -> float:
     """|a − b| / max(|a|, |b|) over the whole vector (directional values)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
@@ -147,13 +138,14 @@ def _directions(n, max_directions, rng):
 
 
 def _flat_loss(loss, theta, horizon):
+    """(x0 flat float64, f of the flat vector, unravel)."""
     x0, unravel = ravel_pytree(theta)
     x0 = jnp.asarray(x0, jnp.float64)
     if horizon is None:
         f = lambda x: jnp.asarray(loss(unravel(x)), jnp.float64)  # noqa: E731
     else:
         f = lambda x: jnp.asarray(loss(unravel(x), horizon), jnp.float64)  # noqa: E731
-    return x0, f
+    return x0, f, unravel
 
 
 def _scalar(f, x0):
@@ -169,14 +161,15 @@ def _nonfinite(name, x) -> list:
                                                  if bad.size > 5 else [])
 
 
-def _smoothed(f, x0, sigma, samples, rng):
+def _smoothed(f, x0, sigma, samples, rng, fv=None):
     """The zeroth- and first-order estimates of ∇ E f(x0 + σw) from ``samples`` antithetic
-    pairs, with their per-entry standard errors: (zo, zo_se, fo, fo_se)."""
+    pairs, with their per-entry standard errors: (zo, zo_se, fo, fo_se). ``fv``: the caller's
+    ``jit(vmap(f))``, if it has one (else compiled here)."""
     n = x0.size
     W = rng.standard_normal((samples, n))
     Wj = jnp.asarray(W)
     pts = jnp.concatenate([x0 + sigma * Wj, x0 - sigma * Wj])
-    fx = np.asarray(jax.jit(jax.vmap(f))(pts))
+    fx = np.asarray((jax.jit(jax.vmap(f)) if fv is None else fv)(pts))
     zo_i = ((fx[:samples] - fx[samples:]) / (2 * sigma))[:, None] * W  # (samples, n)
     gx = np.asarray(jax.jit(jax.vmap(jax.grad(f)))(pts))
     fo_i = 0.5 * (gx[:samples] + gx[samples:])  # antithetic pairs
@@ -204,9 +197,8 @@ def smoothed_gradient(loss, theta, *, sigma: float, samples: int = 16, estimator
     if estimator not in ("zero", "first", "alpha"):
         raise ValueError(f"smoothed_gradient: estimator must be 'zero', 'first' or 'alpha', got "
                          f"{estimator!r}")
-    x0, f = _flat_loss(loss, theta, None)
+    x0, f, unravel = _flat_loss(loss, theta, None)
     _scalar(f, x0)
-    _, unravel = ravel_pytree(theta)
     zo, zo_se, fo, fo_se = _smoothed(f, x0, float(sigma), samples, np.random.default_rng(seed))
     v0, v1 = float(np.sum(zo_se**2)), float(np.sum(fo_se**2))
     eps = 2.0 * math.sqrt(v0)
@@ -245,7 +237,7 @@ def check_gradient(loss, theta, *, steps=STEPS, sigma=None, samples: int = 16,
     hs = None if horizons is None else tuple(float(t) for t in horizons)
     if hs is not None and not hs:
         raise ValueError("check_gradient: horizons is empty")
-    x0, f = _flat_loss(loss, theta, None if hs is None else hs[-1])
+    x0, f, _ = _flat_loss(loss, theta, None if hs is None else hs[-1])
     n = x0.size
     if n == 0:
         raise ValueError("check_gradient: theta has no entries")
@@ -276,7 +268,7 @@ def check_gradient(loss, theta, *, steps=STEPS, sigma=None, samples: int = 16,
         k = D.shape[0]
         central[h] = (fx[:k] - fx[k:]) / (2 * eps)
 
-    zo, zo_se, fo, fo_se = _smoothed(f, x0, sigma, samples, rng)
+    zo, zo_se, fo, fo_se = _smoothed(f, x0, sigma, samples, rng, fv)
 
     nonfinite = (_nonfinite("loss", value) + _nonfinite("reverse", g)
                  + ([] if fwd is None else _nonfinite("forward", fwd))
@@ -297,7 +289,7 @@ def check_gradient(loss, theta, *, steps=STEPS, sigma=None, samples: int = 16,
     if hs is not None:
         ns = []
         for T in hs[:-1]:
-            _, fT = _flat_loss(loss, theta, T)
+            _, fT, _ = _flat_loss(loss, theta, T)
             ns.append(float(np.linalg.norm(np.asarray(jax.jit(jax.grad(fT))(x0)))))
         ns.append(float(np.linalg.norm(g)))
         norms = tuple(ns)
