@@ -308,7 +308,14 @@ class ImplicitVelocityEuler(diffrax.AbstractSolver):
         return 1
 
     def init(self, terms, t0, t1, y0, args):
-        _second_order_system(args)
+        system = _second_order_system(args)
+        for f in getattr(system, "forces", ()):
+            if getattr(f, "backward_smoothing", None) is not None:
+                raise ValueError(
+                    f"ImplicitVelocityEuler: {type(f).__name__}.backward_smoothing = "
+                    f"{f.backward_smoothing:g} m would enter this solver's forward-mode Jacobian"
+                    " and change the simulation; use solver='implicit' (ImplicitContactEuler) "
+                    "or an explicit solver, whose steps do not differentiate the contact law")
         nv = jnp.shape(y0[1])[0]
         return (jnp.zeros((nv, nv), jnp.result_type(y0[1])), jnp.asarray(0, jnp.int32))
 

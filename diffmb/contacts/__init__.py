@@ -32,6 +32,7 @@ from .element import AbstractGroundForce as AbstractGroundForce
 from .element import ContactResult as ContactResult
 from .element import Contacts as Contacts
 from .element import CoulombContacts as CoulombContacts
+from .element import backward_smoothed as backward_smoothed
 from .element import contact_forces as contact_forces
 from .element import effective_mass as effective_mass
 from .element import soft_contact_params as soft_contact_params

@@ -110,6 +110,7 @@ __all__ = [
     "effective_mass",
     "contact_forces",
     "ContactLinearisation",
+    "backward_smoothed",
 ]
 
 
@@ -385,8 +386,7 @@ def _evaluate(el, model: Model, q, v, z) -> _Points:
     vrel = _body_velocities(model, kin, P, src) - _body_velocities(model, kin, P, dst)
     pen = -d + el.margin[pi]
     ddelta = -jnp.sum(n * vrel, axis=-1)
-    fn = L.normal_force(el.normal, pen, ddelta, el.stiffness[pi], el.damping[pi],
-                        el.dissipation[pi], el.exponent[pi])
+    fn = _normal_force(el, pen, ddelta, pi)
     ft, dz = L.tangential(el.friction, fn, vrel, n, z, el.mu[pi],
                           el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps)
     f = fn[:, None] * n + ft
@@ -421,13 +421,22 @@ class ContactLinearisation(eqx.Module):
         return self.dz0 + jnp.einsum("pij,pjk,k->pi", self.dz_du, self.Jc, dv)
 
 
-def _point_law(el, n, z0, w0, pi):
+def _normal_force(el, pen, ddelta, pi, smoothing=True):
+    """The normal law at the points ``pi``; with the element's ``backward_smoothing`` (and
+    ``smoothing``) its value with the smoothed law's derivative."""
+    args = (pen, ddelta, el.stiffness[pi], el.damping[pi], el.dissipation[pi], el.exponent[pi])
+    if smoothing and el.backward_smoothing is not None:
+        return L.normal_force_backward_smoothed(el.normal, *args, el.backward_smoothing)
+    return L.normal_force(el.normal, *args)
+
+
+def _point_law(el, n, z0, w0, pi, smoothing=True):
     """Force (3,), ż (3,) and torque (3,) at one point as functions of its penetration, its
-    relative velocity u, stiction state change dz and spin change dw (A's side)."""
+    relative velocity u, stiction state change dz and spin change dw (A's side); without
+    ``smoothing`` the exact law's derivatives (for the step's Jacobian)."""
 
     def law(pen, u, dz, dw):
-        fn = L.normal_force(el.normal, pen, -jnp.dot(n, u), el.stiffness[pi], el.damping[pi],
-                            el.dissipation[pi], el.exponent[pi])
+        fn = _normal_force(el, pen, -jnp.dot(n, u), pi, smoothing)
         ft, zd = L.tangential(el.friction, fn, u, n, z0 + dz, el.mu[pi],
                               el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps)
         tq = jnp.zeros(3)
@@ -459,7 +468,9 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     ddelta = -jnp.sum(n * u, axis=-1)
     raw = k * pen + b * ddelta
     act = ((pen > 0) & (raw > 0)).astype(jnp.float64)  # the normal force is on and positive
-    fn = act * raw
+    # its value; with backward smoothing that value differentiates as the smoothed law (the
+    # blocks below, the step's Jacobian, stay the exact law's)
+    fn = act * raw if el.backward_smoothing is None else _normal_force(el, pen, ddelta, pi)
     P = jnp.eye(3) - n[:, :, None] * n[:, None, :]
     fs = -kt[:, None] * jnp.einsum("pij,pj->pi", P, z) - bt[:, None] * jnp.einsum(
         "pij,pj->pi", P, u)
@@ -514,9 +525,9 @@ def _linearise(el, model: Model, q, v, z, h) -> ContactLinearisation:
     argnums = (0, 1) + ((2,) if stiction else ()) + ((3,) if el.spin else ())
 
     def blocks(pen0, n, u0, z0, w0, pi):
-        law = _point_law(el, n, z0, w0, pi)
+        law = _point_law(el, n, z0, w0, pi, smoothing=False)
         zero = jnp.zeros(3)
-        f, zd, tq = law(pen0, u0, zero, zero)
+        f, zd, tq = _point_law(el, n, z0, w0, pi)(pen0, u0, zero, zero)
         D = jax.jacfwd(law, argnums=argnums)(pen0, u0, zero, zero)
         full = [[d[argnums.index(a)] if a in argnums else jnp.zeros((3,) + ((3,) if a else ()))
                  for a in range(4)] for d in D]
@@ -588,6 +599,8 @@ class AbstractContacts(AbstractGroundForce):
     point_geom: tuple = eqx.field(static=True)  # (nc,) pair index of each candidate point
     point_sign: tuple = eqx.field(static=True)  # (nc,) +1: A's point, -1: B's point in A
     spin: bool = eqx.field(static=True, default=False)  # torsional/rolling friction evaluated
+    # width [m] of the normal law's smoothing in the backward pass only (None: exact)
+    backward_smoothing: float | None = eqx.field(static=True, default=None)
 
     @property
     def terrains(self) -> tuple:
@@ -605,6 +618,13 @@ class AbstractContacts(AbstractGroundForce):
         """Number of candidate points nc (Σ over the pairs' directions of the source geom's
         ``n_points``)."""
         return len(self.point_geom)
+
+    def with_backward_smoothing(self, width):
+        """This element with ``backward_smoothing = width`` [m] (None: exact derivatives)."""
+        new = copy.copy(self)
+        object.__setattr__(new, "backward_smoothing",
+                           _check_smoothing(type(self).__name__, width))
+        return new
 
     def evaluate(self, model: Model, q, v, state=None) -> _Points:
         """Points, normals, penetrations, velocities, forces (nc, ...) and the body wrenches
@@ -706,6 +726,27 @@ def _check_params(owner, npair, kw):
                          f"{float(kw['dmax']):g}")
 
 
+def backward_smoothed(forces, width):
+    """``forces`` (a sequence of force elements, e.g. :func:`diffmb.mjcf_forces`'s) with every
+    contact element's ``backward_smoothing`` set to ``width`` [m] (None: exact derivatives)."""
+    return tuple(f.with_backward_smoothing(width) if isinstance(f, AbstractContacts) else f
+                 for f in forces)
+
+
+def _check_smoothing(owner, width):
+    """``backward_smoothing``: None or a width > 0 [m], a static Python float."""
+    if width is None:
+        return None
+    if isinstance(width, bool) or not isinstance(width, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{owner}.backward_smoothing = {width!r}: a width in metres (a Python "
+                        "number) or None")
+    width = float(width)
+    if not (np.isfinite(width) and width > 0):
+        raise ValueError(f"{owner}.backward_smoothing = {width!r}: must be a finite width > 0 "
+                         "[m] (or None: exact gradients)")
+    return width
+
+
 def _index(items, x) -> int:
     """Index of ``x`` in ``items`` by identity, appending it when new."""
     for i, y in enumerate(items):
@@ -778,6 +819,7 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
             raise ValueError(f"{owner}.geoms[{i}] ({geoms[i].name!r}) is on the world and so "
                              f"is terrain[{i}]: a pair needs a moving body")
     check_choice(owner, "normal", normal, L.NORMAL_LAWS)
+    self.backward_smoothing = _check_smoothing(owner, kw.pop("backward_smoothing", None))
     if model is not None and not isinstance(model, Model):
         raise TypeError(f"{owner}.model = {model!r}: not a diffmb Model")
     _check_params(owner, len(geoms), kw)
@@ -831,7 +873,9 @@ _DOC_ARGS = """
     give the same rest penetration and rest damping as the linear law; with a given stiffness c
     defaults to 0), ``torsion`` and ``rolling`` [m] (torsional and rolling friction, MuJoCo's
     ``condim`` 4 and 6; None: not evaluated) with their regularising angular speed
-    ``spin_eps`` [rad/s] (0.05).
+    ``spin_eps`` [rad/s] (0.05). ``backward_smoothing`` [m] (None): contacts from distance in
+    the backward pass only (:func:`~diffmb.contacts.law.normal_force_backward_smoothed`): the
+    simulation is unchanged, its derivatives see the normal law smoothed over this width.
 """
 
 
@@ -847,12 +891,13 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
                  mu=1.0, normal="linear", exponent=1.0, dissipation=None,
                  tangential_stiffness=None, tangential_damping=None, margin=0.0,
                  timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
-                 rolling=None, spin_eps=0.05):
+                 rolling=None, spin_eps=0.05, backward_smoothing=None):
         _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
-              dmax=dmax, torsion=torsion, rolling=rolling, spin_eps=spin_eps)
+              dmax=dmax, torsion=torsion, rolling=rolling, spin_eps=spin_eps,
+              backward_smoothing=backward_smoothing)
 
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
@@ -870,12 +915,12 @@ class CoulombContacts(AbstractContacts, AbstractForce):
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
                  margin=0.0, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
-                 rolling=None, spin_eps=0.05):
+                 rolling=None, spin_eps=0.05, backward_smoothing=None):
         _init(self, geoms, terrain, "coulomb", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, margin=margin,
               timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax, torsion=torsion,
-              rolling=rolling, spin_eps=spin_eps)
+              rolling=rolling, spin_eps=spin_eps, backward_smoothing=backward_smoothing)
 
     def __call__(self, model, t, q, v, ctrl):
         r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))
