@@ -1,0 +1,196 @@
+"""diffmb.modular: configurations of modules built from their connection graph.
+
+Oracles: matrices written out by hand from the paper's Definitions 1–2 (Xu et al. 2018, §2),
+the hand-written ``underwater_quadruped.xml``, and MuJoCo's ``qacc`` on the MJCF export."""
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import diffmb
+from diffmb.models import underwater as uw
+from diffmb.modular import Configuration, Connection, Geom, Joint, Module, Port
+
+from .oracles import rel_err
+
+
+def _small_module(name="link", ports=("a", "b", "c")):
+    hinge = Joint("hinge", (0, 0, 1), damping=0.1, armature=0.01)
+    return Module(name, (Geom("box", (0.2, 0.05, 0.05), 2.0, pos=(0.2, 0, 0)),),
+                  tuple(Port(p, (0.4 * k, 0.05 * k, 0), joint=hinge) for k, p in enumerate(ports)))
+
+
+def _tree5():
+    """s0 → s1, s0 → s2, s2 → s3, s2 → s4 (connections given in mixed directions)."""
+    m = _small_module()
+    return Configuration({f"s{k}": m for k in range(5)},
+                         [("s0", "b", "s1", "a"), ("s4", "a", "s2", "c"), ("s0", "c", "s2", "a"),
+                          Connection("s2", "b", "s3", "a", "rigid")], "s0")
+
+
+def test_matrices_by_hand():
+    """Definition 1: A[i, j] = 1 iff a directed path leads from s_i to s_j; terminal modules
+    s1, s3, s4 (zero rows); Definition 2: their paths {s0 s1}, {s0 s2 s3}, {s0 s2 s4}."""
+    cfg = _tree5()
+    A = [[0, 1, 1, 1, 1],
+         [0, 0, 0, 0, 0],
+         [0, 0, 0, 1, 1],
+         [0, 0, 0, 0, 0],
+         [0, 0, 0, 0, 0]]
+    P = [[1, 1, 0, 0, 0],
+         [1, 0, 1, 1, 0],
+         [1, 0, 1, 0, 1]]
+    assert cfg.accessibility_matrix().dtype.kind == "i"
+    assert cfg.accessibility_matrix().tolist() == A
+    assert cfg.path_matrix().dtype.kind == "i" and cfg.path_matrix().tolist() == P
+    assert cfg.graph == ((0, 1, "joint"), (2, 4, "joint"), (0, 2, "joint"), (2, 3, "rigid"))
+
+
+def test_papers_configurations_agree_with_their_graphs():
+    quad, nine = uw.quadruped_configuration(), uw.nine_module_configuration()
+    assert sorted(quad.graph) == sorted(uw.QUADRUPED_GRAPH)
+    assert sorted(nine.graph) == sorted(uw.NINE_MODULE_GRAPH)
+    assert np.array_equal(quad.path_matrix(), uw.path_matrix(uw.QUADRUPED_GRAPH))
+    assert np.array_equal(nine.path_matrix(), uw.path_matrix(uw.NINE_MODULE_GRAPH))
+    snake = uw.snake_configuration(4)
+    assert snake.path_matrix().tolist() == [[1, 1, 1, 1]]
+    assert snake.accessibility_matrix().tolist() == [[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1],
+                                                     [0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("conns, match", [
+    ([("s0", "b", "s1", "a"), ("s1", "b", "s2", "a"), ("s2", "b", "s0", "c")],
+     r"connection 2 \(s2.b -> s0.c\) closes a cycle: .*'s2' and 's0'"),
+    ([("s0", "b", "s1", "a"), ("s0", "b", "s2", "a")], r"port s0.b is used twice"),
+    ([("s0", "b", "s1", "a"), ("s1", "b", "s9", "a")], r"unknown module 's9'"),
+    ([("s0", "b", "s1", "a"), ("s1", "x", "s2", "a")], r"module 's1' .* has no port 'x'"),
+    ([("s0", "b", "s1", "a")], r"module 's2' is not connected to the root 's0'"),
+    ([("s0", "b", "s1", "a"), ("s1", "b", "s1", "c")], r"closes a cycle: modules 's1' and 's1'"),
+    ([("s0", "b", "s1", "a"), ("s1", "b", "s2", "a", "glued")], r"kind 'glued'"),
+])
+def test_invalid_graphs_are_refused_naming_module_and_port(conns, match):
+    m = _small_module()
+    with pytest.raises(ValueError, match=match):
+        Configuration({"s0": m, "s1": m, "s2": m}, conns, "s0")
+
+
+def test_joint_on_a_port_without_joint_and_bad_numbers_are_refused():
+    rigid_only = Module("plate", (Geom("sphere", (0.1,), 1.0),), (Port("p"),))
+    m = _small_module()
+    with pytest.raises(ValueError, match=r"port s0.p offers no joint"):
+        Configuration({"s0": rigid_only, "s1": m}, [("s1", "a", "s0", "p")], "s0")
+    Configuration({"s0": rigid_only, "s1": m}, [("s0", "p", "s1", "a", "rigid")], "s0")
+    with pytest.raises(ValueError, match=r"unknown module 'base'"):
+        Configuration({"s0": m}, [], "base")
+    with pytest.raises(ValueError, match=r"root_port: module 's0' .* has no port 'z'"):
+        Configuration({"s0": m}, [], "s0", root_port="z")
+    with pytest.raises(ValueError, match=r"mass = -1.0"):
+        Geom("box", (0.1, 0.1, 0.1), -1.0)
+    with pytest.raises(ValueError, match=r"size .* must be > 0"):
+        Geom("box", (0.1, 0.0, 0.1), 1.0)
+    with pytest.raises(ValueError, match=r"not finite"):
+        Geom("sphere", (np.nan,), 1.0)
+    with pytest.raises(ValueError, match=r"range \(1.0, -1.0\)"):
+        Joint(range=(1.0, -1.0))
+    with pytest.raises(ValueError, match=r"axis .* non-zero"):
+        Joint(axis=(0, 0, 0))
+    with pytest.raises(ValueError, match=r"port 'a' is defined twice"):
+        Module("dup", (Geom("sphere", (0.1,), 1.0),), (Port("a"), Port("a")))
+    with pytest.raises(ValueError, match=r"density = -1"):
+        Configuration({"s0": m}, [], "s0", density=-1)
+
+
+def _qacc(model, forces, q, v, u):
+    a = diffmb.forward(model, q, v, forces=forces, ctrl=u)
+    return a[0] if isinstance(a, tuple) else a  # (a, state rates) with stateful contacts
+
+
+def _random_state(model, rng, z=3.0):
+    q = np.array(model.qpos0, float)
+    q[:3] = rng.normal(size=3) * 0.3 + (0, 0, z)
+    quat = rng.normal(size=4)
+    q[3:7] = quat / np.linalg.norm(quat)
+    q[7:] = rng.uniform(-1.2, 1.2, size=model.nq - 7)
+    return q, rng.normal(size=model.nv)
+
+
+def test_generated_quadruped_is_the_hand_written_file():
+    """Same mass matrix, bias force and accelerations (with the servos, drag, buoyancy, added
+    mass and floor contacts of both) as ``underwater_quadruped.xml`` on random states, to 1e-9;
+    the generated legs' body frames are turned about the hinge axes (module frames along the
+    leg), which changes no generalized quantity."""
+    model, forces = uw.quadruped_configuration().build()
+    ref, ref_forces = uw.load()
+    assert model.joint_names == ref.joint_names and model.body_names == ref.body_names
+    assert (model.nq, model.nv) == (ref.nq, ref.nv)
+    assert [type(f).__name__ for f in forces] == [type(f).__name__ for f in ref_forces]
+    rng = np.random.default_rng(0)
+    f = jax.jit(lambda m, fs, q, v, u: (diffmb.mass_matrix(m, q), diffmb.bias_force(m, q, v),
+                                        _qacc(m, fs, q, v, u)))
+    err = 0.0
+    for z in (3.0, 0.9, 0.8):  # high in the water, and feet in the floor
+        q, v = _random_state(ref, rng, z)
+        u = rng.normal(size=8) * 0.3
+        out = f(model, forces, jnp.asarray(q), jnp.asarray(v), jnp.asarray(u))
+        exp = f(ref, ref_forces, jnp.asarray(q), jnp.asarray(v), jnp.asarray(u))
+        err = max(err, *(rel_err(np.asarray(a), np.asarray(b)) for a, b in zip(out, exp, strict=True)))
+    assert err < 1e-9, err
+
+
+def _mujoco_rel_err(cfg, n_states, seed, z=3.0):
+    """max over random states of rel_err(diffmb.forward, MuJoCo's qacc) with MuJoCo's fluid
+    model, the servos driven by random controls."""
+    model, forces = cfg.build(fluid="mujoco")
+    mj = mujoco.MjModel.from_xml_string(cfg.to_mjcf())
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(seed)
+    f = jax.jit(lambda q, v, u: _qacc(model, forces, q, v, u))
+    err = 0.0
+    for _ in range(n_states):
+        q, v = _random_state(model, rng, z)
+        u = rng.normal(size=mj.nu) * 0.3
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+        mujoco.mj_forward(mj, d)
+        assert d.ncon == 0
+        a = np.asarray(f(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u)))
+        err = max(err, rel_err(a, d.qacc))
+    return err
+
+
+@pytest.mark.parametrize("name", ["quadruped", "nine_module", "snake"])
+def test_mjcf_export_matches_mujoco(name):
+    cfg = {"quadruped": uw.quadruped_configuration, "nine_module": uw.nine_module_configuration,
+           "snake": lambda: uw.snake_configuration(5)}[name]()
+    assert _mujoco_rel_err(cfg, 3, seed=1) < 1e-6
+
+
+def test_small_configuration_with_limits_matches_mujoco():
+    """A fixed-base tree of the small module: slide and hinge ports, a servo, limits (states
+    inside them), no fluid."""
+    hinge = Joint("hinge", (0, 1, 1), range=(-2.0, 2.0), damping=0.3, armature=0.02, kp=5.0,
+                  kv=0.5)
+    slide = Joint("slide", (1, 0, 0), range=(-0.5, 0.5), damping=0.2, stiffness=3.0)
+    arm = Module("arm", (Geom("capsule", (0.04, 0.15), 1.5, pos=(0.15, 0, 0),
+                              quat=(np.sqrt(0.5), 0, np.sqrt(0.5), 0)),
+                         Geom("cylinder", (0.05, 0.02), 0.5, pos=(0.3, 0, 0))),
+                 (Port("in", quat=(0, 0, 0, 1), joint=hinge),
+                  Port("out", (0.3, 0, 0), joint=hinge),
+                  Port("side", (0.1, 0, 0.05), (np.sqrt(0.5), 0, -np.sqrt(0.5), 0), slide)))
+    cfg = Configuration({"s0": arm, "s1": arm, "s2": arm, "s3": arm},
+                        [("s0", "out", "s1", "in"), ("s0", "side", "s2", "in"),
+                         ("s1", "side", "s3", "in")], "s0", floating=False,
+                        pos=(0, 0, 1), quat=(0.9, 0.1, 0.3, 0.2))
+    model, forces = cfg.build(fluid=False)
+    mj = mujoco.MjModel.from_xml_string(cfg.to_mjcf())
+    assert (model.nq, mj.nu) == (3, 1)
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        q = rng.uniform(-0.4, 0.4, size=3)
+        v, u = rng.normal(size=3), rng.normal(size=1)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
+        mujoco.mj_forward(mj, d)
+        a = _qacc(model, forces, jnp.asarray(q), jnp.asarray(v), jnp.asarray(u))
+        assert rel_err(np.asarray(a), d.qacc) < 1e-6
