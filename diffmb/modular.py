@@ -404,6 +404,8 @@ class Configuration:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"joint name {dup[0]!r} is used by two connections")
+        if self.floating and "root" in names:
+            raise ValueError("joint name 'root' is the free joint's: name the connection otherwise")
         lines = [f'<mujoco model="{self.name}">', '  <compiler angle="radian"/>',
                  f'  <option timestep="{self.timestep!r}" gravity="{_fmt(self.gravity)}" '
                  f'density="{self.density!r}" viscosity="{self.viscosity!r}"/>',
@@ -495,6 +497,45 @@ class Configuration:
         model = from_mjmodel(mj, source=where, name=self.name,
                              added_mass="potential" if fluid == "potential" else None)
         return model, mjcf_forces(_Named(mj, where), fluid=fluid, contacts=contacts)
+
+    # ---------------------------------------------------------------- Kane along the paths
+    def kane_support(self, model) -> np.ndarray:
+        """(nb, nv) int64: ``[b, r] = 1`` iff generalized speed r moves body b, read from the
+        paper's matrices (§3.1): the modules on the path from s0 to s_k are the non-zeros of a
+        path row through s_k up to s_k's depth (depth of s_j = Σ_i A[i, j], its number of
+        ancestors); a joint's speeds belong to the module it carries (the free joint's to the
+        root). ``model``: this configuration's, from :meth:`build`."""
+        P, A = self.path_matrix(), self.accessibility_matrix()
+        depth = A.sum(axis=0)
+        on_path = np.stack([P[np.flatnonzero(P[:, k])[0]] * (depth <= depth[k])
+                            for k in range(len(self.names))])
+        col = {m: j for j, m in enumerate(self.names)}
+        owner = {"root": self.root} if self.floating else {}
+        owner.update({self.joint_name(c): c.child for c in self.connections if c.kind == "joint"})
+        if sorted(model.body_names) != sorted(self.names) or sorted(model.joint_names) != sorted(owner):
+            raise ValueError(f"configuration {self.name!r}: the model's bodies {model.body_names} "
+                             f"and joints {model.joint_names} are not this configuration's "
+                             "(use the Model of .build())")
+        ends = [*model.joint_v[1:], model.nv]
+        dof_module = np.zeros(model.nv, np.int64)
+        for j, name in enumerate(model.joint_names):
+            dof_module[model.joint_v[j]:ends[j]] = col[owner[name]]
+        rows = [col[b] for b in model.body_names]
+        return on_path[np.ix_(rows, dof_module)].astype(np.int64)
+
+    def kane_forward_dynamics(self, model, q, v, tau, f_ext=None):
+        """Kane's equations (§3.2) with the partial velocities assembled along the paths
+        (:meth:`kane_support`), solved for v̇: (nv,). Rigid-body law and added inertia, as
+        ``diffmb.forward_dynamics``; q (nq,), v (nv,), tau (nv,), f_ext (nb, 6) or None."""
+        from .dynamics.kane import forward_dynamics_kane
+
+        return forward_dynamics_kane(model, q, v, tau, f_ext, support=self.kane_support(model))
+
+    def kane_inverse_dynamics(self, model, q, v, qdd, f_ext=None):
+        """τ (nv,) from Kane's equations along the paths (:meth:`kane_forward_dynamics`)."""
+        from .dynamics.kane import inverse_dynamics_kane
+
+        return inverse_dynamics_kane(model, q, v, qdd, f_ext, support=self.kane_support(model))
 
     @classmethod
     def from_graph(cls, graph, modules, ports, *, joint_names=None, **kw) -> Configuration:

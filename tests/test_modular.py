@@ -187,10 +187,46 @@ def test_small_configuration_with_limits_matches_mujoco():
     assert (model.nq, mj.nu) == (3, 1)
     d = mujoco.MjData(mj)
     rng = np.random.default_rng(2)
+    f = jax.jit(lambda q, v, u: _qacc(model, forces, q, v, u))
     for _ in range(3):
         q = rng.uniform(-0.4, 0.4, size=3)
         v, u = rng.normal(size=3), rng.normal(size=1)
         d.qpos[:], d.qvel[:], d.ctrl[:] = q, v, u
         mujoco.mj_forward(mj, d)
-        a = _qacc(model, forces, jnp.asarray(q), jnp.asarray(v), jnp.asarray(u))
+        a = f(jnp.asarray(q), jnp.asarray(v), jnp.asarray(u))
         assert rel_err(np.asarray(a), d.qacc) < 1e-6
+
+
+def test_kane_support_is_read_off_the_paths():
+    """The quadruped's left fore shin s3 is moved by the free joint and hip_lf, knee_lf only;
+    the welded s1 by the free joint only (written from the paths s0 s1 s2 s3 | s0 s6 s7)."""
+    cfg = uw.quadruped_configuration()
+    model, _ = cfg.build(fluid=False)
+    S = cfg.kane_support(model)
+    names = ["root"] * 6 + [model.joint_names[j] for j in range(1, 9)]
+    b = model.body_names.index
+    assert [n for n, s in zip(names, S[b("s3")], strict=True) if s] == ["root"] * 6 + [
+        "hip_lf", "knee_lf"]
+    assert S[b("s1")].tolist() == [1] * 6 + [0] * 8
+    assert [n for n, s in zip(names, S[b("s7")], strict=True) if s] == ["root"] * 6 + [
+        "hip_lh", "knee_lh"]
+
+
+@pytest.mark.parametrize("name", ["snake", pytest.param("quadruped", marks=pytest.mark.slow),
+                                  pytest.param("nine_module", marks=pytest.mark.slow)])
+def test_kane_along_the_paths_equals_aba(name):
+    """Kane's equations with partial velocities from the path matrix, with potential-flow added
+    inertia, against ABA on random states and torques, to 1e-9 relative."""
+    cfg = {"quadruped": uw.quadruped_configuration, "nine_module": uw.nine_module_configuration,
+           "snake": lambda: uw.snake_configuration(5)}[name]()
+    model, _ = cfg.build()
+    assert model.has_added_inertia
+    rng = np.random.default_rng(4)
+    kane = jax.jit(lambda q, v, t, f: cfg.kane_forward_dynamics(model, q, v, t, f))
+    aba = jax.jit(lambda q, v, t, f: diffmb.forward_dynamics(model, q, v, t, f, method="aba"))
+    for _ in range(3):
+        q, v = _random_state(model, rng)
+        tau = rng.normal(size=model.nv) * 10.0
+        f_ext = rng.normal(size=(model.n_bodies, 6))
+        args = (jnp.asarray(q), jnp.asarray(v), jnp.asarray(tau), jnp.asarray(f_ext))
+        assert rel_err(np.asarray(kane(*args)), np.asarray(aba(*args))) < 1e-9

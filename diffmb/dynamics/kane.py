@@ -42,13 +42,15 @@ from .kinematics import (
 __all__ = ["kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane"]
 
 
-def kane_terms(model: Model, q, v, qdd, f_ext=None):
-    """(M, F* + F at the given qdd without τ): returns M and the residual r = Fᵣ + Fᵣ* − τ."""
-    return _kane_terms(model, kinematics(model, q, v), qdd, f_ext)
+def kane_terms(model: Model, q, v, qdd, f_ext=None, support=None):
+    """(M, F* + F at the given qdd without τ): returns M and the residual r = Fᵣ + Fᵣ* − τ.
+    ``support`` (nb, nv), static: which dofs move which body (default: the model's topology;
+    see :func:`~diffmb.dynamics.kinematics.partial_velocities`)."""
+    return _kane_terms(model, kinematics(model, q, v), qdd, f_ext, support)
 
 
-def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext):
-    V, W = partial_velocities(model, kin)  # (nb, 3, nv): V_k of the coms, Ω_k
+def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext, support=None):
+    V, W = partial_velocities(model, kin, support=support)  # (nb, 3, nv): V_k of the coms, Ω_k
     c, Iw = body_inertias(model, kin)
     w, _ = point_velocities(kin, c)
     dw, a = point_accelerations(kin, node_accelerations(kin, qdd), c)
@@ -62,15 +64,15 @@ def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext):
     M = (jnp.diag(model.armature) + jnp.einsum("k,kir,kis->rs", m, V, V)
          + jnp.einsum("kir,kij,kjs->rs", W, Iw, W))
     if model.has_added_inertia:
-        Ma, ra = _added_terms(model, kin, qdd)
+        Ma, ra = _added_terms(model, kin, qdd, support)
         M, r = M + Ma, r + ra
     return M, r
 
 
-def _added_terms(model: Model, kin: KinematicsData, qdd):
+def _added_terms(model: Model, kin: KinematicsData, qdd, support=None):
     """Added inertia's generalized inertia forces and mass matrix (module docstring)."""
     Rb, o = body_frames(model, kin)
-    Vo, Wo = partial_velocities(model, kin, o)  # of the body origins
+    Vo, Wo = partial_velocities(model, kin, o, support=support)  # of the body origins
     J = jnp.concatenate([Wo, Vo], axis=1)  # (nb, 6, nv)
     w, vo = point_velocities(kin, o)
     dw, ao = point_accelerations(kin, node_accelerations(kin, qdd), o)
@@ -84,13 +86,13 @@ def _added_terms(model: Model, kin: KinematicsData, qdd):
     return jnp.einsum("kir,kij,kjs->rs", J, Mw, J), jnp.einsum("kir,ki->r", J, wrench)
 
 
-def inverse_dynamics_kane(model: Model, q, v, qdd, f_ext=None):
+def inverse_dynamics_kane(model: Model, q, v, qdd, f_ext=None, support=None):
     """τ such that Fᵣ + Fᵣ* = 0."""
-    _, r = kane_terms(model, q, v, qdd, f_ext)
+    _, r = kane_terms(model, q, v, qdd, f_ext, support)
     return -r
 
 
-def forward_dynamics_kane(model: Model, q, v, tau, f_ext=None):
+def forward_dynamics_kane(model: Model, q, v, tau, f_ext=None, support=None):
     """Solve M u̇ = τ + (Fᵣ + Fᵣ*)|_{u̇=0}."""
-    M, r0 = kane_terms(model, q, v, jnp.zeros(model.nv), f_ext)
+    M, r0 = kane_terms(model, q, v, jnp.zeros(model.nv), f_ext, support)
     return cho_solve(cho_factor(M), tau + r0)
