@@ -24,6 +24,7 @@ port's origin. A non-root module's body frame is its module frame; the root's bo
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -56,6 +57,14 @@ def _scalar(owner, name, x, *, positive=False):
     if not np.isfinite(v) or v < 0 or (positive and v == 0):
         raise ValueError(f"{owner}: {name} = {x!r} must be finite and {'>' if positive else '>='} 0")
     return v
+
+
+def _name(what, x) -> str:
+    """A name written into MJCF: letters, digits and ``_ . - :``."""
+    if not isinstance(x, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]+", x):
+        raise ValueError(f"{what} {x!r} must be a non-empty string of letters, digits, '_', '.', "
+                         "'-' or ':'")
+    return x
 
 
 def _rot(owner, quat):
@@ -112,6 +121,8 @@ class Geom:
 
     def __post_init__(self):
         who = f"geom {self.name or self.type!r}"
+        if self.name:
+            _name("geom name", self.name)
         if self.type not in GEOM_TYPES:
             raise ValueError(f"{who}: type {self.type!r}; accepted: {tuple(GEOM_TYPES)}")
         size = _vec(who, "size", self.size, GEOM_TYPES[self.type], positive=True)
@@ -169,8 +180,7 @@ class Port:
     joint: Joint | None = None
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"port name must be a non-empty string, got {self.name!r}")
+        _name("port name", self.name)
         who = f"port {self.name!r}"
         object.__setattr__(self, "pos", tuple(_vec(who, "pos", self.pos, 3)))
         _rot(who, self.quat)
@@ -195,9 +205,8 @@ class Module:
     fluidcoef: tuple = (0.5, 0.25, 1.5, 1.0, 1.0)
 
     def __post_init__(self):
+        _name("module type name", self.name)
         who = f"module type {self.name!r}"
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"module type name must be a non-empty string, got {self.name!r}")
         geoms, ports = tuple(self.geoms), tuple(self.ports)
         if not geoms or not all(isinstance(g, Geom) for g in geoms):
             raise ValueError(f"{who}: geoms must be one or more diffmb.modular.Geom")
@@ -207,6 +216,10 @@ class Module:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"{who}: port {dup[0]!r} is defined twice")
+        gnames = [g.name for g in geoms if g.name]
+        dup = sorted({n for n in gnames if gnames.count(n) > 1})
+        if dup:
+            raise ValueError(f"{who}: geom {dup[0]!r} is defined twice")
         object.__setattr__(self, "geoms", geoms)
         object.__setattr__(self, "ports", ports)
         object.__setattr__(self, "fluidcoef", tuple(_vec(who, "fluidcoef", self.fluidcoef, 5)))
@@ -264,13 +277,12 @@ class Configuration:
                  floating: bool = True, density: float = 0.0, viscosity: float = 0.0,
                  gravity=(0.0, 0.0, -9.81), floor: float | None = None, timestep: float = 0.002,
                  name: str = "modular"):
-        self.name = str(name)
+        self.name = _name("configuration name", name)
         self.modules = dict(modules)
         if not self.modules:
             raise ValueError("a configuration needs at least one module")
         for k, m in self.modules.items():
-            if not isinstance(k, str) or not k:
-                raise ValueError(f"module instance names must be non-empty strings, got {k!r}")
+            _name("module instance name", k)
             if not isinstance(m, Module):
                 raise ValueError(f"module {k!r}: {m!r} is not a diffmb.modular.Module")
         self.names = tuple(self.modules)
@@ -291,6 +303,12 @@ class Configuration:
         self.timestep = _scalar("configuration", "timestep", timestep, positive=True)
         self.connections = self._oriented([self._connection(k, c)
                                            for k, c in enumerate(connections)])
+        names = [self.joint_name(c) for c in self.connections if c.kind == "joint"]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"joint name {dup[0]!r} is used by two connections")
+        if self.floating and "root" in names:
+            raise ValueError("joint name 'root' is the free joint's: name the connection otherwise")
 
     # ---------------------------------------------------------------- validation and tree
     def _port(self, module, port, where) -> Port:
@@ -310,6 +328,8 @@ class Configuration:
                                  "child_port[, kind[, name]])")
             c = Connection(*c)
         where = f"connection {k} ({c})"
+        if c.name is not None:
+            _name(f"{where}: joint name", c.name)
         if c.kind not in KINDS:
             raise ValueError(f"{where}: kind {c.kind!r}; accepted: {KINDS}")
         self._port(c.parent, c.parent_port, where)
@@ -400,12 +420,6 @@ class Configuration:
         """The configuration as an MJCF document (a string) that MuJoCo compiles: bodies in
         depth-first order from the root (children in module order), each module's geoms,
         the joints of the connections, their servos as ``<position>`` actuators."""
-        names = [self.joint_name(c) for c in self.connections if c.kind == "joint"]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"joint name {dup[0]!r} is used by two connections")
-        if self.floating and "root" in names:
-            raise ValueError("joint name 'root' is the free joint's: name the connection otherwise")
         lines = [f'<mujoco model="{self.name}">', '  <compiler angle="radian"/>',
                  f'  <option timestep="{self.timestep!r}" gravity="{_fmt(self.gravity)}" '
                  f'density="{self.density!r}" viscosity="{self.viscosity!r}"/>',
@@ -480,18 +494,24 @@ class Configuration:
             raise ValueError(f"configuration {self.name!r}: MuJoCo could not compile it: {e}") \
                 from None
 
-    def build(self, *, fluid="potential", contacts=True):
+    def build(self, *, fluid=None, contacts=True):
         """``(model, forces)``: the ``Model`` (MuJoCo's qpos/qvel layout, bodies named after the
         instances, joints after the connections) and the force elements of :func:`diffmb.
         mjcf_forces` on the MJCF: joint damping and springs, servos, limits, floor contacts of
         the contact geoms (``contacts``) and the modules' fluid forces. ``fluid``: 'potential'
         (potential-flow added inertia in the Model, buoyancy and drag per fluid geom, as
         :func:`diffmb.models.underwater.load`), 'mujoco' (MuJoCo's ellipsoid model, as MuJoCo
-        simulates the MJCF) or False."""
+        simulates the MJCF) or False; None (default): 'potential' in a fluid (``density`` > 0),
+        else False."""
         from .io.mjcf import _Named, from_mjmodel, mjcf_forces
 
+        if fluid is None:
+            fluid = "potential" if self.density > 0 else False
         if fluid not in ("potential", "mujoco", False):
             raise ValueError(f"fluid={fluid!r}; accepted: 'potential', 'mujoco', False")
+        if fluid == "potential" and not self.density > 0:
+            raise ValueError(f"configuration {self.name!r}: fluid='potential' needs a fluid "
+                             "density > 0 (Configuration(density=...)); or build(fluid=False)")
         mj = self.mjmodel()
         where = f"<configuration {self.name}>"
         model = from_mjmodel(mj, source=where, name=self.name,

@@ -30,6 +30,16 @@ def _tree5():
                           Connection("s2", "b", "s3", "a", "rigid")], "s0")
 
 
+def _root_in_the_middle():
+    """Root s1 (not the first module): s1 → s0 (connection written s0 → s1), s1 → s2 welded,
+    s2 → s3; floating in water."""
+    m = _small_module()
+    return Configuration({f"s{k}": m for k in range(4)},
+                         [("s0", "a", "s1", "b", "joint", "hip"), ("s1", "c", "s2", "a", "rigid"),
+                          ("s2", "b", "s3", "a")], "s1", root_port="c", pos=(0.1, -0.2, 2.0),
+                         quat=(0.8, 0.2, -0.3, 0.1), density=1000.0, viscosity=1e-3)
+
+
 def test_matrices_by_hand():
     """Definition 1: A[i, j] = 1 iff a directed path leads from s_i to s_j; terminal modules
     s1, s3, s4 (zero rows); Definition 2: their paths {s0 s1}, {s0 s2 s3}, {s0 s2 s4}."""
@@ -46,6 +56,10 @@ def test_matrices_by_hand():
     assert cfg.accessibility_matrix().tolist() == A
     assert cfg.path_matrix().dtype.kind == "i" and cfg.path_matrix().tolist() == P
     assert cfg.graph == ((0, 1, "joint"), (2, 4, "joint"), (0, 2, "joint"), (2, 3, "rigid"))
+    mid = _root_in_the_middle()  # paths {s1 s0}, {s1 s2 s3}; columns s0 … s3
+    assert mid.accessibility_matrix().tolist() == [[0, 0, 0, 0], [1, 0, 1, 1], [0, 0, 0, 1],
+                                                   [0, 0, 0, 0]]
+    assert mid.path_matrix().tolist() == [[1, 1, 0, 0], [0, 1, 1, 1]]
 
 
 def test_papers_configurations_agree_with_their_graphs():
@@ -98,12 +112,19 @@ def test_joint_on_a_port_without_joint_and_bad_numbers_are_refused():
         Joint(axis=(0, 0, 0))
     with pytest.raises(ValueError, match=r"port 'a' is defined twice"):
         Module("dup", (Geom("sphere", (0.1,), 1.0),), (Port("a"), Port("a")))
+    with pytest.raises(ValueError, match=r"joint name 'hip' is used by two connections"):
+        Configuration({"s0": m, "s1": m, "s2": m}, [("s0", "b", "s1", "a", "joint", "hip"),
+                                                    ("s1", "b", "s2", "a", "joint", "hip")], "s0")
+    with pytest.raises(ValueError, match=r"module instance name 'a b'"):
+        Configuration({"a b": m}, [], "a b")
+    with pytest.raises(ValueError, match=r"fluid='potential' needs a fluid density"):
+        Configuration({"s0": m}, [], "s0").build(fluid="potential")
     with pytest.raises(ValueError, match=r"density = -1"):
         Configuration({"s0": m}, [], "s0", density=-1)
 
 
 def _qacc(model, forces, q, v, u):
-    a = diffmb.forward(model, q, v, forces=forces, ctrl=u)
+    a = diffmb.forward(model, q, v, forces=forces, ctrl=u if u.shape[0] else None)
     return a[0] if isinstance(a, tuple) else a  # (a, state rates) with stateful contacts
 
 
@@ -159,10 +180,16 @@ def _mujoco_rel_err(cfg, n_states, seed, z=3.0):
     return err
 
 
-@pytest.mark.parametrize("name", ["quadruped", "nine_module", "snake"])
+CONFIGURATIONS = {"quadruped": uw.quadruped_configuration,
+                  "nine_module": uw.nine_module_configuration,
+                  "snake": lambda: uw.snake_configuration(5), "root_in_the_middle": _root_in_the_middle}
+
+
+@pytest.mark.parametrize("name", [  # the quadruped also equals its file (fast test above)
+    pytest.param("quadruped", marks=pytest.mark.slow), "nine_module", "snake",
+    "root_in_the_middle"])
 def test_mjcf_export_matches_mujoco(name):
-    cfg = {"quadruped": uw.quadruped_configuration, "nine_module": uw.nine_module_configuration,
-           "snake": lambda: uw.snake_configuration(5)}[name]()
+    cfg = CONFIGURATIONS[name]()
     assert _mujoco_rel_err(cfg, 3, seed=1) < 1e-6
 
 
@@ -212,13 +239,12 @@ def test_kane_support_is_read_off_the_paths():
         "hip_lh", "knee_lh"]
 
 
-@pytest.mark.parametrize("name", ["snake", pytest.param("quadruped", marks=pytest.mark.slow),
-                                  pytest.param("nine_module", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["root_in_the_middle", *(
+    pytest.param(n, marks=pytest.mark.slow) for n in ("quadruped", "nine_module", "snake"))])
 def test_kane_along_the_paths_equals_aba(name):
     """Kane's equations with partial velocities from the path matrix, with potential-flow added
     inertia, against ABA on random states and torques, to 1e-9 relative."""
-    cfg = {"quadruped": uw.quadruped_configuration, "nine_module": uw.nine_module_configuration,
-           "snake": lambda: uw.snake_configuration(5)}[name]()
+    cfg = CONFIGURATIONS[name]()
     model, _ = cfg.build()
     assert model.has_added_inertia
     rng = np.random.default_rng(4)
