@@ -525,10 +525,7 @@ class Configuration:
         path row through s_k up to s_k's depth (depth of s_j = Σ_i A[i, j], its number of
         ancestors); a joint's speeds belong to the module it carries (the free joint's to the
         root). ``model``: this configuration's, from :meth:`build`."""
-        P, A = self.path_matrix(), self.accessibility_matrix()
-        depth = A.sum(axis=0)
-        on_path = np.stack([P[np.flatnonzero(P[:, k])[0]] * (depth <= depth[k])
-                            for k in range(len(self.names))])
+        on_path = topology.path_support(self.path_matrix(), self.accessibility_matrix())
         col = {m: j for j, m in enumerate(self.names)}
         owner = {"root": self.root} if self.floating else {}
         owner.update({self.joint_name(c): c.child for c in self.connections if c.kind == "joint"})

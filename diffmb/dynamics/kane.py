@@ -23,9 +23,11 @@ J_k = [Ω_k; V_ok] of the origin: with ν = [ω; ṙ_o] and M_w = R M_A Rᵀ (bl
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from ..model import Model
+from .. import topology
+from ..model import JointType, Model
 from ..spatial.spatial import cross_force
 from ._world import mv
 from .kinematics import (
@@ -39,7 +41,23 @@ from .kinematics import (
     point_velocities,
 )
 
-__all__ = ["kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane"]
+__all__ = ["kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane", "path_support"]
+
+
+def path_support(model: Model) -> np.ndarray:
+    """(nb, nv) int64, static: ``[b, r] = 1`` iff speed r moves body b, read off the path and
+    accessibility matrices of the model's tree (the world as link 0, node i as link i + 1;
+    :func:`diffmb.topology.path_support`), Xu et al. (2018) §3.1. The partial velocities of
+    ``forward_dynamics(..., method="kane_paths")``."""
+    tree = topology.world_rooted(model.node_parent)
+    on_path = topology.path_support(topology.path_matrix_from_parent(tree),
+                                    topology.accessibility_from_parent(tree))
+    dof_link = np.zeros(model.nv, np.int64)
+    for i, typ in enumerate(model.node_type):
+        n = JointType(typ).nv
+        dof_link[model.node_v[i]:model.node_v[i] + n] = i + 1
+    body_link = np.array(model.body_node, np.int64) + 1  # 0: on the world, moved by nothing
+    return on_path[np.ix_(body_link, dof_link)] * (body_link > 0)[:, None]
 
 
 def kane_terms(model: Model, q, v, qdd, f_ext=None, support=None):
