@@ -309,6 +309,9 @@ class Configuration:
             raise ValueError(f"joint name {dup[0]!r} is used by two connections")
         if self.floating and "root" in names:
             raise ValueError("joint name 'root' is the free joint's: name the connection otherwise")
+        if not self.floating and not names:
+            raise ValueError(f"configuration {self.name!r} has no degree of freedom: the root "
+                             f"{self.root!r} is fixed (floating=False) and every connection is rigid")
 
     # ---------------------------------------------------------------- validation and tree
     def _port(self, module, port, where) -> Port:
@@ -416,10 +419,22 @@ class Configuration:
     def joint_name(self, c: Connection) -> str:
         return c.name or f"{c.parent}_{c.parent_port}"
 
-    def to_mjcf(self) -> str:
-        """The configuration as an MJCF document (a string) that MuJoCo compiles: bodies in
-        depth-first order from the root (children in module order), each module's geoms,
-        the joints of the connections, their servos as ``<position>`` actuators."""
+    def __repr__(self):
+        return (f"Configuration({self.name!r}, modules={list(self.names)}, root={self.root!r}, "
+                f"connections={[str(c) for c in self.connections]})")
+
+    def to_mjcf(self, path=None) -> str:
+        """The configuration as an MJCF document that MuJoCo compiles (returned as a string,
+        and written to ``path`` when given): bodies in depth-first order from the root (children
+        in module order), each module's geoms, the joints of the connections, their servos as
+        ``<position>`` actuators."""
+        xml = self._mjcf()
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(xml)
+        return xml
+
+    def _mjcf(self) -> str:
         lines = [f'<mujoco model="{self.name}">', '  <compiler angle="radian"/>',
                  f'  <option timestep="{self.timestep!r}" gravity="{_fmt(self.gravity)}" '
                  f'density="{self.density!r}" viscosity="{self.viscosity!r}"/>',

@@ -119,6 +119,9 @@ def test_joint_on_a_port_without_joint_and_bad_numbers_are_refused():
         Configuration({"a b": m}, [], "a b")
     with pytest.raises(ValueError, match=r"fluid='potential' needs a fluid density"):
         Configuration({"s0": m}, [], "s0").build(fluid="potential")
+    with pytest.raises(ValueError, match=r"has no degree of freedom"):
+        Configuration({"s0": m, "s1": m}, [("s0", "b", "s1", "a", "rigid")], "s0",
+                      floating=False)
     with pytest.raises(ValueError, match=r"density = -1"):
         Configuration({"s0": m}, [], "s0", density=-1)
 
@@ -160,11 +163,12 @@ def test_generated_quadruped_is_the_hand_written_file():
     assert err < 1e-9, err
 
 
-def _mujoco_rel_err(cfg, n_states, seed, z=3.0):
+def _mujoco_rel_err(cfg, n_states, seed, path, z=3.0):
     """max over random states of rel_err(diffmb.forward, MuJoCo's qacc) with MuJoCo's fluid
     model, the servos driven by random controls."""
     model, forces = cfg.build(fluid="mujoco")
-    mj = mujoco.MjModel.from_xml_string(cfg.to_mjcf())
+    cfg.to_mjcf(path)  # the file MuJoCo reads
+    mj = mujoco.MjModel.from_xml_path(str(path))
     d = mujoco.MjData(mj)
     rng = np.random.default_rng(seed)
     f = jax.jit(lambda q, v, u: _qacc(model, forces, q, v, u))
@@ -188,9 +192,9 @@ CONFIGURATIONS = {"quadruped": uw.quadruped_configuration,
 @pytest.mark.parametrize("name", [  # the quadruped also equals its file (fast test above)
     pytest.param("quadruped", marks=pytest.mark.slow), "nine_module", "snake",
     "root_in_the_middle"])
-def test_mjcf_export_matches_mujoco(name):
+def test_mjcf_export_matches_mujoco(name, tmp_path):
     cfg = CONFIGURATIONS[name]()
-    assert _mujoco_rel_err(cfg, 3, seed=1) < 1e-6
+    assert _mujoco_rel_err(cfg, 3, 1, tmp_path / f"{name}.xml") < 1e-6
 
 
 def test_small_configuration_with_limits_matches_mujoco():

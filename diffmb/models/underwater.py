@@ -113,7 +113,10 @@ def quadruped_configuration():
     frame at its end port ``b``, 1.2 m above the floor), s1 welded to it end to end, the legs on
     the side brackets (fore on s1 at x = 0.5, hind on s0 at x = 0.1), shins with feet; joints
     named as :data:`JOINTS`; sea water and the floor (μ = 0.9). Its Model is that of
-    ``underwater_quadruped.xml``."""
+    ``underwater_quadruped.xml`` (same bodies, joints, q/v layout, M, forces) except for
+    details that change no generalized quantity: each leg's body frame is its module frame
+    (turned by π/2 about the hinge axis from the file's), and the feet are named ``s3_foot`` …
+    where the file says ``foot_lf`` …"""
     from ..modular import Configuration
 
     ports = {(0, 1): ("b", "a"), (1, 2): ("left_b", "a"), (1, 4): ("right_b", "a"),
