@@ -44,7 +44,8 @@ __all__ = ["MODULES", "LEGS", "JOINTS", "QUADRUPED_GRAPH", "NINE_MODULE_GRAPH", 
            "STAND_HIP", "STAND_KNEE", "RHO", "MODULE_SIZE", "MODULE_MASS", "quadruped_path",
            "module_path", "load", "load_module", "path_matrix", "stand_q0", "gait_cpg",
            "GAIT_NAMES", "NOMINAL_GAIT", "total_mass", "net_weight", "VISCOSITY", "module",
-           "quadruped_configuration", "nine_module_configuration", "snake_configuration"]
+           "quadruped_configuration", "nine_module_configuration", "snake_configuration",
+           "snake_cpg"]
 
 MODULES = tuple(f"s{k}" for k in range(10))
 LEGS = ("lf", "rf", "lh", "rh")  # CPG.gait's order: left fore, right fore, left hind, right hind
@@ -160,6 +161,21 @@ def snake_configuration(n: int = 6, z0: float = Z0):
     return Configuration.from_graph(graph, module(), ports, joint_names=names,
                                     pos=(0.0, 0.0, z0), density=RHO, viscosity=VISCOSITY,
                                     name=f"underwater_snake{int(n)}")
+
+
+def snake_cpg(n: int, *, amplitude=0.5, frequency=0.5, waves=1.0, alpha=10.0, coupling=2.0):
+    """A travelling wave for the servos of :func:`snake_configuration` (``n`` modules): a
+    :class:`diffmb.controls.CPG` whose joint k (k = 0 … n−2, from s0 to the tail) targets
+    ``amplitude`` · cos(2π ``frequency`` t − 2π ``waves`` k / (n − 1)) [rad]: ``waves`` wave
+    lengths along the body, travelling from s0 to the tail, so the snake swims towards s0."""
+    from ..controls import CPG
+
+    if int(n) != n or n < 2:
+        raise ValueError(f"a snake needs an integer n >= 2 modules, got {n!r}")
+    m = int(n) - 1
+    lags = -2.0 * np.pi * float(waves) * np.arange(m) / m
+    return CPG(tuple(range(m)), frequency, np.full(m, float(amplitude)), 0.0, lags, alpha=alpha,
+               coupling=coupling)
 
 
 def _asset(name) -> pathlib.Path:
