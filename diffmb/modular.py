@@ -575,6 +575,14 @@ class Configuration:
         (instances ``s0 … sn``, root ``s0``). ``modules``: one Module for all or a sequence per
         instance; ``ports``: ``{(i, j): (parent_port, child_port)}``; ``joint_names``:
         ``{(i, j): name}``. Other keywords go to :class:`Configuration`."""
+        graph = tuple(graph)
+        if not graph:
+            raise ValueError("from_graph needs at least one connection; a single module is "
+                             "Configuration({'s0': module}, [], 's0')")
+        for c in graph:
+            if len(c) != 3 or not all(isinstance(x, (int, np.integer)) and x >= 0 for x in c[:2]):
+                raise ValueError(f"graph entry {c!r} is not (i, j, kind) with module indices "
+                                 "i, j >= 0")
         n = 1 + max(max(i, j) for i, j, _ in graph)
         mods = [modules] * n if isinstance(modules, Module) else list(modules)
         if len(mods) != n:
