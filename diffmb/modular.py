@@ -95,6 +95,18 @@ def _quat(R):
     return q if q[0] >= 0 else -q
 
 
+def _joint_motion(joint, x):
+    """(R, p): the motion of a joint at position x in its port's frame (a hinge turns about its
+    axis through the port's origin, a slide moves along it); identity for x = 0."""
+    if joint is None or x == 0:
+        return np.eye(3), np.zeros(3)
+    a = np.asarray(joint.axis, float) / np.linalg.norm(joint.axis)
+    if joint.type == "slide":
+        return np.eye(3), x * a
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(x) * K + (1 - np.cos(x)) * K @ K, np.zeros(3)
+
+
 def _fmt(a) -> str:
     return " ".join(repr(float(x)) for x in np.asarray(a, float).reshape(-1))
 
@@ -239,7 +251,9 @@ class Module:
 class Connection:
     """Port ``parent_port`` of module ``parent`` mated to port ``child_port`` of ``child``;
     ``kind`` 'joint' (the parent port's joint, named ``name``: default ``"<parent>_<port>"``) or
-    'rigid' (welded). Written either way round: the side nearer the root is the parent."""
+    'rigid' (welded). Written either way round: the side nearer the root is the parent.
+    ``angle``: a 'rigid' connection holds the parent port's joint at this position [rad or m]
+    (0 for a 'joint' connection, whose zero is the mated pose)."""
 
     parent: str
     parent_port: str
@@ -247,13 +261,14 @@ class Connection:
     child_port: str
     kind: str = "joint"
     name: str | None = None
+    angle: float = 0.0
 
     def __str__(self):
         return f"{self.parent}.{self.parent_port} -> {self.child}.{self.child_port}"
 
     def reversed(self) -> Connection:
         return Connection(self.child, self.child_port, self.parent, self.parent_port, self.kind,
-                          self.name)
+                          self.name, self.angle)
 
 
 class Configuration:
@@ -384,9 +399,15 @@ class Configuration:
         for k, c in enumerate(conns):
             if depth[c.parent] > depth[c.child]:
                 c = c.reversed()
-            if c.kind == "joint" and self.modules[c.parent].port(c.parent_port).joint is None:
+            joint = self.modules[c.parent].port(c.parent_port).joint
+            if c.kind == "joint" and joint is None:
                 raise ValueError(f"connection {k} ({c}): kind 'joint' but port "
                                  f"{c.parent}.{c.parent_port} offers no joint (make it 'rigid')")
+            if not np.isfinite(c.angle):
+                raise ValueError(f"connection {k} ({c}): angle = {c.angle!r} is not finite")
+            if c.angle != 0 and (c.kind == "joint" or joint is None):
+                raise ValueError(f"connection {k} ({c}): angle = {c.angle!r} needs a 'rigid' "
+                                 f"connection on a port with a joint ({c.parent}.{c.parent_port})")
             out.append(c)
         return tuple(out)
 
@@ -493,9 +514,11 @@ class Configuration:
                          f"{contact} {fluid}/>")
         for c in self._children(n):
             pp, cp = m.port(c.parent_port), self.modules[c.child].port(c.child_port)
-            # child module frame in this body: Tm · P · flip · C⁻¹
-            Rc = Tm[:3, :3] @ pp.rot @ _FLIP @ cp.rot.T
-            pc = Tm[:3, :3] @ np.asarray(pp.pos) + Tm[:3, 3] - Rc @ np.asarray(cp.pos)
+            # child module frame in this body: Tm · P · J(angle) · flip · C⁻¹
+            Rj, pj = _joint_motion(pp.joint, c.angle)
+            Rp = Tm[:3, :3] @ pp.rot
+            Rc = Rp @ Rj @ _FLIP @ cp.rot.T
+            pc = Rp @ pj + Tm[:3, :3] @ np.asarray(pp.pos) + Tm[:3, 3] - Rc @ np.asarray(cp.pos)
             self._body(lines, actuators, c.child, pc, Rc, np.eye(4), c, ind + 1)
         lines.append(f"{pad}</body>")
 
@@ -532,6 +555,69 @@ class Configuration:
         model = from_mjmodel(mj, source=where, name=self.name,
                              added_mass="potential" if fluid == "potential" else None)
         return model, mjcf_forces(_Named(mj, where), fluid=fluid, contacts=contacts)
+
+    # ---------------------------------------------------------------- locking and releasing
+    def _replaced(self, k, c) -> Configuration:
+        conns = list(self.connections)
+        conns[k] = c
+        return Configuration(self.modules, conns, self.root, root_port=self.root_port,
+                             pos=self.pos, quat=self.quat, floating=self.floating,
+                             density=self.density, viscosity=self.viscosity, gravity=self.gravity,
+                             floor=self.floor, timestep=self.timestep, name=self.name)
+
+    def _joint_index(self, joint) -> int:
+        for k, c in enumerate(self.connections):
+            if c.kind == "joint" and self.joint_name(c) == joint:
+                return k
+        raise ValueError(f"configuration {self.name!r} has no joint {joint!r} (joints: "
+                         f"{[self.joint_name(c) for c in self.connections if c.kind == 'joint']})")
+
+    def lock(self, joint: str, model, q, v):
+        """Lock ``joint`` where it stands, an inelastic impact: ``(configuration, q, v)`` after
+        it, the connection welded at the joint's position (``angle``) and the speeds that keep
+        every other generalized momentum, ``v⁺ = (Gᵀ M G)⁻¹ Gᵀ M v`` with G the speeds without
+        the locked one and M ``model``'s mass matrix at q (with its added inertia): the total
+        linear and angular momentum (of the bodies and, with added inertia, of the fluid's
+        impulse) pass through unchanged. ``model``: this configuration's (:meth:`build`);
+        q (nq,), v (nv,). The new configuration's Model has q, v without the joint's entries."""
+        import jax
+        import jax.numpy as jnp
+
+        from .dynamics.api import mass_matrix
+
+        k = self._joint_index(joint)
+        c = self.connections[k]
+        j = model.joint_names.index(self.joint_name(c))
+        iq, iv = model.joint_q[j], model.joint_v[j]
+        q, v = np.asarray(q, float), np.asarray(v, float)
+        new = self._replaced(k, dataclasses.replace(c, kind="rigid", angle=float(q[iq])))
+        keep = np.delete(np.arange(model.nv), iv)
+        M = np.asarray(jax.jit(mass_matrix)(model, jnp.asarray(q)))
+        v_new = np.linalg.solve(M[np.ix_(keep, keep)], (M @ v)[keep])
+        return new, np.delete(q, iq), v_new
+
+    def release(self, connection: int, name: str | None = None):
+        """Release the rigid connection ``connection`` (its index) into its port's joint, named
+        ``name``: ``(configuration, insert)`` with ``insert(q, v) -> (q, v)`` mapping a state of
+        the old Model to the new one (the joint at its welded ``angle``, moving with its parent:
+        the same motion, the same momentum)."""
+        c = self.connections[int(connection)]
+        if c.kind != "rigid":
+            raise ValueError(f"connection {connection} ({c}) is not rigid")
+        new = self._replaced(int(connection),
+                             dataclasses.replace(c, kind="joint", name=name or c.name, angle=0.0))
+        import mujoco
+
+        mj = new.mjmodel()
+        j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT,
+                              new.joint_name(new.connections[int(connection)]))
+        iq, iv = int(mj.jnt_qposadr[j]), int(mj.jnt_dofadr[j])
+
+        def insert(q, v):
+            return (np.insert(np.asarray(q, float), iq, c.angle),
+                    np.insert(np.asarray(v, float), iv, 0.0))
+
+        return new, insert
 
     # ---------------------------------------------------------------- Kane along the paths
     def kane_support(self, model) -> np.ndarray:
