@@ -19,6 +19,10 @@ connection is the parent port's, its axis written in the parent port's frame, it
 port's origin. A non-root module's body frame is its module frame; the root's body frame is
 ``root_port``'s frame (the module frame when ``root_port`` is None), placed at ``pos``,
 ``quat`` in the world, on a free joint unless ``floating=False``.
+
+Reconfiguration within a tree: :meth:`Configuration.lock` welds a joint where it stands (an
+inelastic impact that keeps the total momentum), :meth:`Configuration.release` turns a weld back
+into its port's joint.
 """
 
 from __future__ import annotations
