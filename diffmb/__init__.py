@@ -48,6 +48,7 @@ from . import forces as forces
 from . import formulations as formulations
 from . import io as io
 from . import models as models
+from . import modular as modular
 from . import optim as optim
 from . import spatial as spatial
 from . import systems as systems

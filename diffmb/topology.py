@@ -67,6 +67,7 @@ __all__ = [
     "terminal_links",
     "path_matrix",
     "path_matrix_from_parent",
+    "path_support",
     "merge_rigid",
 ]
 
@@ -391,6 +392,16 @@ def path_matrix(n_links: int, connections, root: int = 0) -> np.ndarray:
     One row per terminal link, in increasing link order; row k is row ``t_k`` of ``(A + I)^T``.
     """
     return _path_matrix_from_A(accessibility_matrix(n_links, connections, root))
+
+
+def path_support(P: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """(n, n) int64: ``[k, j] = 1`` iff link j is on the path from the base to link k (k
+    included), read off the path matrix as Xu et al. (2018) §3.1 do: a row of ``P`` through
+    ``s_k``, cut at the depth of ``s_k`` (its number of ancestors, ``Σ_i A[i, k]``)."""
+    P, A = np.asarray(P), np.asarray(A)
+    depth = A.sum(axis=0)
+    return np.stack([P[np.flatnonzero(P[:, k])[0]] * (depth <= depth[k])
+                     for k in range(A.shape[0])]).astype(np.int64)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from .rnea import rnea, rnea_kin
 
 __all__ = ["mass_matrix", "bias_force", "inverse_dynamics", "forward_dynamics"]
 
-METHODS = ("aba", "crba", "lagrange", "kane")
+METHODS = ("aba", "crba", "lagrange", "kane", "kane_paths")
 
 
 def _check(model: Model, q, v=None, a=None, f_ext=None, what="q"):
@@ -52,7 +52,9 @@ def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
 
     ``method``: "aba" (O(n)), "crba" (M by CRBA, Cholesky solve), "lagrange" (recursive
     Lagrange of Xu et al. (2021); rigid bodies only: refused with added inertia), "kane" (Kane's
-    equations, Wu et al. (2019), Xu et al. (2018)).
+    equations, Wu et al. (2019), Xu et al. (2018)), "kane_paths" (Kane's equations with the
+    partial velocities assembled along the paths of the path matrix, Xu et al. (2018) §3.1–3.2:
+    :func:`diffmb.dynamics.kane.path_support`).
     """
     _check(model, q, v, tau, f_ext)
     if method == "aba":
@@ -79,4 +81,8 @@ def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
         from .kane import forward_dynamics_kane
 
         return forward_dynamics_kane(model, q, v, tau, f_ext)
+    if method == "kane_paths":
+        from .kane import forward_dynamics_kane, path_support
+
+        return forward_dynamics_kane(model, q, v, tau, f_ext, support=path_support(model))
     raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")

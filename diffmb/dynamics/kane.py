@@ -23,9 +23,11 @@ J_k = [Ω_k; V_ok] of the origin: with ν = [ω; ṙ_o] and M_w = R M_A Rᵀ (bl
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 
-from ..model import Model
+from .. import topology
+from ..model import JointType, Model
 from ..spatial.spatial import cross_force
 from ._world import mv
 from .kinematics import (
@@ -39,16 +41,34 @@ from .kinematics import (
     point_velocities,
 )
 
-__all__ = ["kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane"]
+__all__ = ["kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane", "path_support"]
 
 
-def kane_terms(model: Model, q, v, qdd, f_ext=None):
-    """(M, F* + F at the given qdd without τ): returns M and the residual r = Fᵣ + Fᵣ* − τ."""
-    return _kane_terms(model, kinematics(model, q, v), qdd, f_ext)
+def path_support(model: Model) -> np.ndarray:
+    """(nb, nv) int64, static: ``[b, r] = 1`` iff speed r moves body b, read off the path and
+    accessibility matrices of the model's tree (the world as link 0, node i as link i + 1;
+    :func:`diffmb.topology.path_support`), Xu et al. (2018) §3.1. The partial velocities of
+    ``forward_dynamics(..., method="kane_paths")``."""
+    tree = topology.world_rooted(model.node_parent)
+    on_path = topology.path_support(topology.path_matrix_from_parent(tree),
+                                    topology.accessibility_from_parent(tree))
+    dof_link = np.zeros(model.nv, np.int64)
+    for i, typ in enumerate(model.node_type):
+        n = JointType(typ).nv
+        dof_link[model.node_v[i]:model.node_v[i] + n] = i + 1
+    body_link = np.array(model.body_node, np.int64) + 1  # 0: on the world, moved by nothing
+    return on_path[np.ix_(body_link, dof_link)] * (body_link > 0)[:, None]
 
 
-def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext):
-    V, W = partial_velocities(model, kin)  # (nb, 3, nv): V_k of the coms, Ω_k
+def kane_terms(model: Model, q, v, qdd, f_ext=None, support=None):
+    """(M, F* + F at the given qdd without τ): returns M and the residual r = Fᵣ + Fᵣ* − τ.
+    ``support`` (nb, nv), static: which dofs move which body (default: the model's topology;
+    see :func:`~diffmb.dynamics.kinematics.partial_velocities`)."""
+    return _kane_terms(model, kinematics(model, q, v), qdd, f_ext, support)
+
+
+def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext, support=None):
+    V, W = partial_velocities(model, kin, support=support)  # (nb, 3, nv): V_k of the coms, Ω_k
     c, Iw = body_inertias(model, kin)
     w, _ = point_velocities(kin, c)
     dw, a = point_accelerations(kin, node_accelerations(kin, qdd), c)
@@ -62,15 +82,15 @@ def _kane_terms(model: Model, kin: KinematicsData, qdd, f_ext):
     M = (jnp.diag(model.armature) + jnp.einsum("k,kir,kis->rs", m, V, V)
          + jnp.einsum("kir,kij,kjs->rs", W, Iw, W))
     if model.has_added_inertia:
-        Ma, ra = _added_terms(model, kin, qdd)
+        Ma, ra = _added_terms(model, kin, qdd, support)
         M, r = M + Ma, r + ra
     return M, r
 
 
-def _added_terms(model: Model, kin: KinematicsData, qdd):
+def _added_terms(model: Model, kin: KinematicsData, qdd, support=None):
     """Added inertia's generalized inertia forces and mass matrix (module docstring)."""
     Rb, o = body_frames(model, kin)
-    Vo, Wo = partial_velocities(model, kin, o)  # of the body origins
+    Vo, Wo = partial_velocities(model, kin, o, support=support)  # of the body origins
     J = jnp.concatenate([Wo, Vo], axis=1)  # (nb, 6, nv)
     w, vo = point_velocities(kin, o)
     dw, ao = point_accelerations(kin, node_accelerations(kin, qdd), o)
@@ -84,13 +104,13 @@ def _added_terms(model: Model, kin: KinematicsData, qdd):
     return jnp.einsum("kir,kij,kjs->rs", J, Mw, J), jnp.einsum("kir,ki->r", J, wrench)
 
 
-def inverse_dynamics_kane(model: Model, q, v, qdd, f_ext=None):
+def inverse_dynamics_kane(model: Model, q, v, qdd, f_ext=None, support=None):
     """τ such that Fᵣ + Fᵣ* = 0."""
-    _, r = kane_terms(model, q, v, qdd, f_ext)
+    _, r = kane_terms(model, q, v, qdd, f_ext, support)
     return -r
 
 
-def forward_dynamics_kane(model: Model, q, v, tau, f_ext=None):
+def forward_dynamics_kane(model: Model, q, v, tau, f_ext=None, support=None):
     """Solve M u̇ = τ + (Fᵣ + Fᵣ*)|_{u̇=0}."""
-    M, r0 = kane_terms(model, q, v, jnp.zeros(model.nv), f_ext)
+    M, r0 = kane_terms(model, q, v, jnp.zeros(model.nv), f_ext, support)
     return cho_solve(cho_factor(M), tau + r0)

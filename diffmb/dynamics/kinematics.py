@@ -178,17 +178,22 @@ def point_accelerations(kin: KinematicsData, acc, x, bodies=None):
     return dw, ab[:, 3:] + jnp.cross(dw, x) + jnp.cross(w, xd)
 
 
-def partial_velocities(model: Model, kin: KinematicsData, x=None, bodies=None):
+def partial_velocities(model: Model, kin: KinematicsData, x=None, bodies=None, support=None):
     """Partial velocity matrices (Kane; Xu et al. (2021) eq. 18) of points x (k, 3) (relative to
     ``kin.origin``; default: the centres of mass) fixed on the bodies (all, or the index list
     ``bodies``): V (k, 3, nv) with ẋ = V v and Ω (k, 3, nv) with ω = Ω v. Column r of body b is
-    [a × x + l] of dof r where the dof's node supports the body's node, zero elsewhere."""
+    [a × x + l] of dof r where the dof's node supports the body's node, zero elsewhere;
+    ``support`` (nb, nv) of 0/1, static: which dofs move which body, in place of the model's
+    own table (e.g. from a path matrix: :meth:`diffmb.modular.Configuration.kane_support`)."""
     topo = kin.topo
     bodies = np.arange(model.n_bodies) if bodies is None else np.asarray(bodies)
     if x is None:
         x = body_coms(model, kin)[bodies]
     idx = topo.body_pos_idx[bodies]
-    mask = np.where((idx >= 0)[:, None], topo.anc[np.maximum(idx, 0)][:, topo.dof_node], 0.0)
+    if support is None:
+        mask = np.where((idx >= 0)[:, None], topo.anc[np.maximum(idx, 0)][:, topo.dof_node], 0.0)
+    else:
+        mask = np.asarray(support, dtype=float)[bodies]
     Sd = kin.S[topo.dof_node, :, topo.dof_slot]  # (nv, 6): world motion subspace of each dof
     A = Sd[:, :3]
     L = Sd[:, 3:] + jnp.cross(A, x[:, None, :])  # (k, nv, 3)

@@ -43,12 +43,15 @@ import numpy as np
 __all__ = ["MODULES", "LEGS", "JOINTS", "QUADRUPED_GRAPH", "NINE_MODULE_GRAPH", "Z0",
            "STAND_HIP", "STAND_KNEE", "RHO", "MODULE_SIZE", "MODULE_MASS", "quadruped_path",
            "module_path", "load", "load_module", "path_matrix", "stand_q0", "gait_cpg",
-           "GAIT_NAMES", "NOMINAL_GAIT", "total_mass", "net_weight"]
+           "GAIT_NAMES", "NOMINAL_GAIT", "total_mass", "net_weight", "VISCOSITY", "module",
+           "quadruped_configuration", "nine_module_configuration", "snake_configuration",
+           "snake_cpg"]
 
 MODULES = tuple(f"s{k}" for k in range(10))
 LEGS = ("lf", "rf", "lh", "rh")  # CPG.gait's order: left fore, right fore, left hind, right hind
 JOINTS = tuple(f"{j}_{leg}" for leg in LEGS for j in ("hip", "knee"))  # actuator order
 RHO = 1025.0  # kg/m³
+VISCOSITY = 1.08e-3  # Pa·s
 MODULE_SIZE = (0.60, 0.12, 0.12)  # m
 MODULE_MASS = 9.2  # kg
 Z0 = 1.2  # m, start height of the body's centre (the paper's z₀ = −1.2, z down)
@@ -73,6 +76,106 @@ GAIT_NAMES = ("frequency", "amp_hip", "amp_knee", "off_hip", "off_knee", "phase_
 NOMINAL_GAIT = {"frequency": 0.4, "amp_hip": 0.12, "amp_knee": 0.12, "off_hip": STAND_HIP,
                 "off_knee": STAND_KNEE, "phase_rf": 0.5, "phase_lh": 0.75, "phase_rh": 0.25,
                 "knee_lag": -0.5 * np.pi}  # a lateral-sequence walk (diffmb.controls.GAITS)
+
+
+# --------------------------------------------------------------------------------------------
+# The module and the paper's configurations as diffmb.modular objects
+# --------------------------------------------------------------------------------------------
+_HALF = np.sqrt(0.5)
+SIDE_PORTS = {"left_a": (0.1, 0.12), "left_b": (0.5, 0.12), "right_a": (0.1, -0.12),
+              "right_b": (0.5, -0.12)}  # (x, y) in the module frame [m]
+
+
+def module(foot: bool = False):
+    """The module type (:class:`diffmb.modular.Module`): a 0.60 × 0.12 × 0.12 m box of 9.2 kg
+    from its start point along +x, MuJoCo fluid coefficients (0.525, 0.25, 1.5, 0, 0); six ports,
+    each with a pitch hinge (about the port's y; damping 1 N m s/rad, armature 0.05 kg m², servo
+    kp = 3000 N m/rad, kv = 300 N m s/rad): ``a`` at the start (x out = −x), ``b`` at the end
+    (x out = +x), and side brackets ``left_a``, ``left_b``, ``right_a``, ``right_b`` at x = 0.1 and
+    0.5 m, y = ±0.12 m, x out = −z (a leg hangs down). ``foot=True`` adds the 0.1 kg rubber foot
+    (sphere r = 0.05 m at the end, friction 0.9, no fluid) of the quadruped's shins."""
+    from ..modular import Geom, Joint, Module, Port
+
+    L = MODULE_SIZE[0]
+    hinge = Joint("hinge", (0.0, 1.0, 0.0), damping=1.0, armature=0.05, kp=3000.0, kv=300.0)
+    geoms = [Geom("box", tuple(0.5 * np.array(MODULE_SIZE)), MODULE_MASS, pos=(0.5 * L, 0, 0),
+                  name="box")]
+    if foot:
+        geoms.append(Geom("sphere", (0.05,), 0.1, pos=(L, 0, 0), fluid=False, contact=True,
+                          friction=0.9, name="foot"))
+    ports = [Port("a", (0, 0, 0), (0, 0, 0, 1), hinge), Port("b", (L, 0, 0), joint=hinge)]
+    ports += [Port(k, (x, y, 0), (_HALF, 0, _HALF, 0), hinge) for k, (x, y) in SIDE_PORTS.items()]
+    return Module("underwater_foot" if foot else "underwater", tuple(geoms), tuple(ports),
+                  fluidcoef=(0.525, 0.25, 1.5, 0.0, 0.0))
+
+
+def quadruped_configuration():
+    """The quadruped of Fig. 4 generated from :data:`QUADRUPED_GRAPH`: s0 the root (its body
+    frame at its end port ``b``, 1.2 m above the floor), s1 welded to it end to end, the legs on
+    the side brackets (fore on s1 at x = 0.5, hind on s0 at x = 0.1), shins with feet; joints
+    named as :data:`JOINTS`; sea water and the floor (μ = 0.9). Its Model is that of
+    ``underwater_quadruped.xml`` (same bodies, joints, q/v layout, M, forces) except for
+    details that change no generalized quantity: each leg's body frame is its module frame
+    (turned by π/2 about the hinge axis from the file's), and the feet are named ``s3_foot`` …
+    where the file says ``foot_lf`` …"""
+    from ..modular import Configuration
+
+    ports = {(0, 1): ("b", "a"), (1, 2): ("left_b", "a"), (1, 4): ("right_b", "a"),
+             (0, 6): ("left_a", "a"), (0, 8): ("right_a", "a")}
+    ports.update({(t, t + 1): ("b", "a") for t in (2, 4, 6, 8)})
+    names = {(1, 2): "hip_lf", (2, 3): "knee_lf", (1, 4): "hip_rf", (4, 5): "knee_rf",
+             (0, 6): "hip_lh", (6, 7): "knee_lh", (0, 8): "hip_rh", (8, 9): "knee_rh"}
+    mods = [module(foot=k in (3, 5, 7, 9)) for k in range(10)]
+    return Configuration.from_graph(QUADRUPED_GRAPH, mods, ports, joint_names=names,
+                                    root_port="b", pos=(0.0, 0.0, Z0), density=RHO,
+                                    viscosity=VISCOSITY, floor=0.9, name="underwater_quadruped")
+
+
+def nine_module_configuration(z0: float = Z0):
+    """The nine-module, eight-joint robot of Fig. 2 generated from :data:`NINE_MODULE_GRAPH`
+    (the figure is lost from the paper's copy; the ports are ours): s1 continues s0 at its end,
+    s2 and s3 hang from s0's brackets at x = 0.1, s6 from its left bracket at x = 0.5; s4
+    continues s3, s5 on s3's left bracket at x = 0.5; s7 continues s6, s8 on its right bracket at
+    x = 0.5. Joints ``j<parent><child>``; free in sea water, no floor."""
+    from ..modular import Configuration
+
+    ports = {(0, 1): ("b", "a"), (0, 2): ("left_a", "a"), (0, 3): ("right_a", "a"),
+             (3, 4): ("b", "a"), (3, 5): ("left_b", "a"), (0, 6): ("left_b", "a"),
+             (6, 7): ("b", "a"), (6, 8): ("right_b", "a")}
+    names = {(i, j): f"j{i}{j}" for i, j, _ in NINE_MODULE_GRAPH}
+    return Configuration.from_graph(NINE_MODULE_GRAPH, module(), ports, joint_names=names,
+                                    pos=(0.0, 0.0, z0), density=RHO, viscosity=VISCOSITY,
+                                    name="underwater_nine_module")
+
+
+def snake_configuration(n: int = 6, z0: float = Z0):
+    """A snake of ``n`` ≥ 2 modules, s_k's end ``b`` on s_{k+1}'s start ``a``, the pitch hinges
+    ``j1 … j{n-1}`` between them; free in sea water, no floor."""
+    from ..modular import Configuration
+
+    if int(n) != n or n < 2:
+        raise ValueError(f"a snake needs an integer n >= 2 modules, got {n!r}")
+    graph = tuple((k, k + 1, "joint") for k in range(int(n) - 1))
+    ports = {(k, k + 1): ("b", "a") for k in range(int(n) - 1)}
+    names = {(k, k + 1): f"j{k + 1}" for k in range(int(n) - 1)}
+    return Configuration.from_graph(graph, module(), ports, joint_names=names,
+                                    pos=(0.0, 0.0, z0), density=RHO, viscosity=VISCOSITY,
+                                    name=f"underwater_snake{int(n)}")
+
+
+def snake_cpg(n: int, *, amplitude=0.5, frequency=0.5, waves=1.0, alpha=10.0, coupling=2.0):
+    """A travelling wave for the servos of :func:`snake_configuration` (``n`` modules): a
+    :class:`diffmb.controls.CPG` whose joint k (k = 0 … n−2, from s0 to the tail) targets
+    ``amplitude`` · cos(2π ``frequency`` t − 2π ``waves`` k / (n − 1)) [rad]: ``waves`` wave
+    lengths along the body, travelling from s0 to the tail, so the snake swims towards s0."""
+    from ..controls import CPG
+
+    if int(n) != n or n < 2:
+        raise ValueError(f"a snake needs an integer n >= 2 modules, got {n!r}")
+    m = int(n) - 1
+    lags = -2.0 * np.pi * float(waves) * np.arange(m) / m
+    return CPG(tuple(range(m)), frequency, np.full(m, float(amplitude)), 0.0, lags, alpha=alpha,
+               coupling=coupling)
 
 
 def _asset(name) -> pathlib.Path:

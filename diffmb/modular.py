@@ -1,0 +1,689 @@
+"""Modular robots from a module graph (Xu, Yang, Ge & Wang (2018), §2).
+
+A :class:`Module` is a module *type*: its geoms (geometry, mass, which ones displace fluid and
+which ones touch the floor), its fluid coefficients and its ports — frames on the module where
+another module may attach, each with the joint it offers. A :class:`Configuration` names module
+instances ``s0 … sn`` (the paper's order: column j of its matrices is the j-th instance),
+connects their ports and picks a root; from it come the accessibility and path matrices (the
+paper's Definitions 1–2, by :mod:`diffmb.topology`), an MJCF document and, through MuJoCo's
+compiler and :func:`diffmb.io.mjcf.from_mjmodel` / :func:`diffmb.mjcf_forces`, a ``Model`` in
+MuJoCo's state layout with the force elements of every module.
+
+Frames
+------
+A module's frame is its own (the paper puts its origin at the module's start point ``s_kO``).
+A port is a frame ``(pos, quat)`` in the module frame whose x axis points out of the module.
+Mating port ``c`` of a child to port ``p`` of its parent puts the child's port frame on the
+parent's turned by π about z (the two x axes oppose, the z axes agree). The joint of a
+connection is the parent port's, its axis written in the parent port's frame, its anchor the
+port's origin. A non-root module's body frame is its module frame; the root's body frame is
+``root_port``'s frame (the module frame when ``root_port`` is None), placed at ``pos``,
+``quat`` in the world, on a free joint unless ``floating=False``.
+
+Reconfiguration within a tree: :meth:`Configuration.lock` welds a joint where it stands (an
+inelastic impact that keeps the total momentum), :meth:`Configuration.release` turns a weld back
+into its port's joint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from . import topology
+
+__all__ = ["Geom", "Joint", "Port", "Module", "Connection", "Configuration"]
+
+GEOM_TYPES = {"sphere": 1, "capsule": 2, "ellipsoid": 3, "cylinder": 2, "box": 3}  # sizes
+JOINT_TYPES = ("hinge", "slide")
+KINDS = topology.KINDS  # ('joint', 'rigid')
+_FLIP = np.diag([-1.0, -1.0, 1.0])  # mating: π about z
+
+
+def _vec(owner, name, x, n, *, positive=False, nonzero=False):
+    a = np.asarray(x, dtype=float).reshape(-1)
+    if a.shape != (n,):
+        raise ValueError(f"{owner}: {name} must have {n} numbers, got {np.asarray(x).tolist()!r}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{owner}: {name} = {a.tolist()} is not finite")
+    if positive and not np.all(a > 0):
+        raise ValueError(f"{owner}: {name} = {a.tolist()} must be > 0")
+    if nonzero and not np.linalg.norm(a) > 1e-12:
+        raise ValueError(f"{owner}: {name} = {a.tolist()} must be a non-zero vector")
+    return a
+
+
+def _scalar(owner, name, x, *, positive=False):
+    v = float(x)
+    if not np.isfinite(v) or v < 0 or (positive and v == 0):
+        raise ValueError(f"{owner}: {name} = {x!r} must be finite and {'>' if positive else '>='} 0")
+    return v
+
+
+def _name(what, x) -> str:
+    """A name written into MJCF: letters, digits and ``_ . - :``."""
+    if not isinstance(x, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]+", x):
+        raise ValueError(f"{what} {x!r} must be a non-empty string of letters, digits, '_', '.', "
+                         "'-' or ':'")
+    return x
+
+
+def _rot(owner, quat):
+    """Rotation matrix of a scalar-first quaternion (normalised; refused if ~0)."""
+    q = _vec(owner, "quat", quat, 4, nonzero=True)
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
+def _quat(R):
+    """Scalar-first unit quaternion of a rotation matrix (Shepperd's method)."""
+    t = np.trace(R)
+    if t > 0:
+        s = 2.0 * np.sqrt(1.0 + t)
+        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
+    else:
+        i = int(np.argmax(np.diag(R)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
+        q = [0.0] * 4
+        q[0] = (R[k, j] - R[j, k]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (R[j, i] + R[i, j]) / s
+        q[1 + k] = (R[k, i] + R[i, k]) / s
+    q = np.array(q)
+    return q if q[0] >= 0 else -q
+
+
+def _joint_motion(joint, x):
+    """(R, p): the motion of a joint at position x in its port's frame (a hinge turns about its
+    axis through the port's origin, a slide moves along it); identity for x = 0."""
+    if joint is None or x == 0:
+        return np.eye(3), np.zeros(3)
+    a = np.asarray(joint.axis, float) / np.linalg.norm(joint.axis)
+    if joint.type == "slide":
+        return np.eye(3), x * a
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(x) * K + (1 - np.cos(x)) * K @ K, np.zeros(3)
+
+
+def _fmt(a) -> str:
+    return " ".join(repr(float(x)) for x in np.asarray(a, float).reshape(-1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Geom:
+    """One solid of a module, in the module frame.
+
+    type: 'sphere' | 'capsule' | 'ellipsoid' | 'cylinder' | 'box'; size: MuJoCo's (radius;
+    radius, half-length; semi-axes; radius, half-height; half-sizes) [m]; mass [kg] (> 0, its
+    inertia is MuJoCo's for a uniform solid of that shape); ``fluid``: it displaces fluid and
+    feels drag; ``contact``: it touches the floor, with friction ``friction``.
+    """
+
+    type: str
+    size: tuple
+    mass: float
+    pos: tuple = (0.0, 0.0, 0.0)
+    quat: tuple = (1.0, 0.0, 0.0, 0.0)
+    fluid: bool = True
+    contact: bool = False
+    friction: float = 1.0
+    name: str = ""
+
+    def __post_init__(self):
+        who = f"geom {self.name or self.type!r}"
+        if self.name:
+            _name("geom name", self.name)
+        if self.type not in GEOM_TYPES:
+            raise ValueError(f"{who}: type {self.type!r}; accepted: {tuple(GEOM_TYPES)}")
+        size = _vec(who, "size", self.size, GEOM_TYPES[self.type], positive=True)
+        object.__setattr__(self, "size", tuple(size))
+        object.__setattr__(self, "mass", _scalar(who, "mass", self.mass, positive=True))
+        object.__setattr__(self, "pos", tuple(_vec(who, "pos", self.pos, 3)))
+        _rot(who, self.quat)
+        object.__setattr__(self, "quat", tuple(_vec(who, "quat", self.quat, 4)))
+        object.__setattr__(self, "friction", _scalar(who, "friction", self.friction))
+
+
+@dataclasses.dataclass(frozen=True)
+class Joint:
+    """The one-degree-of-freedom joint a port offers (the paper's requirement ①).
+
+    type: 'hinge' | 'slide'; axis (3,) in the port's frame; ``range``: (lower, upper) limits
+    [rad or m] or None (unlimited); damping [N m s/rad], armature [kg m²], stiffness [N m/rad];
+    ``kp`` > 0 adds a position servo (MuJoCo's ``<position kp kv>``) on the joint, None none.
+    """
+
+    type: str = "hinge"
+    axis: tuple = (0.0, 1.0, 0.0)
+    range: tuple | None = None
+    damping: float = 0.0
+    armature: float = 0.0
+    stiffness: float = 0.0
+    kp: float | None = None
+    kv: float = 0.0
+
+    def __post_init__(self):
+        who = f"{self.type} joint"
+        if self.type not in JOINT_TYPES:
+            raise ValueError(f"joint type {self.type!r}; accepted: {JOINT_TYPES}")
+        object.__setattr__(self, "axis", tuple(_vec(who, "axis", self.axis, 3, nonzero=True)))
+        if self.range is not None:
+            lo, hi = _vec(who, "range", self.range, 2)
+            if not lo < hi:
+                raise ValueError(f"{who}: range ({lo}, {hi}) needs lower < upper")
+            object.__setattr__(self, "range", (float(lo), float(hi)))
+        for f in ("damping", "armature", "stiffness", "kv"):
+            object.__setattr__(self, f, _scalar(who, f, getattr(self, f)))
+        if self.kp is not None:
+            object.__setattr__(self, "kp", _scalar(who, "kp", self.kp, positive=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    """A place on a module where another may attach: a frame (``pos``, scalar-first ``quat``)
+    in the module frame, x pointing out of the module, and the joint it offers (None: the port
+    only takes rigid connections)."""
+
+    name: str
+    pos: tuple = (0.0, 0.0, 0.0)
+    quat: tuple = (1.0, 0.0, 0.0, 0.0)
+    joint: Joint | None = None
+
+    def __post_init__(self):
+        _name("port name", self.name)
+        who = f"port {self.name!r}"
+        object.__setattr__(self, "pos", tuple(_vec(who, "pos", self.pos, 3)))
+        _rot(who, self.quat)
+        object.__setattr__(self, "quat", tuple(_vec(who, "quat", self.quat, 4)))
+        if self.joint is not None and not isinstance(self.joint, Joint):
+            raise ValueError(f"{who}: joint must be a diffmb.modular.Joint or None")
+
+    @property
+    def rot(self) -> np.ndarray:
+        return _rot(f"port {self.name!r}", self.quat)
+
+
+@dataclasses.dataclass(frozen=True)
+class Module:
+    """A module type: ``geoms`` (at least one), ``ports`` (unique names) and MuJoCo's five
+    ellipsoid fluid coefficients ``fluidcoef`` (blunt drag, slender drag, angular drag, Kutta
+    lift, Magnus lift) of its fluid geoms. Its mass is the sum of its geoms'."""
+
+    name: str
+    geoms: tuple
+    ports: tuple
+    fluidcoef: tuple = (0.5, 0.25, 1.5, 1.0, 1.0)
+
+    def __post_init__(self):
+        _name("module type name", self.name)
+        who = f"module type {self.name!r}"
+        geoms, ports = tuple(self.geoms), tuple(self.ports)
+        if not geoms or not all(isinstance(g, Geom) for g in geoms):
+            raise ValueError(f"{who}: geoms must be one or more diffmb.modular.Geom")
+        if not all(isinstance(p, Port) for p in ports):
+            raise ValueError(f"{who}: ports must be diffmb.modular.Port")
+        names = [p.name for p in ports]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"{who}: port {dup[0]!r} is defined twice")
+        gnames = [g.name for g in geoms if g.name]
+        dup = sorted({n for n in gnames if gnames.count(n) > 1})
+        if dup:
+            raise ValueError(f"{who}: geom {dup[0]!r} is defined twice")
+        object.__setattr__(self, "geoms", geoms)
+        object.__setattr__(self, "ports", ports)
+        object.__setattr__(self, "fluidcoef", tuple(_vec(who, "fluidcoef", self.fluidcoef, 5)))
+
+    @property
+    def mass(self) -> float:
+        return float(sum(g.mass for g in self.geoms))
+
+    def port(self, name: str) -> Port:
+        for p in self.ports:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Connection:
+    """Port ``parent_port`` of module ``parent`` mated to port ``child_port`` of ``child``;
+    ``kind`` 'joint' (the parent port's joint, named ``name``: default ``"<parent>_<port>"``) or
+    'rigid' (welded). Written either way round: the side nearer the root is the parent.
+    ``angle``: a 'rigid' connection holds the parent port's joint at this position [rad or m]
+    (0 for a 'joint' connection, whose zero is the mated pose)."""
+
+    parent: str
+    parent_port: str
+    child: str
+    child_port: str
+    kind: str = "joint"
+    name: str | None = None
+    angle: float = 0.0
+
+    def __str__(self):
+        return f"{self.parent}.{self.parent_port} -> {self.child}.{self.child_port}"
+
+    def reversed(self) -> Connection:
+        return Connection(self.child, self.child_port, self.parent, self.parent_port, self.kind,
+                          self.name, self.angle)
+
+
+class Configuration:
+    """Module instances, their connections and a root: a robot.
+
+    modules: ``{instance: Module}`` in the paper's order (s0 … sn); connections: sequence of
+    :class:`Connection` or tuples ``(parent, parent_port, child, child_port[, kind[, name]])``;
+    root: the base instance; ``root_port``: the port whose frame is the root's body frame (None:
+    the module frame); ``pos``, ``quat``: that frame in the world; ``floating``: a free joint
+    (MuJoCo's ``root``-named ``<freejoint>``) or fixed to the world. Fluid: ``density`` [kg/m³],
+    ``viscosity`` [Pa s]; ``gravity`` [m/s²]; ``floor``: friction coefficient of a plane z = 0
+    that the contact geoms touch, or None (no floor).
+
+    Refused with ``ValueError`` naming the module and port: an unknown module or port, a port
+    used twice, a cycle (the connection that closes it), a module not connected to the root, a
+    'joint' connection whose parent port offers no joint.
+    """
+
+    def __init__(self, modules: Mapping[str, Module], connections: Sequence, root: str, *,
+                 root_port: str | None = None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
+                 floating: bool = True, density: float = 0.0, viscosity: float = 0.0,
+                 gravity=(0.0, 0.0, -9.81), floor: float | None = None, timestep: float = 0.002,
+                 name: str = "modular"):
+        self.name = _name("configuration name", name)
+        self.modules = dict(modules)
+        if not self.modules:
+            raise ValueError("a configuration needs at least one module")
+        for k, m in self.modules.items():
+            _name("module instance name", k)
+            if not isinstance(m, Module):
+                raise ValueError(f"module {k!r}: {m!r} is not a diffmb.modular.Module")
+        self.names = tuple(self.modules)
+        if root not in self.modules:
+            raise ValueError(f"root: unknown module {root!r} (modules: {', '.join(self.names)})")
+        self.root = root
+        if root_port is not None:
+            self._port(root, root_port, "root_port")
+        self.root_port = root_port
+        self.pos = tuple(_vec("configuration", "pos", pos, 3))
+        _rot("configuration", quat)
+        self.quat = tuple(_vec("configuration", "quat", quat, 4))
+        self.floating = bool(floating)
+        self.density = _scalar("configuration", "density", density)
+        self.viscosity = _scalar("configuration", "viscosity", viscosity)
+        self.gravity = tuple(_vec("configuration", "gravity", gravity, 3))
+        self.floor = None if floor is None else _scalar("configuration", "floor", floor)
+        self.timestep = _scalar("configuration", "timestep", timestep, positive=True)
+        self.connections = self._oriented([self._connection(k, c)
+                                           for k, c in enumerate(connections)])
+        names = [self.joint_name(c) for c in self.connections if c.kind == "joint"]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"joint name {dup[0]!r} is used by two connections")
+        if self.floating and "root" in names:
+            raise ValueError("joint name 'root' is the free joint's: name the connection otherwise")
+        if not self.floating and not names:
+            raise ValueError(f"configuration {self.name!r} has no degree of freedom: the root "
+                             f"{self.root!r} is fixed (floating=False) and every connection is rigid")
+
+    # ---------------------------------------------------------------- validation and tree
+    def _port(self, module, port, where) -> Port:
+        if module not in self.modules:
+            raise ValueError(f"{where}: unknown module {module!r} (modules: {', '.join(self.names)})")
+        m = self.modules[module]
+        try:
+            return m.port(port)
+        except KeyError:
+            raise ValueError(f"{where}: module {module!r} (type {m.name!r}) has no port {port!r} "
+                             f"(ports: {', '.join(p.name for p in m.ports) or 'none'})") from None
+
+    def _connection(self, k, c) -> Connection:
+        if not isinstance(c, Connection):
+            if not isinstance(c, (tuple, list)) or not 4 <= len(c) <= 6:
+                raise ValueError(f"connection {k}: {c!r} is not (parent, parent_port, child, "
+                                 "child_port[, kind[, name]])")
+            c = Connection(*c)
+        where = f"connection {k} ({c})"
+        if c.name is not None:
+            _name(f"{where}: joint name", c.name)
+        if c.kind not in KINDS:
+            raise ValueError(f"{where}: kind {c.kind!r}; accepted: {KINDS}")
+        self._port(c.parent, c.parent_port, where)
+        self._port(c.child, c.child_port, where)
+        return c
+
+    def _oriented(self, conns) -> tuple:
+        """Refuse ports used twice, cycles and loose modules; orient every connection from the
+        root outwards (the directed span tree); return them in the input order."""
+        used = {}
+        for k, c in enumerate(conns):
+            for mod, port in ((c.parent, c.parent_port), (c.child, c.child_port)):
+                if (mod, port) in used:
+                    raise ValueError(f"port {mod}.{port} is used twice: by connection "
+                                     f"{used[(mod, port)]} and connection {k} ({c})")
+                used[(mod, port)] = k
+        group = {n: n for n in self.names}
+
+        def find(n):
+            while group[n] != n:
+                group[n] = group[group[n]]
+                n = group[n]
+            return n
+
+        for k, c in enumerate(conns):
+            a, b = find(c.parent), find(c.child)
+            if a == b:
+                raise ValueError(f"connection {k} ({c}) closes a cycle: modules {c.parent!r} and "
+                                 f"{c.child!r} are already connected (port {c.child}.{c.child_port})")
+            group[a] = b
+        loose = [n for n in self.names if find(n) != find(self.root)]
+        if loose:
+            raise ValueError(f"module {loose[0]!r} is not connected to the root {self.root!r}: "
+                             "no connection reaches any of its ports "
+                             f"({', '.join(p.name for p in self.modules[loose[0]].ports)})"
+                             + (f"; nor are {loose[1:]}" if len(loose) > 1 else ""))
+        depth = {self.root: 0}
+        frontier = [self.root]
+        while frontier:
+            nxt = []
+            for n in frontier:
+                for c in conns:
+                    for a, b in ((c.parent, c.child), (c.child, c.parent)):
+                        if a == n and b not in depth:
+                            depth[b] = depth[n] + 1
+                            nxt.append(b)
+            frontier = nxt
+        out = []
+        for k, c in enumerate(conns):
+            if depth[c.parent] > depth[c.child]:
+                c = c.reversed()
+            joint = self.modules[c.parent].port(c.parent_port).joint
+            if c.kind == "joint" and joint is None:
+                raise ValueError(f"connection {k} ({c}): kind 'joint' but port "
+                                 f"{c.parent}.{c.parent_port} offers no joint (make it 'rigid')")
+            if not np.isfinite(c.angle):
+                raise ValueError(f"connection {k} ({c}): angle = {c.angle!r} is not finite")
+            if c.angle != 0 and (c.kind == "joint" or joint is None):
+                raise ValueError(f"connection {k} ({c}): angle = {c.angle!r} needs a 'rigid' "
+                                 f"connection on a port with a joint ({c.parent}.{c.parent_port})")
+            out.append(c)
+        return tuple(out)
+
+    @property
+    def graph(self) -> tuple:
+        """``((i, j, kind), ...)``: the link graph of :mod:`diffmb.topology` (instance indices,
+        parent first)."""
+        ix = {n: i for i, n in enumerate(self.names)}
+        return tuple((ix[c.parent], ix[c.child], c.kind) for c in self.connections)
+
+    def span_tree(self) -> topology.SpanTree:
+        return topology.span_tree(len(self.names), self.graph, self.names.index(self.root))
+
+    def accessibility_matrix(self) -> np.ndarray:
+        """Definition 1: (n+1, n+1) int64, ``A[i, j] = 1`` iff a directed path leads from
+        ``s_i`` to ``s_j``; rows and columns in module order."""
+        return topology.accessibility_matrix(len(self.names), self.graph,
+                                             self.names.index(self.root))
+
+    def path_matrix(self) -> np.ndarray:
+        """Definition 2: (m, n+1) int64, one row per terminal module in module order, ``P[k, j]
+        = 1`` iff path k contains ``s_j``."""
+        return topology.path_matrix(len(self.names), self.graph, self.names.index(self.root))
+
+    # ---------------------------------------------------------------- MJCF
+    def _children(self, n):
+        return sorted((c for c in self.connections if c.parent == n),
+                      key=lambda c: self.names.index(c.child))
+
+    def joint_name(self, c: Connection) -> str:
+        return c.name or f"{c.parent}_{c.parent_port}"
+
+    def __repr__(self):
+        return (f"Configuration({self.name!r}, modules={list(self.names)}, root={self.root!r}, "
+                f"connections={[str(c) for c in self.connections]})")
+
+    def to_mjcf(self, path=None) -> str:
+        """The configuration as an MJCF document that MuJoCo compiles (returned as a string,
+        and written to ``path`` when given): bodies in depth-first order from the root (children
+        in module order), each module's geoms, the joints of the connections, their servos as
+        ``<position>`` actuators."""
+        xml = self._mjcf()
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(xml)
+        return xml
+
+    def _mjcf(self) -> str:
+        lines = [f'<mujoco model="{self.name}">', '  <compiler angle="radian"/>',
+                 f'  <option timestep="{self.timestep!r}" gravity="{_fmt(self.gravity)}" '
+                 f'density="{self.density!r}" viscosity="{self.viscosity!r}"/>',
+                 "  <worldbody>"]
+        if self.floor is not None:
+            lines.append('    <geom name="floor" type="plane" size="50 50 0.1" contype="0" '
+                         f'conaffinity="1" friction="{self.floor!r} 0.005 0.0001"/>')
+        actuators = []
+        root = self.modules[self.root]
+        T = np.eye(4)
+        if self.root_port is not None:
+            p = root.port(self.root_port)
+            T[:3, :3], T[:3, 3] = p.rot, p.pos
+        self._body(lines, actuators, self.root, np.asarray(self.pos), _rot("", self.quat),
+                   np.linalg.inv(T), None, 2)
+        lines.append("  </worldbody>")
+        if actuators:
+            lines += ["  <actuator>", *actuators, "  </actuator>"]
+        lines.append("</mujoco>")
+        return "\n".join(lines) + "\n"
+
+    def _body(self, lines, actuators, n, pos, R, Tm, conn, ind):
+        """Body ``n`` at (pos, R) in its parent's body frame; ``Tm``: its module frame in its
+        body frame (4×4); ``conn``: the connection that carries it (None for the root)."""
+        pad = "  " * ind
+        m = self.modules[n]
+        lines.append(f'{pad}<body name="{n}" pos="{_fmt(pos)}" quat="{_fmt(_quat(R))}">')
+        if conn is None:
+            if self.floating:
+                lines.append(f'{pad}  <freejoint name="root"/>')
+        elif conn.kind == "joint":
+            pp = self.modules[conn.parent].port(conn.parent_port)
+            cp = m.port(conn.child_port)
+            j = pp.joint
+            axis = cp.rot @ _FLIP.T @ np.asarray(j.axis)
+            name = self.joint_name(conn)
+            attrs = (f'name="{name}" type="{j.type}" pos="{_fmt(cp.pos)}" axis="{_fmt(axis)}" '
+                     f'damping="{j.damping!r}" armature="{j.armature!r}" '
+                     f'stiffness="{j.stiffness!r}"')
+            if j.range is not None:
+                attrs += f' limited="true" range="{_fmt(j.range)}"'
+            lines.append(f"{pad}  <joint {attrs}/>")
+            if j.kp is not None:
+                actuators.append(f'    <position name="{name}" joint="{name}" kp="{j.kp!r}" '
+                                 f'kv="{j.kv!r}"/>')
+        for k, g in enumerate(m.geoms):
+            Rg = Tm[:3, :3] @ _rot("", g.quat)
+            pg = Tm[:3, :3] @ np.asarray(g.pos) + Tm[:3, 3]
+            fluid = (f'fluidshape="ellipsoid" fluidcoef="{_fmt(m.fluidcoef)}"' if g.fluid
+                     else 'fluidshape="none"')
+            contact = (f'contype="1" conaffinity="0" friction="{g.friction!r} 0.005 0.0001"'
+                       if g.contact else 'contype="0" conaffinity="0"')
+            gname = f"{n}" if k == 0 else f"{n}_{g.name or k}"
+            lines.append(f'{pad}  <geom name="{gname}" type="{g.type}" size="{_fmt(g.size)}" '
+                         f'pos="{_fmt(pg)}" quat="{_fmt(_quat(Rg))}" mass="{g.mass!r}" '
+                         f"{contact} {fluid}/>")
+        for c in self._children(n):
+            pp, cp = m.port(c.parent_port), self.modules[c.child].port(c.child_port)
+            # child module frame in this body: Tm · P · J(angle) · flip · C⁻¹
+            Rj, pj = _joint_motion(pp.joint, c.angle)
+            Rp = Tm[:3, :3] @ pp.rot
+            Rc = Rp @ Rj @ _FLIP @ cp.rot.T
+            pc = Rp @ pj + Tm[:3, :3] @ np.asarray(pp.pos) + Tm[:3, 3] - Rc @ np.asarray(cp.pos)
+            self._body(lines, actuators, c.child, pc, Rc, np.eye(4), c, ind + 1)
+        lines.append(f"{pad}</body>")
+
+    def mjmodel(self):
+        """The MJCF compiled by MuJoCo (``mujoco.MjModel``)."""
+        import mujoco
+
+        try:
+            return mujoco.MjModel.from_xml_string(self.to_mjcf())
+        except ValueError as e:
+            raise ValueError(f"configuration {self.name!r}: MuJoCo could not compile it: {e}") \
+                from None
+
+    def build(self, *, fluid=None, contacts=True):
+        """``(model, forces)``: the ``Model`` (MuJoCo's qpos/qvel layout, bodies named after the
+        instances, joints after the connections) and the force elements of :func:`diffmb.
+        mjcf_forces` on the MJCF: joint damping and springs, servos, limits, floor contacts of
+        the contact geoms (``contacts``) and the modules' fluid forces. ``fluid``: 'potential'
+        (potential-flow added inertia in the Model, buoyancy and drag per fluid geom, as
+        :func:`diffmb.models.underwater.load`), 'mujoco' (MuJoCo's ellipsoid model, as MuJoCo
+        simulates the MJCF) or False; None (default): 'potential' in a fluid (``density`` > 0),
+        else False."""
+        from .io.mjcf import _Named, from_mjmodel, mjcf_forces
+
+        if fluid is None:
+            fluid = "potential" if self.density > 0 else False
+        if fluid not in ("potential", "mujoco", False):
+            raise ValueError(f"fluid={fluid!r}; accepted: 'potential', 'mujoco', False")
+        if fluid == "potential" and not self.density > 0:
+            raise ValueError(f"configuration {self.name!r}: fluid='potential' needs a fluid "
+                             "density > 0 (Configuration(density=...)); or build(fluid=False)")
+        mj = self.mjmodel()
+        where = f"<configuration {self.name}>"
+        model = from_mjmodel(mj, source=where, name=self.name,
+                             added_mass="potential" if fluid == "potential" else None)
+        return model, mjcf_forces(_Named(mj, where), fluid=fluid, contacts=contacts)
+
+    # ---------------------------------------------------------------- locking and releasing
+    def _replaced(self, k, c) -> Configuration:
+        conns = list(self.connections)
+        conns[k] = c
+        return Configuration(self.modules, conns, self.root, root_port=self.root_port,
+                             pos=self.pos, quat=self.quat, floating=self.floating,
+                             density=self.density, viscosity=self.viscosity, gravity=self.gravity,
+                             floor=self.floor, timestep=self.timestep, name=self.name)
+
+    def _joint_index(self, joint) -> int:
+        for k, c in enumerate(self.connections):
+            if c.kind == "joint" and self.joint_name(c) == joint:
+                return k
+        raise ValueError(f"configuration {self.name!r} has no joint {joint!r} (joints: "
+                         f"{[self.joint_name(c) for c in self.connections if c.kind == 'joint']})")
+
+    def lock(self, joint: str, model, q, v):
+        """Lock ``joint`` where it stands, an inelastic impact: ``(configuration, q, v)`` after
+        it, the connection welded at the joint's position (``angle``) and the speeds that keep
+        every other generalized momentum, ``v⁺ = (Gᵀ M G)⁻¹ Gᵀ M v`` with G the speeds without
+        the locked one and M ``model``'s mass matrix at q (with its added inertia): the total
+        linear and angular momentum (of the bodies and, with added inertia, of the fluid's
+        impulse) pass through unchanged. ``model``: this configuration's (:meth:`build`);
+        q (nq,), v (nv,). The new configuration's Model has q, v without the joint's entries."""
+        import jax
+        import jax.numpy as jnp
+
+        from .dynamics.api import mass_matrix
+
+        k = self._joint_index(joint)
+        c = self.connections[k]
+        j = model.joint_names.index(self.joint_name(c))
+        iq, iv = model.joint_q[j], model.joint_v[j]
+        q, v = np.asarray(q, float), np.asarray(v, float)
+        new = self._replaced(k, dataclasses.replace(c, kind="rigid", angle=float(q[iq])))
+        keep = np.delete(np.arange(model.nv), iv)
+        M = np.asarray(jax.jit(mass_matrix)(model, jnp.asarray(q)))
+        v_new = np.linalg.solve(M[np.ix_(keep, keep)], (M @ v)[keep])
+        return new, np.delete(q, iq), v_new
+
+    def release(self, connection: int, name: str | None = None):
+        """Release the rigid connection ``connection`` (its index) into its port's joint, named
+        ``name``: ``(configuration, insert)`` with ``insert(q, v) -> (q, v)`` mapping a state of
+        the old Model to the new one (the joint at its welded ``angle``, moving with its parent:
+        the same motion, the same momentum)."""
+        c = self.connections[int(connection)]
+        if c.kind != "rigid":
+            raise ValueError(f"connection {connection} ({c}) is not rigid")
+        new = self._replaced(int(connection),
+                             dataclasses.replace(c, kind="joint", name=name or c.name, angle=0.0))
+        import mujoco
+
+        mj = new.mjmodel()
+        j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT,
+                              new.joint_name(new.connections[int(connection)]))
+        iq, iv = int(mj.jnt_qposadr[j]), int(mj.jnt_dofadr[j])
+
+        def insert(q, v):
+            return (np.insert(np.asarray(q, float), iq, c.angle),
+                    np.insert(np.asarray(v, float), iv, 0.0))
+
+        return new, insert
+
+    # ---------------------------------------------------------------- Kane along the paths
+    def kane_support(self, model) -> np.ndarray:
+        """(nb, nv) int64: ``[b, r] = 1`` iff generalized speed r moves body b, read from the
+        paper's matrices (§3.1): the modules on the path from s0 to s_k are the non-zeros of a
+        path row through s_k up to s_k's depth (depth of s_j = Σ_i A[i, j], its number of
+        ancestors); a joint's speeds belong to the module it carries (the free joint's to the
+        root). ``model``: this configuration's, from :meth:`build`."""
+        on_path = topology.path_support(self.path_matrix(), self.accessibility_matrix())
+        col = {m: j for j, m in enumerate(self.names)}
+        owner = {"root": self.root} if self.floating else {}
+        owner.update({self.joint_name(c): c.child for c in self.connections if c.kind == "joint"})
+        if sorted(model.body_names) != sorted(self.names) or sorted(model.joint_names) != sorted(owner):
+            raise ValueError(f"configuration {self.name!r}: the model's bodies {model.body_names} "
+                             f"and joints {model.joint_names} are not this configuration's "
+                             "(use the Model of .build())")
+        ends = [*model.joint_v[1:], model.nv]
+        dof_module = np.zeros(model.nv, np.int64)
+        for j, name in enumerate(model.joint_names):
+            dof_module[model.joint_v[j]:ends[j]] = col[owner[name]]
+        rows = [col[b] for b in model.body_names]
+        return on_path[np.ix_(rows, dof_module)].astype(np.int64)
+
+    def kane_forward_dynamics(self, model, q, v, tau, f_ext=None):
+        """Kane's equations (§3.2) with the partial velocities assembled along the paths
+        (:meth:`kane_support`), solved for v̇: (nv,). Rigid-body law and added inertia, as
+        ``diffmb.forward_dynamics``; q (nq,), v (nv,), tau (nv,), f_ext (nb, 6) or None."""
+        from .dynamics.kane import forward_dynamics_kane
+
+        return forward_dynamics_kane(model, q, v, tau, f_ext, support=self.kane_support(model))
+
+    def kane_inverse_dynamics(self, model, q, v, qdd, f_ext=None):
+        """τ (nv,) from Kane's equations along the paths (:meth:`kane_forward_dynamics`)."""
+        from .dynamics.kane import inverse_dynamics_kane
+
+        return inverse_dynamics_kane(model, q, v, qdd, f_ext, support=self.kane_support(model))
+
+    @classmethod
+    def from_graph(cls, graph, modules, ports, *, joint_names=None, **kw) -> Configuration:
+        """A configuration from a :mod:`diffmb.topology` link graph ``((i, j, kind), ...)``
+        (instances ``s0 … sn``, root ``s0``). ``modules``: one Module for all or a sequence per
+        instance; ``ports``: ``{(i, j): (parent_port, child_port)}``; ``joint_names``:
+        ``{(i, j): name}``. Other keywords go to :class:`Configuration`."""
+        graph = tuple(graph)
+        if not graph:
+            raise ValueError("from_graph needs at least one connection; a single module is "
+                             "Configuration({'s0': module}, [], 's0')")
+        for c in graph:
+            if len(c) != 3 or not all(isinstance(x, (int, np.integer)) and x >= 0 for x in c[:2]):
+                raise ValueError(f"graph entry {c!r} is not (i, j, kind) with module indices "
+                                 "i, j >= 0")
+        n = 1 + max(max(i, j) for i, j, _ in graph)
+        mods = [modules] * n if isinstance(modules, Module) else list(modules)
+        if len(mods) != n:
+            raise ValueError(f"the graph has {n} modules, {len(mods)} module types given")
+        names = joint_names or {}
+        conns = []
+        for i, j, kind in graph:
+            if (i, j) not in ports:
+                raise ValueError(f"connection s{i}-s{j}: no ports given in ports[({i}, {j})]")
+            pp, cp = ports[(i, j)]
+            conns.append(Connection(f"s{i}", pp, f"s{j}", cp, kind, names.get((i, j))))
+        kw.setdefault("root", "s0")
+        return cls({f"s{k}": m for k, m in enumerate(mods)}, conns, **kw)
+
