@@ -166,3 +166,44 @@ def test_python_m_diffmb_bench_refuses_unknown_names_with_code_2(tmp_path):
     assert p.returncode == 2, p.stderr
     assert f"unknown benchmark 'warp'; {VALID}" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_rover_bench_and_study_time_the_same_traverse_the_same_way(monkeypatch, tmp_path):
+    """`diffmb bench --only rover` reports what the study's speed() measures with its defaults
+    (the HORIZON s traverse, best of REALTIME_REPS runs), the compile time beside it; the
+    one-core child compiles cold (no persistent cache), as the bench runner does."""
+    import types
+
+    from diffmb.bench import rover as bench_rover
+    from diffmb.studies import rover as study
+
+    calls = []
+
+    def fake_speed(model, forces, horizon=study.HORIZON, reps=study.REALTIME_REPS, **kw):
+        calls.append((horizon, reps))
+        return {"realtime_factor": 123.0, "wall_s": study.HORIZON / 123.0, "compile_s": 21.0,
+                "realtime_walls_s": [0.05, study.HORIZON / 123.0], "realtime_cores": 1,
+                "realtime_reps": reps, "realtime_horizon_s": horizon, "compile_cold": True,
+                "batch_rovers_per_s": 5.0, "batch_wall_s": 1.0, "batch_all_ok": True,
+                "horizon_s": horizon, "batch_horizon_s": 0.25}
+
+    monkeypatch.setattr(study, "speed", fake_speed)
+    res = bench_rover.run(tmp_path, quick=True)
+    assert calls == [(study.HORIZON, study.REALTIME_REPS)]
+    rt = res["realtime_factor"]
+    assert rt["value"] == 123.0 and rt["horizon_s"] == study.HORIZON
+    assert rt["reps"] == study.REALTIME_REPS and rt["compile_s"] == 21.0
+    assert res["compile_s"]["value"] == 21.0 and res["compile_s"]["cold"] is True
+
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen["cmd"], seen["env"] = cmd, kw["env"]
+        return types.SimpleNamespace(returncode=0, stdout='{"realtime_factor": 1.0}\n',
+                                     stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert study._realtime_one_core(5.0, 5) == {"realtime_factor": 1.0}
+    assert "_realtime(5.0, 5)" in seen["cmd"][-1]
+    assert seen["env"]["DIFFMB_COMPILATION_CACHE"] == "0"
+    assert seen["env"]["JAX_ENABLE_COMPILATION_CACHE"] == "false"

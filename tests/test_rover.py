@@ -116,3 +116,119 @@ def test_coupled_aba_equals_the_mass_matrix_projection_and_holds_the_differentia
         # and the constraint force is not zero: the projection did something
         a_free = np.asarray(diffmb.forward_dynamics(model, q, v, tau, f))
         assert np.max(np.abs(np.asarray(C) @ a_free)) > 1e-3
+
+
+def test_thin_shell_wheel_inertia_is_m_r2_and_reaches_the_mass_matrix():
+    """The physical wheel: axial m r² (all of the mass on the rim), transverse m (r²/2 + b²/12);
+    swapped into the model it is the wheel joint's diagonal of the mass matrix (the wheel spins
+    about its centre of mass), plus the joint's armature; nothing else changes."""
+    m, r, b = 3.674, 0.15, 0.15
+    tr, ax, tr2 = rover.thin_shell_wheel_inertia()
+    assert ax == pytest.approx(m * r * r, rel=1e-14) and ax == pytest.approx(0.082665, rel=1e-6)
+    assert tr == tr2 == pytest.approx(m * (r * r / 2 + b * b / 12), rel=1e-14)
+    assert rover.PAPER_WHEEL_INERTIA[1] / ax > 24  # the paper's value is impossible for the wheel
+    model, _, _ = rover.load()
+    phys = rover.with_wheel_inertia(model, (tr, ax, tr2))
+    q = jnp.asarray(model.qpos0)
+    mm = jax.jit(diffmb.mass_matrix)
+    M0, M1 = np.asarray(mm(model, q)), np.asarray(mm(phys, q))
+    arm = np.asarray(model.armature)
+    wheels = [model.joint_v[model.joint_index(f"wheel_{w}")] for w in rover.WHEELS]
+    for j in wheels:
+        assert M0[j, j] == pytest.approx(rover.PAPER_WHEEL_INERTIA[1] + arm[j], rel=1e-12)
+        assert M1[j, j] == pytest.approx(ax + arm[j], rel=1e-12)
+    np.testing.assert_array_equal(np.asarray(phys.body_mass), np.asarray(model.body_mass))
+    assert M1[0, 0] == pytest.approx(M0[0, 0], rel=1e-14)  # the total mass
+
+
+def test_steady_window_starts_after_the_ramp():
+    from diffmb.studies import rover as study
+
+    t2 = np.round(np.arange(201) * 0.01, 10)
+    mask, win = study.steady_window(t2)
+    assert win == (1.0, 2.0) and t2[mask][0] == pytest.approx(1.0) and mask[-1]
+    t5 = np.round(np.arange(501) * 0.01, 10)
+    mask, win = study.steady_window(t5)
+    assert win == (3.0, 5.0) and np.sum(mask) == 201
+    with pytest.raises(ValueError, match="before the steady window"):
+        study.steady_window(t2[:90])
+
+
+def test_drawbar_pull_crossing_against_the_curve_and_K():
+    """The zero-drawbar-pull slip: the single-wheel curve changes sign across it, it grows with
+    the shear deformation modulus K (shear stress mobilised over j ~ K), and a soil that
+    mobilises its strength at once (K → 0) pulls at zero slip."""
+    from diffmb.contacts import terramechanics as tm
+    from diffmb.studies import rover as study
+
+    soil = tm.SOILS["regolith_simulant"]
+    r, b, w = 0.15, 0.15, 107.287
+    cross = [study.drawbar_pull_crossing(soil.replace(K=K), r, b, w)["crossing_slip"]
+             for K in (0.01, 0.02, 0.036)]
+    assert 0.0 < cross[0] < cross[1] < cross[2] < 0.5
+    for K, s in zip((0.01, 0.036), (cross[0], cross[2]), strict=True):
+        rows = tm.single_wheel_curve(soil.replace(K=K), r, b, w, [s - 0.005, s + 0.005])
+        assert rows[0]["drawbar_pull_N"] < 0 < rows[1]["drawbar_pull_N"]
+    assert study.drawbar_pull_crossing(soil.replace(K=1e-4), r, b, w)["crossing_slip"] == 0.0
+    # K large: the shear never builds up enough, no crossing below s = 0.99 on the test bed
+    assert study.drawbar_pull_crossing(soil.replace(K=0.06), 0.09, 0.11, 64.68)[
+        "crossing_slip"] is None
+
+
+def _flat_run(name, horizon, model=None):
+    from diffmb.studies import rover as study
+
+    m, forces, _ = rover.load()
+    model = m if model is None else model
+    ws = study.rover_wheel_soil(model, Plane(name="ground"))
+    return model, study.run_behaviour(model, forces, ws, name, horizon)
+
+
+@pytest.mark.slow
+def test_lift_wheel_takes_the_named_wheel_off_the_ground():
+    """lift_wheel: the wheel named by LIFTED_WHEEL carries no load, the others carry the
+    rover's weight between them."""
+    from diffmb.studies import rover as study
+
+    model, run = _flat_run("lift_wheel", 2.0)
+    mask, _ = study.steady_window(run["t"])
+    n = np.mean(np.asarray(run["eval"].normal)[mask], axis=0)
+    k = rover.WHEELS.index(rover.LIFTED_WHEEL)
+    assert n[k] < 1.0
+    assert np.all(np.delete(n, k) > 20.0)
+    weight = float(np.sum(model.body_mass)) * rover.MARS_G
+    assert abs(np.sum(n) / weight - 1) < 0.01
+
+
+@pytest.mark.slow
+def test_turn_in_place_rate_is_the_command_less_slip_and_servo_lag():
+    from diffmb.studies import rover as study
+
+    _, run = _flat_run("turn_in_place", 2.0)
+    tr = study.turn_rate(run, 0.1)
+    assert tr["commanded_deg_s"] == pytest.approx(np.degrees(0.1))
+    assert tr["ratio"] < 0.8  # well short of the command
+    assert abs(tr["ratio"] - tr["predicted_ratio"]) < 0.02
+    assert max(tr["wheel_slip"].values()) > 0.2
+
+
+@pytest.mark.slow
+def test_straight_drive_slips_at_its_wheels_zero_drawbar_pull():
+    """On flat ground in steady driving each wheel pulls no net load, so the rover's slip is
+    the static single-wheel zero-DP slip of its wheel under a sixth of its weight; with a thin
+    shell's wheel inertia the steady state is the same."""
+    from diffmb.contacts import terramechanics as tm
+    from diffmb.studies import rover as study
+
+    model, run = _flat_run("straight", 2.0)
+    phys_model, phys = _flat_run(
+        "straight", 2.0, rover.with_wheel_inertia(rover.load()[0],
+                                                  rover.thin_shell_wheel_inertia()))
+    w = float(np.sum(model.body_mass)) * rover.MARS_G / 6
+    cross = study.drawbar_pull_crossing(tm.SOILS["regolith_simulant"], rover.WHEEL_RADIUS,
+                                        rover.WHEEL_WIDTH, w)["crossing_slip"]
+    a, b = study._startup(run, 0.1), study._startup(phys, 0.1)
+    assert abs(a["steady_slip"] - cross) < 0.02
+    assert abs(b["steady_slip"] - a["steady_slip"]) < 0.005
+    assert abs(b["steady_speed_m_s"] / a["steady_speed_m_s"] - 1) < 0.01
+    assert b["peak_drive_torque_Nm"] < a["peak_drive_torque_Nm"]

@@ -46,6 +46,27 @@ STEER_XY = np.array([[0.6, 0.55], [0.0, 0.55], [-0.6, 0.55],
 WHEEL_OFFSET = np.array([0.1, 0.1, 0.1, -0.1, -0.1, -0.1])  # wheel centre beside its steer axis
 N_SUSPENSION = 4  # rocker_l, rocker_r, bogie_l, bogie_r
 BEHAVIOURS = ("straight", "arc", "turn_in_place", "lift_wheel")
+LIFTED_WHEEL = "lf"  # the wheel that "lift_wheel" takes off flat ground (its normal force 0)
+WHEEL_MASS = 3.674  # kg, the paper's (section 4)
+PAPER_WHEEL_INERTIA = (2.0, 2.0, 2.0)  # kg m², the paper's (section 4) and rover.xml's
+
+
+def thin_shell_wheel_inertia(m=WHEEL_MASS, r=WHEEL_RADIUS, b=WHEEL_WIDTH):
+    """Principal inertia (transverse, axial, transverse) [kg m²] in the wheel body's axes (spin
+    axis y) of a thin cylindrical shell of mass m, radius r and width b: axial m r², transverse
+    m (r²/2 + b²/12). All of the mass on the rim: the largest axial inertia any wheel of mass m
+    within radius r can have (I = ∫ ρ² dm ≤ m r²)."""
+    ax = m * r * r
+    tr = m * (r * r / 2 + b * b / 12)
+    return (tr, ax, tr)
+
+
+def with_wheel_inertia(model: Model, inertia) -> Model:
+    """``model`` with the principal inertia (3,) [kg m²] (wheel body axes) of all six wheels
+    replaced; masses, centres and everything else kept."""
+    idx = np.array([model.body_names.index(n) for n in wheel_body_names()])
+    new = jnp.asarray(model.body_inertia).at[idx].set(jnp.diag(_f64(inertia)))
+    return eqx.tree_at(lambda m: m.body_inertia, model, new)
 
 
 def _f64(x):
@@ -100,8 +121,10 @@ def drive_command(v, omega):
 def behaviour_params(name: str, *, v=0.1, radius=2.0, yaw_rate=0.1, lift=0.35):
     """The numbers (3,) = (forward speed, yaw rate, left-bogie lift) of a behaviour:
     ``"straight"`` (v), ``"arc"`` (v on a circle of ``radius`` to the left),
-    ``"turn_in_place"`` (``yaw_rate``), ``"lift_wheel"`` (the left bogie raised by ``lift``
-    rad, lifting the left rear wheel, while driving straight)."""
+    ``"turn_in_place"`` (``yaw_rate``), ``"lift_wheel"`` (the left bogie servo turned by
+    ``lift`` rad while driving straight: the bogie presses its middle wheel down and the left
+    rocker tips back about it, so the left **front** wheel, :data:`LIFTED_WHEEL`, leaves the
+    ground while the left rear wheel stays on it)."""
     table = {"straight": (v, 0.0, 0.0), "arc": (v, v / radius, 0.0),
              "turn_in_place": (0.0, yaw_rate, 0.0), "lift_wheel": (v, 0.0, lift)}
     if name not in table:

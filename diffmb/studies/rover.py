@@ -16,7 +16,14 @@ single-wheel test bed. Behaviours use ABA with the velocity-implicit Euler (``SO
 ``t, slip, sinkage, drawbar_pull, torque`` (the shipped ``rover_wheel.csv`` was recorded from
 the dynamic rig at constant-slip segments). ``--quick`` shortens the behaviours to 2 s, the
 traverse fit to 1 s and the batched runs to 0.25 s of simulated time (the keys keep their
-meaning; the realtime factor is always the 5 s traverse).
+meaning; the realtime factor is always the 5 s traverse). Steady-state means are over
+:func:`steady_window` (the last 2 s, never before 1 s: 1–2 s with ``--quick``), stated as
+``straight_window_s``.
+
+Beside the paper's numbers: ``turn_in_place`` (the yaw rate reached against the command and
+why), ``lift_wheel_normal_N`` (which wheel the lift takes off the ground),
+``wheel_inertia_effect`` (the straight drive with the paper's wheel inertia and a thin shell's)
+and ``traction_vs_K`` (the zero-drawbar-pull slip against the shear deformation modulus).
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ from ..simulation import ImplicitVelocityEuler, simulate
 from ..spatial.rotation import rpy_from_quat
 
 __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
-           "wheel_csv_path", "record_wheel_csv", "SOIL", "DT", "SOLVER"]
+           "wheel_csv_path", "record_wheel_csv", "steady_window", "turn_rate",
+           "drawbar_pull_crossing", "traction_vs_K", "SOIL", "DT", "SOLVER"]
 
 SOIL = "regolith_simulant"
 SOLVER = "implicit_euler_v"  # the behaviours' method: Euler linearly implicit in the velocities
@@ -55,6 +63,7 @@ DT = 5e-3  # s, its step (checked against DT/2 in the report). The fastest modes
 #           docs/performance.md)
 OUT_DT = 0.01  # s, output step (the paper's figures)
 HORIZON = 5.0  # s
+REALTIME_REPS = 5  # the realtime factor is the best of this many runs after compilation
 N_NODES = 6  # quadrature nodes per segment in the rover's wheels (32 in the single wheel;
 #              forces within 4e-6 of their maxima, see tests/test_terramechanics.py)
 V_EPS = 0.03  # m/s, the wheels' slip regularisation (exact above 0.03 m/s; the rover drives
@@ -67,6 +76,10 @@ ID_NOISE = {"sinkage": 2e-4, "drawbar_pull": 0.3, "torque": 0.03}  # m, N, N m (
 ID_PARAMS = ("k_c", "k_phi", "c", "phi", "K")
 ID_GUESS = {"k_c": 3.0e3, "k_phi": 6.0e5, "c": 500.0, "phi": 0.5, "K": 0.05}
 CSV_PARAMS = ("k_phi", "c", "phi", "K")  # one width in the CSV: k_c held at its nominal
+STEADY_AFTER = 1.0  # s: the commands ramp up over 0.5 s (rover.drive_controls); the straight
+#                     drive's speed is within 1 % of its steady value from 0.75 s
+STEADY_SPAN = 2.0  # s: the steady-state means are over the last 2 s, never before STEADY_AFTER
+TRACTION_K = (0.005, 0.01, 0.02, 0.036, 0.06)  # m, shear deformation moduli of traction_vs_K
 PAPER = {
     "wheel_speed_deg_s": 2.0,  # Fig. 11 as printed, ±2 °/s
     "straight_speed_m_s": 0.1,
@@ -139,6 +152,126 @@ def run_behaviour(model, forces, ws, name, horizon, dt=DT, q0=None, solver=None)
         "pos": np.asarray(tr.q[:, :3]), "quat": np.asarray(tr.q[:, 3:7]),
         "vel": np.asarray(tr.v[:, :3]),
     }
+
+
+def steady_window(t):
+    """Mask of the output times ``t`` in the steady window [max(t_end − STEADY_SPAN,
+    STEADY_AFTER), t_end], and that window (t0, t1) [s]."""
+    t = np.asarray(t)
+    t0 = max(float(t[-1]) - STEADY_SPAN, STEADY_AFTER)
+    if t0 >= float(t[-1]):
+        raise ValueError(f"steady_window: a run of {float(t[-1])} s ends before the steady "
+                         f"window opens at {STEADY_AFTER} s")
+    return t >= t0 - 1e-9, (t0, float(t[-1]))
+
+
+def turn_rate(run, yaw_rate):
+    """The yaw rate a turn in place reaches against its command ``yaw_rate`` [rad/s], over the
+    steady window, and why: every wheel's contact advances at r ω (1 − |s|), so the body yaws at
+    the commanded rate times (1 − |s|) times the wheel servo's ω/ω* (ω* its commanded spin)."""
+    mask, win = steady_window(run["t"])
+    yaw = np.unwrap(_rpy(run["quat"])[:, 2])
+    t = run["t"][mask]
+    achieved = float(np.polyfit(t, yaw[mask], 1)[0])
+    _, spin_cmd = rover.drive_command(0.0, yaw_rate)
+    servo = np.mean(run["wheel_speed"][mask], axis=0) / np.asarray(spin_cmd)
+    slip = np.mean(np.abs(np.asarray(run["eval"].slip)[mask]), axis=0)
+    lateral = np.max(np.abs(np.asarray(run["eval"].slip_angle)[mask]))
+    return {"commanded_deg_s": float(np.degrees(yaw_rate)),
+            "achieved_deg_s": float(np.degrees(achieved)), "ratio": achieved / float(yaw_rate),
+            "window_s": list(win), "wheel_slip": dict(zip(rover.WHEELS, slip.tolist(), strict=True)),
+            "wheel_servo_speed_ratio": dict(zip(rover.WHEELS, servo.tolist(), strict=True)),
+            "predicted_ratio": float(np.mean((1.0 - slip) * servo)),
+            "max_abs_slip_angle_deg": float(np.degrees(lateral))}
+
+
+def _startup(run, speed):
+    """Start-up numbers of a straight drive: time to 95 % of the steady speed [s], the peak and
+    the steady drive torques [N m] (largest wheel), steady speed [m/s] and slip."""
+    mask, _ = steady_window(run["t"])
+    v = run["vel"][:, 0]
+    steady = float(np.mean(v[mask]))
+    k = int(np.argmax(v >= 0.95 * steady))  # v(0) = 0: k > 0 once the speed gets there
+    t95 = float(np.interp(0.95 * steady, v[k - 1:k + 1], run["t"][k - 1:k + 1])) if k else None
+    tq = np.abs(run["wheel_torque"])
+    return {"steady_speed_m_s": steady, "speed_over_commanded": steady / speed,
+            "time_to_95pct_speed_s": t95, "peak_drive_torque_Nm": float(np.max(tq)),
+            "steady_drive_torque_Nm": float(np.max(np.mean(tq[mask], axis=0))),
+            "steady_slip": float(np.mean(np.abs(np.asarray(run["eval"].slip)[mask])))}
+
+
+def wheel_inertia_effect(model, forces, ws, horizon, paper_run=None):
+    """The straight drive with the paper's wheel inertia and with a thin shell's
+    (:func:`diffmb.models.rover.thin_shell_wheel_inertia`): the inertias and the start-up
+    numbers of each (:func:`_startup`), and both runs."""
+    phys = rover.thin_shell_wheel_inertia()
+    paper_run = run_behaviour(model, forces, ws, "straight", horizon) if paper_run is None \
+        else paper_run
+    phys_run = run_behaviour(rover.with_wheel_inertia(model, phys), forces, ws, "straight",
+                             horizon)
+    v = PAPER["straight_speed_m_s"]
+    r2 = rover.WHEEL_RADIUS ** 2
+    out = {"paper_inertia_kg_m2": list(rover.PAPER_WHEEL_INERTIA),
+           "physical_inertia_kg_m2": list(phys),
+           "physical_inertia_basis": "thin cylindrical shell of the paper's mass, r = b = 0.15 m: "
+                                     "axial m r^2 (the largest any 3.674 kg wheel of radius "
+                                     "0.15 m can have), transverse m (r^2/2 + b^2/12)",
+           "equivalent_mass_per_wheel_kg": {"paper": rover.PAPER_WHEEL_INERTIA[1] / r2,
+                                            "physical": phys[1] / r2},
+           "paper": _startup(paper_run, v), "physical": _startup(phys_run, v)}
+    return out, paper_run, phys_run
+
+
+def _crossing_fns():
+    @eqx.filter_jit
+    def dp(soil, r, b, load, s):
+        t1 = tm.static_sinkage(soil, r, b, load, s)
+        return tm.wheel_forces(soil, r, b, t1, s).drawbar_pull, t1
+
+    return dp
+
+
+_DP = _crossing_fns()
+
+
+def drawbar_pull_crossing(soil, r, b, load, s_max=0.99):
+    """The slip in [0, s_max] where the static Wong–Reece drawbar pull of a wheel (r, b [m])
+    carrying ``load`` [N] crosses zero (0 if DP(0) ≥ 0, None if it stays negative), with DP(0)/W
+    and, at the
+    crossing, the entry angle θ₁ and the shear displacement at the rear of the contact
+    j = r[θ₁ − (1 − s) sin θ₁] over K."""
+    from scipy.optimize import brentq
+
+    args = tuple(jnp.asarray(float(x)) for x in (r, b, load))
+
+    def f(s):
+        return float(_DP(soil, *args, jnp.asarray(float(s)))[0])
+
+    out = {"dp_at_zero_slip_over_W": f(0.0) / float(load), "dp_at_s_max_over_W":
+           f(s_max) / float(load), "s_max": s_max}
+    if f(s_max) <= 0.0:
+        return {**out, "crossing_slip": None}
+    s0 = 0.0 if f(0.0) >= 0.0 else float(brentq(f, 0.0, s_max, xtol=1e-10))
+    t1 = float(_DP(soil, *args, jnp.asarray(s0))[1])
+    j = float(r) * (t1 - (1.0 - s0) * np.sin(t1))
+    return {**out, "crossing_slip": s0, "theta1_rad": t1, "j_rear_over_K": j / float(soil.K)}
+
+
+def traction_vs_K(Ks=TRACTION_K, soil=None):
+    """:func:`drawbar_pull_crossing` on the single-wheel bed (r = 0.09, b = 0.11 m, 64.68 N)
+    and on the rover's wheel (r = b = 0.15 m, a sixth of the rover's weight on Mars) for each
+    shear deformation modulus K [m] of ``soil`` (default the study's)."""
+    soil = tm.SOILS[SOIL] if soil is None else soil
+    model, _, _ = rover.load()
+    w_rover = float(np.sum(model.body_mass)) * rover.MARS_G / 6
+    wheels = {"test_bed": (0.09, 0.11, 64.68),
+              "rover_wheel": (rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, w_rover)}
+    out = {"soil": SOIL, "paper_K_m": float(soil.K), "wheels": {}}
+    for name, (r, b, load) in wheels.items():
+        rows = [{"K_m": float(K), **drawbar_pull_crossing(soil.replace(K=K), r, b, load)}
+                for K in Ks]
+        out["wheels"][name] = {"r_m": r, "b_m": b, "load_N": load, "rows": rows}
+    return out
 
 
 def _rpy(quat):
@@ -357,7 +490,10 @@ def _realtime(horizon, reps, dt=DT, solver=None):
 def _realtime_one_core(horizon, reps):
     """:func:`_realtime` in a child process bound to one core before JAX starts (XLA then sizes
     its thread pools to that core; binding the threads of a running process instead leaves
-    XLA handing work between threads that share the core, about 2x slower here)."""
+    XLA handing work between threads that share the core, about 2x slower here), without the
+    persistent compilation cache (the compile time is always a cold compile, as in
+    ``diffmb bench``)."""
+    import os
     import subprocess
     import sys
 
@@ -366,20 +502,25 @@ def _realtime_one_core(horizon, reps):
             "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
             "from diffmb.studies.rover import _realtime\n"
             f"print(json.dumps(_realtime({float(horizon)!r}, {int(reps)!r})))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    env = {**os.environ, "DIFFMB_COMPILATION_CACHE": "0",
+           "JAX_ENABLE_COMPILATION_CACHE": "false"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"rover speed: the one-core child process failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def speed(model, forces, horizon, batch=256, batch_horizon=1.0, dt=DT, solver=None, reps=5):
+def speed(model, forces, horizon=HORIZON, batch=256, batch_horizon=1.0, dt=DT, solver=None,
+          reps=REALTIME_REPS):
     """Realtime factor of the ``horizon`` s rough traverse at batch 1 after compilation, with
     the behaviours' method and step, in a child process bound to one core (best of ``reps``
-    runs; its wall times, compile time), and batch_rovers_per_s: ``batch`` rovers on ``batch``
-    soils (k_phi drawn in [5e5, 1.2e6]) over ``batch_horizon`` s in one vmapped call (this
-    process, all its cores)."""
-    res = _realtime_one_core(horizon, reps) if dt == DT and solver is None else \
-        _realtime(horizon, reps, dt, solver)
+    runs; its wall times, its cold compile time), and batch_rovers_per_s: ``batch`` rovers on
+    ``batch`` soils (k_phi drawn in [5e5, 1.2e6]) over ``batch_horizon`` s in one vmapped call
+    (this process, all its cores). The study's ``realtime_factor`` and ``diffmb bench --only
+    rover`` are both this function with the defaults."""
+    child = dt == DT and solver is None
+    res = _realtime_one_core(horizon, reps) if child else _realtime(horizon, reps, dt, solver)
+    res.update(realtime_reps=int(reps), realtime_horizon_s=float(horizon), compile_cold=child)
     rough = rough_terrain(**ROUGH)
     ws = rover_wheel_soil(model, rough)
     q0 = _settled_q0(model)
@@ -462,7 +603,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["differential_constraint_max_err"] = float(max(np.max(np.abs(r["diff"]))
                                                        for r in runs.values()))
     st = runs["straight"]
-    last = st["t"] >= st["t"][-1] - 2.0
+    last, res["straight_window_s"] = steady_window(st["t"])
     weight = float(np.sum(model.body_mass)) * rover.MARS_G
     n_sum = np.asarray(jnp.sum(st["eval"].normal, axis=1))
     res["normal_force_over_weight"] = float(np.mean(n_sum[last]) / weight)
@@ -475,6 +616,29 @@ def reproduce(out_dir, quick: bool = False) -> dict:
             "final_yaw_rad": float(_rpy(r["quat"])[-1, 2]),
             "max_abs_roll_pitch_rad": float(np.max(np.abs(_rpy(r["quat"])[:, :2])))}
         for n, r in runs.items()}
+    res["turn_in_place"] = turn_rate(runs["turn_in_place"],
+                                     float(rover.behaviour_params("turn_in_place")[1]))
+    lw = runs["lift_wheel"]
+    n_lift = np.mean(np.asarray(lw["eval"].normal)[steady_window(lw["t"])[0]], axis=0)
+    res["lift_wheel_normal_N"] = dict(zip(rover.WHEELS, n_lift.tolist(), strict=True))
+    res["lift_wheel_off_ground"] = [w for w, n in zip(rover.WHEELS, n_lift, strict=True)
+                                     if n < 1.0]
+    res["wheel_inertia_effect"], _, phys = wheel_inertia_effect(model, forces, flat, horizon, st)
+    fig, axs = plt.subplots(1, 2, figsize=(10, 3.6))
+    for r, lab in ((st, "paper [2, 2, 2] kg m²"), (phys, "thin shell (m r² axial)")):
+        axs[0].plot(r["t"], r["vel"][:, 0], label=lab)
+        axs[1].plot(r["t"], np.max(np.abs(r["wheel_torque"]), axis=1), label=lab)
+    axs[0].set_ylabel("forward speed [m/s]")
+    axs[1].set_ylabel("largest wheel drive torque [N m]")
+    for ax in axs:
+        ax.set_xlabel("t [s]")
+    axs[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "fig_wheel_inertia.png", dpi=110)
+    plt.close(fig)
+    figs.append(("fig_wheel_inertia.png", "straight drive: the paper's wheel inertia and a "
+                                          "thin shell's"))
+    res["traction_vs_K"] = traction_vs_K()
     # step check: the straight drive at half the step
     half = run_behaviour(model, forces, flat, "straight", min(horizon, 2.0), dt=DT / 2)
     n_half = len(half["t"])
@@ -521,7 +685,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["traverse_fit_wall_s"] = time.perf_counter() - t0
 
     # 4. speed
-    res.update(speed(model, forces, HORIZON, batch=256, batch_horizon=0.25 if quick else 1.0))
+    res.update(speed(model, forces, batch=256, batch_horizon=0.25 if quick else 1.0))
     res["realtime_method"] = (f"ABA with the exact differential, {SOLVER} (Jacobian every "
                               f"{JACOBIAN_EVERY} steps) at dt = {DT} s, "
                               f"WheelSoil with {N_NODES} nodes per segment, one core")
@@ -534,6 +698,62 @@ def reproduce(out_dir, quick: bool = False) -> dict:
         f.write("\n" + study_replay(out_dir, model, runs["rough_straight"]["traj"],
                                     forces=(rough,), title="rover: straight on rough ground") + "\n")
     return res
+
+
+def _turn_line(tr):
+    return (f"- turn in place: {tr['achieved_deg_s']:.2f} °/s for a commanded "
+            f"{tr['commanded_deg_s']:.2f} °/s (ratio {tr['ratio']:.3f}, t = "
+            f"{tr['window_s'][0]:g}–{tr['window_s'][1]:g} s). The wheels slip (|s| "
+            f"{min(tr['wheel_slip'].values()):.2f}–{max(tr['wheel_slip'].values()):.2f}) and "
+            f"their velocity servos lag (ω/ω* {min(tr['wheel_servo_speed_ratio'].values()):.3f}–"
+            f"{max(tr['wheel_servo_speed_ratio'].values()):.3f}); mean (1 − |s|) ω/ω* = "
+            f"{tr['predicted_ratio']:.3f} predicts the ratio (slip angles below "
+            f"{tr['max_abs_slip_angle_deg']:.2f}°)")
+
+
+def _inertia_lines(w):
+    p, q = w["paper"], w["physical"]
+    rows = [("steady speed [m/s]", "steady_speed_m_s", ".4f"),
+            ("time to 95 % of it [s]", "time_to_95pct_speed_s", ".3f"),
+            ("peak drive torque [N m]", "peak_drive_torque_Nm", ".2f"),
+            ("steady drive torque [N m]", "steady_drive_torque_Nm", ".2f"),
+            ("steady slip", "steady_slip", ".3f")]
+    fmt = lambda x, f: "never" if x is None else format(x, f)  # noqa: E731
+    out = ["", "### Wheel inertia", "",
+           f"The paper's wheel inertia {w['paper_inertia_kg_m2']} kg m² for a 3.674 kg wheel of "
+           f"radius 0.15 m exceeds m r² = {w['physical_inertia_kg_m2'][1]:.4f} kg m², the "
+           "largest any such wheel can have (all its mass on the rim), "
+           f"{w['paper_inertia_kg_m2'][1] / w['physical_inertia_kg_m2'][1]:.1f} times; rolling, "
+           f"it weighs like {w['equivalent_mass_per_wheel_kg']['paper']:.1f} kg of extra mass "
+           f"per wheel (I/r²) against {w['equivalent_mass_per_wheel_kg']['physical']:.2f} kg. "
+           f"The straight drive with both ({w['physical_inertia_basis']}): the 0.5 s command "
+           "ramp sets the start-up; the peak drive torque carries I dω/dt (the ramp's peak "
+           "spin acceleration is 1.5 ω*/0.5 s = 2.0 rad/s²).", "",
+           "| | paper [2, 2, 2] | thin shell |", "| --- | --- | --- |"]
+    out += [f"| {lab} | {fmt(p[k], f)} | {fmt(q[k], f)} |" for lab, k, f in rows]
+    return out
+
+
+def _traction_lines(tk, rover_slip):
+    out = ["", "### Traction against the shear deformation modulus K", "",
+           "Static Wong–Reece drawbar pull: the slip where it crosses zero (the slip a wheel "
+           "needs to pull its own rolling resistance) and DP/W at slip 0 and 0.99.", "",
+           "| wheel | K [m] | DP(0)/W | DP(0.99)/W | zero-DP slip | j_rear/K there |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for name, d in tk["wheels"].items():
+        for r in d["rows"]:
+            cs = "none" if r["crossing_slip"] is None else f"{r['crossing_slip']:.3f}"
+            jk = f"{r['j_rear_over_K']:.2f}" if "j_rear_over_K" in r else "–"
+            out.append(f"| {name} | {r['K_m']:g} | {r['dp_at_zero_slip_over_W']:.3f} | "
+                       f"{r['dp_at_s_max_over_W']:.3f} | {cs} | {jk} |")
+    out += ["", f"The rover's straight drive slips {rover_slip:.3f}: on flat ground each wheel "
+            "pulls no net load in steady driving, so it runs at its wheel's zero-DP slip at the "
+            f"paper's K = {tk['paper_K_m']:g} m (table). The shear stress (c + σ tan φ)(1 − "
+            "exp(−j/K)) reaches the soil's strength only where j ≫ K; at the rear of the contact "
+            "j = r[θ₁ − (1 − s) sin θ₁] is about r θ₁ s, a few cm for this wheel, so with K = "
+            "0.036 m the thrust needed to overcome the compaction resistance (DP(0)/W) comes "
+            "only at a large slip.", ""]
+    return out
 
 
 def _report(out_dir, res, figs, quick):
@@ -560,7 +780,9 @@ def _report(out_dir, res, figs, quick):
         "", "## The rover", "",
         f"- differential |q_l + q_r| max over all runs: {res['differential_constraint_max_err']:.2e} rad",
         f"- recursive Lagrange vs ABA, 20 random states: {res['lagrange_vs_aba_max_abs']:.2e}",
-        f"- straight drive, last 2 s: Σ N / (m g) = {res['normal_force_over_weight']:.6f}, "
+        f"- straight drive, t = {res['straight_window_s'][0]:g}–{res['straight_window_s'][1]:g} s "
+        f"(the last {STEADY_SPAN:g} s, not before {STEADY_AFTER:g} s: the commands ramp up over "
+        f"0.5 s): Σ N / (m g) = {res['normal_force_over_weight']:.6f}, "
         f"speed {res['straight_speed_m_s']:.4f} m/s for a commanded 0.1 m/s (slip "
         f"{res['straight_slip_mean']:.3f}, sinkage {1e3 * res['straight_sinkage_m']:.1f} mm)",
         f"- step check: half the step changes the straight drive's position by at most "
@@ -571,12 +793,20 @@ def _report(out_dir, res, figs, quick):
         f"{np.degrees(0.1 / rover.WHEEL_RADIUS):.1f} °/s (ours is lower: the velocity servos "
         "lag their command under the soil's torque, and the body moves at v = rω(1 − s)); "
         "±2 °/s would need a 2.9 m wheel at 0.1 m/s, so the printed axis is inconsistent with "
-        "the stated speed (perhaps rad/s, or a scaled plot); not a pass criterion.", ""]
+        "the stated speed (perhaps rad/s, or a scaled plot); not a pass criterion.",
+        _turn_line(res["turn_in_place"]),
+        "- lift_wheel (left bogie servo at +0.35 rad): mean normal forces "
+        + ", ".join(f"{w} {n:.1f}" for w, n in res["lift_wheel_normal_N"].items())
+        + f" N; off the ground: {', '.join(res['lift_wheel_off_ground']) or 'none'} (the bogie "
+        "presses the middle wheel down and the left rocker tips back about it onto the rear "
+        "wheel)", ""]
     lines += ["| behaviour | final position [m] | final yaw [rad] | largest roll or pitch [rad] |",
               "| --- | --- | --- | --- |"]
     for n, b in res["behaviours"].items():
         p = ", ".join(f"{x:.3f}" for x in b["final_position_m"])
         lines.append(f"| {n} | {p} | {b['final_yaw_rad']:.3f} | {b['max_abs_roll_pitch_rad']:.3f} |")
+    lines += _inertia_lines(res["wheel_inertia_effect"])
+    lines += _traction_lines(res["traction_vs_K"], res["straight_slip_mean"])
     lines += ["", "## Identification", "",
               f"Single-wheel records at widths {ID_WIDTHS} m, slips 0.05–0.9, noise {ID_NOISE}:", "",
               "| parameter | true | estimate | std |", "| --- | --- | --- | --- |"]
@@ -589,9 +819,11 @@ def _report(out_dir, res, figs, quick):
     lines += [f"| {n} | {v['true']:.6g} | {v['estimate']:.6g} | {v['std']:.3g} |"
               for n, v in res["identified_traverse"].items()]
     lines += ["", "## Speed (this machine, one process)", "",
-              f"- rough-terrain traverse of {res['horizon_s']} s, batch 1, after compilation: "
-              f"{res['wall_s']:.3f} s wall, realtime factor {res['realtime_factor']:.2f} "
-              f"({res['realtime_method']}); compile {res['compile_s']:.1f} s",
+              f"- rough-terrain traverse of {res['horizon_s']} s, batch 1, after compilation, "
+              f"best of {res['realtime_reps']} runs: {res['wall_s']:.3f} s wall, realtime factor "
+              f"{res['realtime_factor']:.2f} ({res['realtime_method']}); compile "
+              f"{res['compile_s']:.1f} s ({'cold' if res['compile_cold'] else 'this process'}); "
+              "`diffmb bench --only rover` measures the same (diffmb.studies.rover.speed)",
               f"- 256 rovers on 256 soils in one call ({res['batch_horizon_s']} s each): "
               f"{res['batch_rovers_per_s']:.2f} rovers/s, all finished: {res['batch_all_ok']}", ""]
     lines += ["## Figures", ""] + [f"![{c}]({f})" for f, c in figs]
