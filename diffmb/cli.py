@@ -58,6 +58,7 @@ STUDIES = {
     "rover": "diffmb.studies.rover",
     "underwater": "diffmb.studies.underwater",
     "excitation": "diffmb.studies.excitation",
+    "contact-gradients": "diffmb.studies.contact_gradients",
 }
 
 EXIT_CODES = {"ok": 0, "bad_input": 1, "usage": 2, "not_converged": 3, "interrupted": 130,
