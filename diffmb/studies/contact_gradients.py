@@ -243,9 +243,16 @@ def _figures(out_dir, res) -> list:
         idx = 2 if key == "two_balls" else 0
         m = [np.atleast_1d(est[n]["mean"])[idx] for n in names]
         s = [np.atleast_1d(est[n]["std"])[idx] for n in names]
+        if key == "landing_ball":  # the Gaussian-smoothed estimates at h₀, ± standard error
+            sm = res[key]["smoothed_sigma_1cm"]
+            names += ["smoothed zero-order\nσ = 1 cm", "smoothed first-order",
+                      f"smoothed α-order\n(α = {sm['alpha']:.2f})"]
+            m += [sm["zero"], sm["first"], sm["alpha_order"]]
+            s += [sm["zero_se"], sm["first_se"], 0.0]
         ax.errorbar(range(len(names)), m, yerr=s, fmt="o", capsize=4)
         ax.axhline(ref, color="k", lw=1, ls="--", label="closed form")
         ax.set_xticks(range(len(names)), [n.replace("_", "\n", 2) for n in names], fontsize=6)
+        ax.set_ylabel("gradient (closed form dashed)", fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
