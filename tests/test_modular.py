@@ -371,3 +371,100 @@ def test_locking_a_joint_keeps_the_pose_and_the_momentum_and_releasing_undoes_it
         cfg.lock("j9", model, q, v)
     with pytest.raises(ValueError, match=r"is not rigid"):
         cfg.release(0)
+
+
+def _two_snakes(gap=(0.004, -0.003, 0.002), tilt=0.03):
+    """Two two-module snakes a0–a1 and b0–b1 in sea water; a at a random pose and joint angle,
+    b placed so that its start port b0.a sits ``gap`` (m, in a1.b's frame) from a1's end port
+    a1.b, turned by ``tilt`` rad from the mated pose; random speeds for both."""
+    from diffmb.modular import _FLIP, _quat, _rot, module_frames
+
+    m = uw.module()
+    kw = dict(density=uw.RHO, viscosity=uw.VISCOSITY)
+    a = Configuration({"a0": m, "a1": m}, [("a0", "b", "a1", "a", "joint", "ja")], "a0", **kw)
+    b = Configuration({"b0": m, "b1": m}, [("b0", "b", "b1", "a", "joint", "jb")], "b0", **kw)
+    ma, _ = a.build(fluid=False)
+    mb, _ = b.build(fluid=False)
+    rng = np.random.default_rng(7)
+    qa, _ = _random_state(ma, rng, z=2.0)
+    Ra, pa = module_frames(a, ma, qa)["a1"]
+    P = m.port("b")
+    Rp, pp = Ra @ P.rot, pa + Ra @ np.asarray(P.pos)
+    h = 0.5 * tilt  # about (1, 1, 1)/√3
+    Rc = Rp @ _rot("", (np.cos(h), *np.full(3, np.sin(h) / np.sqrt(3.0)))) @ _FLIP
+    pc = pp + Rp @ np.asarray(gap)
+    C = m.port("a")
+    Rb = Rc @ C.rot.T  # b0's module frame (its body frame): port a at its origin
+    qb = np.concatenate([pc - Rb @ np.asarray(C.pos), _quat(Rb), [0.4]])
+    return (a, ma, qa, rng.normal(size=ma.nv)), (b, mb, qb, rng.normal(size=mb.nv))
+
+
+def _mujoco_momentum(cfg, q, v):
+    """Linear momentum (3,), angular momentum about the world origin (3,), kinetic energy and
+    every body's (name: (com, ω, ċ)), summed body by body from MuJoCo's masses, inertias and
+    body velocities at the centres of mass (no added mass)."""
+    mj = cfg.mjmodel()
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = q, v
+    mujoco.mj_forward(mj, d)
+    lin, ang, ke, bodies = np.zeros(3), np.zeros(3), 0.0, {}
+    vel = np.zeros(6)
+    for i in range(1, mj.nbody):
+        mujoco.mj_objectVelocity(mj, d, mujoco.mjtObj.mjOBJ_BODY, i, vel, 0)
+        w, cd = vel[:3].copy(), vel[3:].copy()
+        R = d.ximat[i].reshape(3, 3)
+        Iw = R @ np.diag(mj.body_inertia[i]) @ R.T
+        m, c = mj.body_mass[i], d.xipos[i].copy()
+        lin += m * cd
+        ang += np.cross(c, m * cd) + Iw @ w
+        ke += 0.5 * (m * cd @ cd + w @ Iw @ w)
+        bodies[mj.body(i).name] = (c, w, cd)
+    ke += 0.5 * float(np.sum(mj.dof_armature * v * v))
+    return lin, ang, ke, bodies
+
+
+@pytest.mark.slow  # ~12 s: compiles the kinematics of five models
+def test_docking_two_robots_keeps_momentum_and_undocking_every_motion():
+    """Two free snakes whose ports meet 5 mm and 0.03 rad from the mated pose dock into one
+    robot (a weld where they stand, an inelastic impact): every module keeps its centre of
+    mass, the total linear and angular momentum summed from MuJoCo's body masses, inertias and
+    velocities is the same before and after to 1e-9, kinetic energy is lost; undocking at the
+    weld gives two robots whose modules keep the docked robot's motion."""
+    from diffmb.modular import dock, port_gap, undock
+
+    ra, rb = _two_snakes()
+    dist, ang = port_gap(ra, ("a1", "b"), rb, ("b0", "a"))
+    assert abs(dist - np.linalg.norm([0.004, -0.003, 0.002])) < 1e-12 and abs(ang - 0.03) < 1e-9
+    cfg, q, v = dock(ra, rb, ("a1", "b"), ("b0", "a"))
+    assert cfg.names == ("a0", "a1", "b0", "b1") and cfg.connections[-1].kind == "rigid"
+    model, _ = cfg.build(fluid=False)
+    assert model.joint_names == ("root", "ja", "jb") and abs(q[8] - rb[2][7]) < 1e-12
+    la, aa, ka, ba = _mujoco_momentum(ra[0], ra[2], ra[3])
+    lb, ab, kb, bb = _mujoco_momentum(rb[0], rb[2], rb[3])
+    lin, ang, ke, bd = _mujoco_momentum(cfg, q, v)
+    scale = max(1.0, np.abs(np.concatenate([la + lb, aa + ab])).max())
+    assert np.abs(lin - (la + lb)).max() < 1e-9 * scale
+    assert np.abs(ang - (aa + ab)).max() < 1e-9 * scale
+    assert ke < ka + kb
+    for n, (c, _, _) in {**ba, **bb}.items():
+        assert np.abs(bd[n][0] - c).max() < 1e-12
+    # the docked robot moves as one: the weld holds b0 to a1 (their relative motion is zero)
+    wa, wb = bd["a1"][1], bd["b0"][1]
+    assert np.abs(wa - wb).max() < 1e-9
+    # undock at the weld: each module keeps its motion
+    (c1, q1, v1), (c2, q2, v2) = undock((cfg, model, q, v), 2, names=("left", "right"))
+    assert c1.names == ("a0", "a1") and c2.names == ("b0", "b1") and c2.root == "b0"
+    l1, a1, _, b1 = _mujoco_momentum(c1, q1, v1)
+    l2, a2, _, b2 = _mujoco_momentum(c2, q2, v2)
+    assert np.abs(l1 + l2 - lin).max() < 1e-9 * scale
+    assert np.abs(a1 + a2 - ang).max() < 1e-9 * scale
+    for n, x in {**b1, **b2}.items():
+        assert max(np.abs(y - z).max() for y, z in zip(x, bd[n], strict=True)) < 1e-9
+    # refusals
+    far = (rb[0], rb[1], rb[2] + np.r_[0.05, 0, 0, 0, 0, 0, 0, 0], rb[3])
+    with pytest.raises(ValueError, match=r"a1.b and b0.a are 0.0\d+ m .* from mating"):
+        dock(ra, far, ("a1", "b"), ("b0", "a"))
+    with pytest.raises(ValueError, match=r"module 'a0' is in both"):
+        dock(ra, ra, ("a1", "b"), ("a0", "a"), tol=10, angle_tol=10)
+    with pytest.raises(ValueError, match=r"welds its ports apart"):
+        cfg.release(2)
