@@ -22,7 +22,9 @@ port's origin. A non-root module's body frame is its module frame; the root's bo
 
 Reconfiguration within a tree: :meth:`Configuration.lock` welds a joint where it stands (an
 inelastic impact that keeps the total momentum), :meth:`Configuration.release` turns a weld back
-into its port's joint.
+into its port's joint. Between robots: :func:`dock` welds two free robots where two ports meet
+(an inelastic impact, the same law), :func:`undock` separates a robot at a connection; the
+state crosses each change through the modules' world poses and motions.
 """
 
 from __future__ import annotations
