@@ -475,3 +475,31 @@ def test_docking_two_robots_keeps_momentum_and_undocking_every_motion(port_b):
         dock(ra, ra, ("a1", "b"), ("a0", "a"), tol=10, angle_tol=10)
     with pytest.raises(ValueError, match=r"welds its ports apart"):
         cfg.release(2)
+
+
+@pytest.mark.parametrize("root", ["s0", "s1"])
+def test_rigid_weld_with_an_offset_places_the_child_as_its_ports_say(root):
+    """A weld with ``offset`` (x, y, z, quat): MuJoCo's world poses of the two modules on the
+    MJCF export put port s1.a at s0.b · offset · (π about z), whichever module is the root (the
+    connection turned round in the tree when it is s1)."""
+    from diffmb.modular import _FLIP, _rot
+
+    m = _small_module()
+    off = (0.01, -0.02, 0.03, np.cos(0.1), np.sin(0.1), 0.0, 0.0)  # 0.2 rad about x
+    cfg = Configuration({"s0": m, "s1": m}, [Connection("s0", "b", "s1", "a", "rigid",
+                                                        offset=off)], root,
+                        pos=(0.3, -0.1, 0.5), quat=(0.9, 0.1, -0.2, 0.3))
+    mj = cfg.mjmodel()
+    d = mujoco.MjData(mj)
+    mujoco.mj_kinematics(mj, d)
+
+    def port(body, name):
+        R, p = d.xmat[mj.body(body).id].reshape(3, 3), d.xpos[mj.body(body).id]
+        P = m.port(name)
+        return R @ P.rot, p + R @ np.asarray(P.pos)
+
+    (Rp, pp), (Rc, pc) = port("s0", "b"), port("s1", "a")
+    assert np.abs(Rc - Rp @ _rot("", off[3:]) @ _FLIP).max() < 1e-12
+    assert np.abs(pc - (pp + Rp @ np.asarray(off[:3]))).max() < 1e-12
+    with pytest.raises(ValueError, match=r"an offset needs a 'rigid' connection"):
+        Configuration({"s0": m, "s1": m}, [Connection("s0", "b", "s1", "a", offset=off)], "s0")
