@@ -784,8 +784,15 @@ def module_frames(cfg: Configuration, model, q) -> dict:
     return out
 
 
+def _port_arg(port, what):
+    if not (isinstance(port, (tuple, list)) and len(port) == 2
+            and all(isinstance(x, str) for x in port)):
+        raise ValueError(f"{what}: expected (instance, port) names, got {port!r}")
+    return tuple(port)
+
+
 def _port_frame(cfg, frames, module, port):
-    P = cfg._port(module, port, "port")
+    P = cfg._port(module, port, f"port {module}.{port} of {cfg.name!r}")
     Rm, pm = frames[module]
     return Rm @ P.rot, pm + Rm @ np.asarray(P.pos)
 
@@ -797,6 +804,7 @@ def port_gap(robot_a, port_a, robot_b, port_b):
     to the mated pose (a's port frame turned by π about z)."""
     ca, ma, qa, _ = _check_robot(robot_a, "robot_a")
     cb, mb, qb, _ = _check_robot(robot_b, "robot_b")
+    port_a, port_b = _port_arg(port_a, "port_a"), _port_arg(port_b, "port_b")
     Ra, pa = _port_frame(ca, module_frames(ca, ma, qa), *port_a)
     Rb, pb = _port_frame(cb, module_frames(cb, mb, qb), *port_b)
     E = (Ra @ _FLIP).T @ Rb
@@ -905,6 +913,7 @@ def dock(robot_a, robot_b, port_a, port_b, *, tol=0.02, angle_tol=0.1, name=None
     cb, mb, qb, vb = _check_robot(robot_b, "robot_b")
     if not (ca.floating and cb.floating):
         raise ValueError("dock: both robots must be floating (a free root joint)")
+    port_a, port_b = _port_arg(port_a, "dock: port_a"), _port_arg(port_b, "dock: port_b")
     if ma.has_added_inertia != mb.has_added_inertia:
         raise ValueError(f"dock: {ca.name!r} and {cb.name!r} disagree on added inertia "
                          "(build both with the same fluid model)")

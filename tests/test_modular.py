@@ -427,7 +427,7 @@ def _mujoco_momentum(cfg, q, v):
     return lin, ang, ke, bodies
 
 
-@pytest.mark.slow  # ~20 s: compiles the kinematics of seven models
+@pytest.mark.slow  # 5–20 s: compiles the kinematics of seven models
 @pytest.mark.parametrize("port_b", [("b0", "a"), ("b1", "b")])
 def test_docking_two_robots_keeps_momentum_and_undocking_every_motion(port_b):
     """Two free snakes whose ports meet 5 mm and 0.03 rad from the mated pose dock into one
@@ -475,6 +475,10 @@ def test_docking_two_robots_keeps_momentum_and_undocking_every_motion(port_b):
         dock(ra, ra, ("a1", "b"), ("a0", "a"), tol=10, angle_tol=10)
     with pytest.raises(ValueError, match=r"welds its ports apart"):
         cfg.release(2)
+    with pytest.raises(ValueError, match=r"port a1.z of 'modular': module 'a1' .* no port 'z'"):
+        dock(ra, rb, ("a1", "z"), port_b)
+    with pytest.raises(ValueError, match=r"port_b: expected \(instance, port\)"):
+        dock(ra, rb, ("a1", "b"), "b0.a")
 
 
 @pytest.mark.parametrize("root", ["s0", "s1"])

@@ -44,7 +44,7 @@ def test_path_matrices_of_the_papers_graphs():
 
 @pytest.mark.slow
 def test_kane_equals_aba_with_hydrodynamics():
-    model, forces = uw.load()
+    model, forces = uw.quadruped()  # the study's, generated from its module graph
     assert model.has_added_inertia
     assert any(isinstance(f, diffmb.forces.hydro.Hydrodynamics) for f in forces)
     assert study.kane_vs_aba(model, forces, n=3, seed=1) < 1e-9
@@ -128,7 +128,7 @@ def test_reference_stage_scores_the_reports_window():
     """The forward-only stage that picks gaits in the stiction model measures what the report
     does: its v̄ and P̄·Δt over [WINDOW_START, horizon] equal gait_metrics of a walk (the
     nominal gait, 3 s), and J = −v̄ + λ P̄/(m g)."""
-    model, forces = uw.load()
+    model, forces = uw.quadruped()
     T, horizon = 6.0, 3.0
     th = jnp.asarray(study.theta_from_gait(uw.NOMINAL_GAIT, T))
     J, (v, P) = jax.jit(study._reference_objective(model, forces, T, horizon))(th)
@@ -149,7 +149,7 @@ def test_foot_geoms_of_the_generated_quadruped_and_of_the_file():
         uw.foot_geoms(["s3_foot", "s5_foot", "s7_foot"])
 
 
-@pytest.mark.slow  # ~80 s: three configurations compile Kane, a snake and Fig. 2's robot swim
+@pytest.mark.slow  # ~50 s: three configurations compile Kane, a snake and Fig. 2's robot swim
 def test_study_generated_configurations():
     """The study's new keys on short runs: Kane along the paths = ABA on the quadruped, the
     nine-module robot and the snake (1e-9); the swimming snake's v̇ = MuJoCo's qacc on its MJCF
@@ -167,7 +167,7 @@ def test_study_generated_configurations():
     assert all(abs(x) < 0.15 for x in nm["final_joint_angles_rad"].values())
 
 
-@pytest.mark.slow  # ~2 min: five models compile
+@pytest.mark.slow  # ~50 s: five models compile
 def test_study_docking_in_phases():
     """The study's docking: the two snakes meet within tolerance, lock with momentum (bodies and
     the fluid's impulse) kept to 1e-9 and kinetic energy lost (a head-on plastic impact), then
