@@ -5,6 +5,8 @@ Files: ``diffmb/assets/underwater_quadruped.xml`` (ten box modules s0…s9; s0�
 body; legs s2–s3 left fore, s4–s5 right fore on s1, s6–s7 left hind, s8–s9 right hind on s0; a
 pitch hinge at every hip and knee, 8 joint angles, position servos kp = 3000 N m/rad,
 kv = 300 N m s/rad) and ``diffmb/assets/underwater_module.xml`` (one module on a free joint).
+The same quadruped generated from its module graph (:func:`quadruped_configuration`,
+:func:`quadruped`) has the file's Model; the study simulates the generated one.
 
 Numbers (the paper prints none; ours, stated):
 
