@@ -809,7 +809,9 @@ def reproduce(out_dir, quick: bool = False) -> dict:
                     "displaced_kg": float(hydro.density * np.sum(hydro.volume)),
                     "net_weight_N": uw.net_weight(model, hydro), "density_kg_m3": float(
                         hydro.density), "module_size_m": list(uw.MODULE_SIZE),
-                    "module_mass_kg": uw.MODULE_MASS, "start_height_m": uw.Z0}
+                    "module_mass_kg": uw.MODULE_MASS, "start_height_m": uw.Z0,
+                    "generated_from": "diffmb.models.underwater.quadruped_configuration() "
+                                      "(QUADRUPED_GRAPH); MJCF export underwater_quadruped.xml"}
 
     # 1. topology and Kane
     t0 = time.perf_counter()
