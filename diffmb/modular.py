@@ -22,7 +22,9 @@ port's origin. A non-root module's body frame is its module frame; the root's bo
 
 Reconfiguration within a tree: :meth:`Configuration.lock` welds a joint where it stands (an
 inelastic impact that keeps the total momentum), :meth:`Configuration.release` turns a weld back
-into its port's joint.
+into its port's joint. Between robots: :func:`dock` welds two free robots where two ports meet
+(an inelastic impact, the same law), :func:`undock` separates a robot at a connection; the
+state crosses each change through the modules' world poses and motions.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import numpy as np
 
 from . import topology
 
-__all__ = ["Geom", "Joint", "Port", "Module", "Connection", "Configuration"]
+__all__ = ["Geom", "Joint", "Port", "Module", "Connection", "Configuration", "dock", "undock",
+           "port_gap", "module_frames", "state_from_frames"]
 
 GEOM_TYPES = {"sphere": 1, "capsule": 2, "ellipsoid": 3, "cylinder": 2, "box": 3}  # sizes
 JOINT_TYPES = ("hinge", "slide")
@@ -257,7 +260,10 @@ class Connection:
     ``kind`` 'joint' (the parent port's joint, named ``name``: default ``"<parent>_<port>"``) or
     'rigid' (welded). Written either way round: the side nearer the root is the parent.
     ``angle``: a 'rigid' connection holds the parent port's joint at this position [rad or m]
-    (0 for a 'joint' connection, whose zero is the mated pose)."""
+    (0 for a 'joint' connection, whose zero is the mated pose). ``offset``: a 'rigid'
+    connection may weld the ports apart, ``(x, y, z, qw, qx, qy, qz)``: the child port's mated
+    frame (turned by π about z) in the parent port's frame, after the joint's ``angle``
+    (None: mated exactly; :func:`dock` welds ports where they meet)."""
 
     parent: str
     parent_port: str
@@ -266,13 +272,19 @@ class Connection:
     kind: str = "joint"
     name: str | None = None
     angle: float = 0.0
+    offset: tuple | None = None
 
     def __str__(self):
         return f"{self.parent}.{self.parent_port} -> {self.child}.{self.child_port}"
 
     def reversed(self) -> Connection:
+        offset = self.offset
+        if offset is not None:  # P·O·F = C  ⇔  C·(F O⁻¹ F)·F = P  (F = F⁻¹: π about z)
+            Ro = _rot(str(self), offset[3:])
+            R = _FLIP @ Ro.T @ _FLIP
+            offset = (*(-_FLIP @ Ro.T @ np.asarray(offset[:3], float)), *_quat(R))
         return Connection(self.child, self.child_port, self.parent, self.parent_port, self.kind,
-                          self.name, self.angle)
+                          self.name, self.angle, offset)
 
 
 class Configuration:
@@ -409,6 +421,12 @@ class Configuration:
                                  f"{c.parent}.{c.parent_port} offers no joint (make it 'rigid')")
             if not np.isfinite(c.angle):
                 raise ValueError(f"connection {k} ({c}): angle = {c.angle!r} is not finite")
+            if c.offset is not None:
+                if c.kind != "rigid":
+                    raise ValueError(f"connection {k} ({c}): an offset needs a 'rigid' connection")
+                off = _vec(f"connection {k} ({c})", "offset", c.offset, 7)
+                _rot(f"connection {k} ({c}) offset", off[3:])
+                c = dataclasses.replace(c, offset=tuple(off))
             if c.angle != 0 and (c.kind == "joint" or joint is None):
                 raise ValueError(f"connection {k} ({c}): angle = {c.angle!r} needs a 'rigid' "
                                  f"connection on a port with a joint ({c.parent}.{c.parent_port})")
@@ -520,6 +538,9 @@ class Configuration:
             pp, cp = m.port(c.parent_port), self.modules[c.child].port(c.child_port)
             # child module frame in this body: Tm · P · J(angle) · flip · C⁻¹
             Rj, pj = _joint_motion(pp.joint, c.angle)
+            if c.offset is not None:
+                pj = pj + Rj @ np.asarray(c.offset[:3])
+                Rj = Rj @ _rot(str(c), c.offset[3:])
             Rp = Tm[:3, :3] @ pp.rot
             Rc = Rp @ Rj @ _FLIP @ cp.rot.T
             pc = Rp @ pj + Tm[:3, :3] @ np.asarray(pp.pos) + Tm[:3, 3] - Rc @ np.asarray(cp.pos)
@@ -608,6 +629,9 @@ class Configuration:
         c = self.connections[int(connection)]
         if c.kind != "rigid":
             raise ValueError(f"connection {connection} ({c}) is not rigid")
+        if c.offset is not None:
+            raise ValueError(f"connection {connection} ({c}) welds its ports apart (a docking "
+                             "offset): its port's joint cannot take it; undock() separates it")
         new = self._replaced(int(connection),
                              dataclasses.replace(c, kind="joint", name=name or c.name, angle=0.0))
         import mujoco
@@ -687,3 +711,268 @@ class Configuration:
         kw.setdefault("root", "s0")
         return cls({f"s{k}": m for k, m in enumerate(mods)}, conns, **kw)
 
+
+
+# -------------------------------------------------------------------- docking and undocking
+# A robot is ``(configuration, model, q, v)`` with ``model`` its configuration's (``build()``).
+
+
+def _jacobians(model, q):
+    """(nb, 6, nv): world angular velocity and world velocity of the centre of mass of every
+    body per generalized speed, bodies in ``model.body_names`` order."""
+    import jax.numpy as jnp
+
+    return np.asarray(_jitted()["jac"](model, jnp.asarray(q, float)))
+
+
+def _mass(model, q):
+    import jax.numpy as jnp
+
+    return np.asarray(_jitted()["mass"](model, jnp.asarray(q, float)))
+
+
+_JIT = {}
+
+
+def _jitted():
+    """The kinematics docking needs, compiled once per model structure."""
+    if not _JIT:
+        import jax
+        import jax.numpy as jnp
+
+        from .dynamics.api import mass_matrix
+        from .dynamics.kinematics import body_poses, kinematics, partial_velocities
+
+        def jac(model, q):
+            V, W = partial_velocities(model, kinematics(model, q))
+            return jnp.concatenate([W, V], axis=1)
+
+        _JIT.update(jac=jax.jit(jac), mass=jax.jit(mass_matrix), poses=jax.jit(body_poses))
+    return _JIT
+
+
+def _check_robot(robot, what):
+    if not (isinstance(robot, (tuple, list)) and len(robot) == 4
+            and isinstance(robot[0], Configuration)):
+        raise ValueError(f"{what}: expected (configuration, model, q, v), got {type(robot)}")
+    cfg, model, q, v = robot
+    q, v = np.asarray(q, float).reshape(-1), np.asarray(v, float).reshape(-1)
+    if (q.shape, v.shape) != ((model.nq,), (model.nv,)):
+        raise ValueError(f"{what} ({cfg.name!r}): q {q.shape} and v {v.shape} do not fit its "
+                         f"model (nq {model.nq}, nv {model.nv})")
+    if sorted(model.body_names) != sorted(cfg.names):
+        raise ValueError(f"{what} ({cfg.name!r}): the model's bodies {model.body_names} are not "
+                         "the configuration's modules (use the Model of .build())")
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
+        raise ValueError(f"{what} ({cfg.name!r}): q or v is not finite")
+    return cfg, model, q, v
+
+
+def module_frames(cfg: Configuration, model, q) -> dict:
+    """``{instance: (R (3, 3), p (3,))}``: every module frame in the world at q (nq,)."""
+    import jax.numpy as jnp
+
+    R, p = (np.asarray(x) for x in _jitted()["poses"](model, jnp.asarray(q, float)))
+    out = {}
+    for b, n in enumerate(model.body_names):
+        Rm, pm = R[b], p[b]
+        if n == cfg.root and cfg.root_port is not None:  # the root's body frame is its port's
+            P = cfg.modules[n].port(cfg.root_port)
+            Rm = R[b] @ P.rot.T
+            pm = p[b] - Rm @ np.asarray(P.pos)
+        out[n] = (Rm, pm)
+    return out
+
+
+def _port_arg(port, what):
+    if not (isinstance(port, (tuple, list)) and len(port) == 2
+            and all(isinstance(x, str) for x in port)):
+        raise ValueError(f"{what}: expected (instance, port) names, got {port!r}")
+    return tuple(port)
+
+
+def _port_frame(cfg, frames, module, port):
+    P = cfg._port(module, port, f"port {module}.{port} of {cfg.name!r}")
+    Rm, pm = frames[module]
+    return Rm @ P.rot, pm + Rm @ np.asarray(P.pos)
+
+
+def port_gap(robot_a, port_a, robot_b, port_b):
+    """``(distance [m], angle [rad])`` between port ``port_a = (instance, port)`` of robot a and
+    ``port_b`` of robot b (either ``(configuration, model, q, v)``; the same robot twice for
+    two ports of one): the distance of their origins and the rotation angle from b's port frame
+    to the mated pose (a's port frame turned by π about z)."""
+    ca, ma, qa, _ = _check_robot(robot_a, "robot_a")
+    cb, mb, qb, _ = _check_robot(robot_b, "robot_b")
+    port_a, port_b = _port_arg(port_a, "port_a"), _port_arg(port_b, "port_b")
+    Ra, pa = _port_frame(ca, module_frames(ca, ma, qa), *port_a)
+    Rb, pb = _port_frame(cb, module_frames(cb, mb, qb), *port_b)
+    E = (Ra @ _FLIP).T @ Rb
+    return (float(np.linalg.norm(pb - pa)),
+            float(np.arccos(np.clip(0.5 * (np.trace(E) - 1.0), -1.0, 1.0))))
+
+
+def state_from_frames(cfg: Configuration, model, frames, *, tol=1e-6):
+    """q (nq,) of ``model`` (``cfg``'s) that puts every module frame where ``frames``
+    (``{instance: (R, p)}``, as :func:`module_frames`) says: the free joint's pose from the
+    root's, each joint's position from the relative pose of its two ports. Refused when a
+    connection cannot put its child there (more than ``tol`` off, m or rad)."""
+    q = np.array(model.qpos0, float)
+    Rm, pm = frames[cfg.root]
+    if cfg.root_port is not None:
+        P = cfg.modules[cfg.root].port(cfg.root_port)
+        Rm, pm = Rm @ P.rot, pm + Rm @ np.asarray(P.pos)
+    if cfg.floating:
+        q[:3], q[3:7] = pm, _quat(Rm)
+    for c in cfg.connections:
+        Rp, pp = _port_frame(cfg, frames, c.parent, c.parent_port)
+        Rc, pc = _port_frame(cfg, frames, c.child, c.child_port)
+        RJ, pJ = Rp.T @ Rc @ _FLIP, Rp.T @ (pc - pp)  # P·J·F = C
+        joint = cfg.modules[c.parent].port(c.parent_port).joint
+        x = 0.0
+        if c.kind == "joint":
+            a = np.asarray(joint.axis) / np.linalg.norm(joint.axis)
+            if joint.type == "hinge":
+                x = float(np.arctan2(0.5 * a @ np.array([RJ[2, 1] - RJ[1, 2], RJ[0, 2] - RJ[2, 0],
+                                                         RJ[1, 0] - RJ[0, 1]]),
+                                     0.5 * (np.trace(RJ) - 1.0)))
+            else:
+                x = float(a @ pJ)
+            q[model.joint_q[model.joint_index(cfg.joint_name(c))]] = x
+        Rx, px = _joint_motion(joint, x if c.kind == "joint" else c.angle)
+        if c.kind == "rigid" and c.offset is not None:
+            px = px + Rx @ np.asarray(c.offset[:3])
+            Rx = Rx @ _rot(str(c), c.offset[3:])
+        err = max(np.abs(Rx - RJ).max(), np.abs(px - pJ).max())
+        if not err <= tol:
+            raise ValueError(f"configuration {cfg.name!r}: connection {c} cannot put module "
+                             f"{c.child!r} where it is ({err:.2e} off)")
+    return q
+
+
+def _project(cfg, model, q, robots):
+    """The speeds (nv,) of ``model`` at q after an inelastic impact of ``robots`` (a sequence of
+    (configuration, model, q, v) holding the same bodies, by name): the new generalized momenta
+    are the old ones on every motion the new system can make, ``M v⁺ = Gᵀ M_old v`` with G the
+    old speeds of the new motions (``J_old G = J_new``, J: the bodies' world twists)."""
+    J = _jacobians(model, q)
+    rows = {n: b for b, n in enumerate(model.body_names)}
+    nv_old = sum(r[1].nv for r in robots)
+    J_old = np.zeros((model.n_bodies, 6, nv_old))
+    M_old = np.zeros((nv_old, nv_old))
+    v_old = np.zeros(nv_old)
+    k = 0
+    for _c, m, qq, vv in robots:
+        Jr = _jacobians(m, qq)
+        for b, n in enumerate(m.body_names):
+            J_old[rows[n], :, k:k + m.nv] = Jr[b]
+        M_old[k:k + m.nv, k:k + m.nv] = _mass(m, qq)
+        v_old[k:k + m.nv] = vv
+        k += m.nv
+    A, B = J_old.reshape(-1, nv_old), J.reshape(-1, model.nv)
+    G = np.linalg.lstsq(A, B, rcond=None)[0]
+    scale = max(1.0, np.abs(B).max())
+    if not np.abs(A @ G - B).max() <= 1e-9 * scale:
+        raise ValueError(f"configuration {cfg.name!r}: its motions are not motions of the "
+                         "robots it was made from")
+    return np.linalg.solve(_mass(model, q), G.T @ (M_old @ v_old))
+
+
+def _merged(a: Configuration, b: Configuration, conn: Connection, name) -> Configuration:
+    clash = sorted(set(a.names) & set(b.names))
+    if clash:
+        raise ValueError(f"dock: module {clash[0]!r} is in both {a.name!r} and {b.name!r} "
+                         "(rename the instances of one)")
+    for f in ("density", "viscosity", "gravity", "floor"):
+        if getattr(a, f) != getattr(b, f):
+            raise ValueError(f"dock: {a.name!r} and {b.name!r} differ in {f} "
+                             f"({getattr(a, f)!r} vs {getattr(b, f)!r})")
+    return Configuration({**a.modules, **b.modules}, [*a.connections, *b.connections, conn],
+                         a.root, root_port=a.root_port, pos=a.pos, quat=a.quat,
+                         floating=a.floating, density=a.density, viscosity=a.viscosity,
+                         gravity=a.gravity, floor=a.floor, timestep=a.timestep, name=name)
+
+
+def dock(robot_a, robot_b, port_a, port_b, *, tol=0.02, angle_tol=0.1, name=None):
+    """Dock two free robots where port ``port_a = (instance, port)`` of ``robot_a`` meets
+    ``port_b`` of ``robot_b`` (each ``(configuration, model, q, v)``, the model its
+    configuration's ``build()``): the two ports lock in a rigid connection where they stand
+    (their residual misalignment becomes the weld's ``offset``), an inelastic impact.
+
+    Returns ``(configuration, q, v)``: one robot with a's modules and root, b's modules hanging
+    from ``port_a`` (b's connections oriented away from a's root: a connection that now runs
+    the other way takes its new parent port's joint, whose position is read from the pose),
+    every module where it was, and the speeds of the plastic impact: the new generalized
+    momenta are the old ones on every motion of the docked robot, so the total linear and
+    angular momentum (of the bodies and, with added inertia, the fluid's impulse) are kept.
+    Its Model is ``configuration.build(fluid=...)`` with a's added inertia (potential flow or
+    none). Refused when the ports are more than ``tol`` [m] or ``angle_tol`` [rad] from the
+    mated pose, or when the robots share a module name or differ in fluid, gravity or floor.
+    ``name``: the docked configuration's (default ``<a>_<b>``)."""
+    ca, ma, qa, va = _check_robot(robot_a, "robot_a")
+    cb, mb, qb, vb = _check_robot(robot_b, "robot_b")
+    if not (ca.floating and cb.floating):
+        raise ValueError("dock: both robots must be floating (a free root joint)")
+    port_a, port_b = _port_arg(port_a, "dock: port_a"), _port_arg(port_b, "dock: port_b")
+    if ma.has_added_inertia != mb.has_added_inertia:
+        raise ValueError(f"dock: {ca.name!r} and {cb.name!r} disagree on added inertia "
+                         "(build both with the same fluid model)")
+    fa, fb = module_frames(ca, ma, qa), module_frames(cb, mb, qb)
+    Ra, pa = _port_frame(ca, fa, *port_a)
+    Rb, pb = _port_frame(cb, fb, *port_b)
+    dist, ang = port_gap(robot_a, port_a, robot_b, port_b)
+    if dist > tol or ang > angle_tol:
+        raise ValueError(f"dock: ports {port_a[0]}.{port_a[1]} and {port_b[0]}.{port_b[1]} are "
+                         f"{dist:.3g} m and {ang:.3g} rad from mating (tol {tol} m, "
+                         f"angle_tol {angle_tol} rad)")
+    Ro = Ra.T @ Rb @ _FLIP  # P·O·F = C
+    offset = (*(Ra.T @ (pb - pa)), *_quat(Ro))
+    conn = Connection(port_a[0], port_a[1], port_b[0], port_b[1], "rigid", offset=offset)
+    cfg = _merged(ca, cb, conn, name or f"{ca.name}_{cb.name}")
+    model, _ = cfg.build(fluid="potential" if ma.has_added_inertia else False, contacts=False)
+    q = state_from_frames(cfg, model, {**fa, **fb})
+    return cfg, q, _project(cfg, model, q, [(ca, ma, qa, va), (cb, mb, qb, vb)])
+
+
+def undock(robot, connection: int, *, names=None):
+    """Separate ``robot`` ``(configuration, model, q, v)`` at connection ``connection`` (its
+    index in ``configuration.connections``; rigid or a joint): two robots ``[(configuration,
+    q, v), (configuration, q, v)]``, the one with the root first; the other floats from the
+    connection's child (its module frame its body frame). Every module keeps its pose and its
+    motion (a release: no impulse), so the momenta add up to the robot's. ``names``: the two
+    configurations' names (default ``<name>`` and ``<name>_<child>``)."""
+    cfg, model, q, v = _check_robot(robot, "robot")
+    c = cfg.connections[int(connection)]
+    rest = [x for k, x in enumerate(cfg.connections) if k != int(connection)]
+    side = {c.child}
+    grew = True
+    while grew:
+        grew = False
+        for x in rest:
+            if x.parent in side and x.child not in side:
+                side.add(x.child)
+                grew = True
+    frames = module_frames(cfg, model, q)
+    J = _jacobians(model, q)
+    twist = {n: J[b] @ v for b, n in enumerate(model.body_names)}
+    na, nb = names or (cfg.name, f"{cfg.name}_{c.child}")
+    R, p = frames[c.child]
+    kw = dict(density=cfg.density, viscosity=cfg.viscosity, gravity=cfg.gravity, floor=cfg.floor,
+              timestep=cfg.timestep)
+    parts = [Configuration({n: m for n, m in cfg.modules.items() if n not in side},
+                           [x for x in rest if x.child not in side], cfg.root,
+                           root_port=cfg.root_port, pos=cfg.pos, quat=cfg.quat,
+                           floating=cfg.floating, name=na, **kw),
+             Configuration({n: m for n, m in cfg.modules.items() if n in side},
+                           [x for x in rest if x.child in side], c.child, pos=p, quat=_quat(R),
+                           name=nb, **kw)]
+    out = []
+    for part in parts:
+        m, _ = part.build(fluid="potential" if model.has_added_inertia else False,
+                          contacts=False)
+        qq = state_from_frames(part, m, frames)
+        Jp = _jacobians(m, qq)
+        target = np.stack([twist[n] for n in m.body_names])
+        vv = np.linalg.lstsq(Jp.reshape(-1, m.nv), target.reshape(-1), rcond=None)[0]
+        out.append((part, qq, vv))
+    return out

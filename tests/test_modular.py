@@ -371,3 +371,139 @@ def test_locking_a_joint_keeps_the_pose_and_the_momentum_and_releasing_undoes_it
         cfg.lock("j9", model, q, v)
     with pytest.raises(ValueError, match=r"is not rigid"):
         cfg.release(0)
+
+
+def _two_snakes(port_b=("b0", "a"), gap=(0.004, -0.003, 0.002), tilt=0.03):
+    """Two two-module snakes a0–a1 and b0–b1 in sea water; a at a random pose and joint angle,
+    b (joint at 0.4 rad) placed so that its port ``port_b`` sits ``gap`` (m, in a1.b's frame)
+    from a1's end port a1.b, turned by ``tilt`` rad from the mated pose; random speeds."""
+    from diffmb.modular import _FLIP, _quat, _rot, module_frames
+
+    m = uw.module()
+    kw = dict(density=uw.RHO, viscosity=uw.VISCOSITY)
+    a = Configuration({"a0": m, "a1": m}, [("a0", "b", "a1", "a", "joint", "ja")], "a0", **kw)
+    b = Configuration({"b0": m, "b1": m}, [("b0", "b", "b1", "a", "joint", "jb")], "b0", **kw)
+    ma, _ = a.build(fluid=False)
+    mb, _ = b.build(fluid=False)
+    rng = np.random.default_rng(7)
+    qa, _ = _random_state(ma, rng, z=2.0)
+    Ra, pa = module_frames(a, ma, qa)["a1"]
+    P = m.port("b")
+    Rp, pp = Ra @ P.rot, pa + Ra @ np.asarray(P.pos)
+    h = 0.5 * tilt  # about (1, 1, 1)/√3
+    Rc = Rp @ _rot("", (np.cos(h), *np.full(3, np.sin(h) / np.sqrt(3.0)))) @ _FLIP
+    pc = pp + Rp @ np.asarray(gap)
+    # b with its root at the origin, then moved rigidly to put port_b at (Rc, pc)
+    qb = np.array([0, 0, 0, 1.0, 0, 0, 0, 0.4])
+    R0, p0 = module_frames(b, mb, qb)[port_b[0]]
+    C = m.port(port_b[1])
+    R0, p0 = R0 @ C.rot, p0 + R0 @ np.asarray(C.pos)
+    Rt = Rc @ R0.T
+    qb[:3], qb[3:7] = pc - Rt @ p0, _quat(Rt)
+    return (a, ma, qa, rng.normal(size=ma.nv)), (b, mb, qb, rng.normal(size=mb.nv))
+
+
+def _mujoco_momentum(cfg, q, v):
+    """Linear momentum (3,), angular momentum about the world origin (3,), kinetic energy and
+    every body's (name: (com, ω, ċ)), summed body by body from MuJoCo's masses, inertias and
+    body velocities at the centres of mass (no added mass)."""
+    mj = cfg.mjmodel()
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = q, v
+    mujoco.mj_forward(mj, d)
+    lin, ang, ke, bodies = np.zeros(3), np.zeros(3), 0.0, {}
+    vel = np.zeros(6)
+    for i in range(1, mj.nbody):
+        mujoco.mj_objectVelocity(mj, d, mujoco.mjtObj.mjOBJ_BODY, i, vel, 0)
+        w, cd = vel[:3].copy(), vel[3:].copy()
+        R = d.ximat[i].reshape(3, 3)
+        Iw = R @ np.diag(mj.body_inertia[i]) @ R.T
+        m, c = mj.body_mass[i], d.xipos[i].copy()
+        lin += m * cd
+        ang += np.cross(c, m * cd) + Iw @ w
+        ke += 0.5 * (m * cd @ cd + w @ Iw @ w)
+        bodies[mj.body(i).name] = (c, w, cd)
+    ke += 0.5 * float(np.sum(mj.dof_armature * v * v))
+    return lin, ang, ke, bodies
+
+
+@pytest.mark.slow  # 5–20 s: compiles the kinematics of seven models
+@pytest.mark.parametrize("port_b", [("b0", "a"), ("b1", "b")])
+def test_docking_two_robots_keeps_momentum_and_undocking_every_motion(port_b):
+    """Two free snakes whose ports meet 5 mm and 0.03 rad from the mated pose dock into one
+    robot (a weld where they stand, an inelastic impact): every module keeps its centre of
+    mass, the total linear and angular momentum summed from MuJoCo's body masses, inertias and
+    velocities is the same before and after to 1e-9, kinetic energy is lost; undocking at the
+    weld gives two robots whose modules keep the docked robot's motion. Docking at b1's end
+    turns b's connection round: its joint is then b1.a's hinge, about b1's −y (b1.a's frame is
+    turned by π about z), where b0 stands turned by −0.4 rad about b1's y: again 0.4 rad."""
+    from diffmb.modular import dock, port_gap, undock
+
+    ra, rb = _two_snakes(port_b)
+    dist, ang = port_gap(ra, ("a1", "b"), rb, port_b)
+    assert abs(dist - np.linalg.norm([0.004, -0.003, 0.002])) < 1e-12 and abs(ang - 0.03) < 1e-9
+    cfg, q, v = dock(ra, rb, ("a1", "b"), port_b)
+    assert cfg.names == ("a0", "a1", "b0", "b1") and cfg.connections[-1].kind == "rigid"
+    model, _ = cfg.build(fluid=False)
+    assert model.joint_names == ("root", "ja", "jb")
+    assert abs(q[8] - 0.4) < 1e-12
+    la, aa, ka, ba = _mujoco_momentum(ra[0], ra[2], ra[3])
+    lb, ab, kb, bb = _mujoco_momentum(rb[0], rb[2], rb[3])
+    lin, ang, ke, bd = _mujoco_momentum(cfg, q, v)
+    scale = max(1.0, np.abs(np.concatenate([la + lb, aa + ab])).max())
+    assert np.abs(lin - (la + lb)).max() < 1e-9 * scale
+    assert np.abs(ang - (aa + ab)).max() < 1e-9 * scale
+    assert ke < ka + kb
+    for n, (c, _, _) in {**ba, **bb}.items():
+        assert np.abs(bd[n][0] - c).max() < 1e-12
+    # the weld holds port_b's module to a1: the same angular velocity
+    assert np.abs(bd["a1"][1] - bd[port_b[0]][1]).max() < 1e-9
+    # undock at the weld: each module keeps its motion
+    (c1, q1, v1), (c2, q2, v2) = undock((cfg, model, q, v), 2, names=("left", "right"))
+    assert c1.names == ("a0", "a1") and set(c2.names) == {"b0", "b1"} and c2.root == port_b[0]
+    l1, a1, _, b1 = _mujoco_momentum(c1, q1, v1)
+    l2, a2, _, b2 = _mujoco_momentum(c2, q2, v2)
+    assert np.abs(l1 + l2 - lin).max() < 1e-9 * scale
+    assert np.abs(a1 + a2 - ang).max() < 1e-9 * scale
+    for n, x in {**b1, **b2}.items():
+        assert max(np.abs(y - z).max() for y, z in zip(x, bd[n], strict=True)) < 1e-9
+    # refusals
+    far = (rb[0], rb[1], rb[2] + np.r_[0.05, 0, 0, 0, 0, 0, 0, 0], rb[3])
+    with pytest.raises(ValueError, match=r"a1.b and b\d.[ab] are 0.0\d+ m .* from mating"):
+        dock(ra, far, ("a1", "b"), port_b)
+    with pytest.raises(ValueError, match=r"module 'a0' is in both"):
+        dock(ra, ra, ("a1", "b"), ("a0", "a"), tol=10, angle_tol=10)
+    with pytest.raises(ValueError, match=r"welds its ports apart"):
+        cfg.release(2)
+    with pytest.raises(ValueError, match=r"port a1.z of 'modular': module 'a1' .* no port 'z'"):
+        dock(ra, rb, ("a1", "z"), port_b)
+    with pytest.raises(ValueError, match=r"port_b: expected \(instance, port\)"):
+        dock(ra, rb, ("a1", "b"), "b0.a")
+
+
+@pytest.mark.parametrize("root", ["s0", "s1"])
+def test_rigid_weld_with_an_offset_places_the_child_as_its_ports_say(root):
+    """A weld with ``offset`` (x, y, z, quat): MuJoCo's world poses of the two modules on the
+    MJCF export put port s1.a at s0.b · offset · (π about z), whichever module is the root (the
+    connection turned round in the tree when it is s1)."""
+    from diffmb.modular import _FLIP, _rot
+
+    m = _small_module()
+    off = (0.01, -0.02, 0.03, np.cos(0.1), np.sin(0.1), 0.0, 0.0)  # 0.2 rad about x
+    cfg = Configuration({"s0": m, "s1": m}, [Connection("s0", "b", "s1", "a", "rigid",
+                                                        offset=off)], root,
+                        pos=(0.3, -0.1, 0.5), quat=(0.9, 0.1, -0.2, 0.3))
+    mj = cfg.mjmodel()
+    d = mujoco.MjData(mj)
+    mujoco.mj_kinematics(mj, d)
+
+    def port(body, name):
+        R, p = d.xmat[mj.body(body).id].reshape(3, 3), d.xpos[mj.body(body).id]
+        P = m.port(name)
+        return R @ P.rot, p + R @ np.asarray(P.pos)
+
+    (Rp, pp), (Rc, pc) = port("s0", "b"), port("s1", "a")
+    assert np.abs(Rc - Rp @ _rot("", off[3:]) @ _FLIP).max() < 1e-12
+    assert np.abs(pc - (pp + Rp @ np.asarray(off[:3]))).max() < 1e-12
+    with pytest.raises(ValueError, match=r"an offset needs a 'rigid' connection"):
+        Configuration({"s0": m, "s1": m}, [Connection("s0", "b", "s1", "a", offset=off)], "s0")

@@ -44,7 +44,7 @@ def test_path_matrices_of_the_papers_graphs():
 
 @pytest.mark.slow
 def test_kane_equals_aba_with_hydrodynamics():
-    model, forces = uw.load()
+    model, forces = uw.quadruped()  # the study's, generated from its module graph
     assert model.has_added_inertia
     assert any(isinstance(f, diffmb.forces.hydro.Hydrodynamics) for f in forces)
     assert study.kane_vs_aba(model, forces, n=3, seed=1) < 1e-9
@@ -52,9 +52,10 @@ def test_kane_equals_aba_with_hydrodynamics():
 
 @pytest.mark.slow
 def test_cpg_quadruped_steps_on_the_floor():
-    """2.5 s of the nominal walk: finite, every foot carries load at some time, the body moves
-    forward and stays above the floor; near-neutral buoyancy (net weight 37.7 N)."""
-    model, forces = uw.load()
+    """2.5 s of the nominal walk of the generated quadruped (the study's): finite, every foot
+    carries load at some time, the body moves forward and stays above the floor; near-neutral
+    buoyancy (net weight 37.7 N)."""
+    model, forces = uw.quadruped()
     hydro = next(f for f in forces if isinstance(f, diffmb.forces.hydro.Hydrodynamics))
     assert 30.0 < uw.net_weight(model, hydro) < 45.0
     run = study.walk(model, forces, uw.NOMINAL_GAIT, 2.5)
@@ -127,7 +128,7 @@ def test_reference_stage_scores_the_reports_window():
     """The forward-only stage that picks gaits in the stiction model measures what the report
     does: its v̄ and P̄·Δt over [WINDOW_START, horizon] equal gait_metrics of a walk (the
     nominal gait, 3 s), and J = −v̄ + λ P̄/(m g)."""
-    model, forces = uw.load()
+    model, forces = uw.quadruped()
     T, horizon = 6.0, 3.0
     th = jnp.asarray(study.theta_from_gait(uw.NOMINAL_GAIT, T))
     J, (v, P) = jax.jit(study._reference_objective(model, forces, T, horizon))(th)
@@ -138,3 +139,42 @@ def test_reference_stage_scores_the_reports_window():
     assert abs(float(P) * span - met["energy_J"]) < 1e-6 * met["energy_J"]
     mg = uw.total_mass(model) * 9.81
     assert abs(float(J) - (-float(v) + study.LAMBDA * float(P) / mg)) < 1e-12
+
+
+def test_foot_geoms_of_the_generated_quadruped_and_of_the_file():
+    assert uw.foot_geoms(["s3_foot", "s5_foot", "s7_foot", "s9_foot", "s0"]) == [
+        "s3_foot", "s5_foot", "s7_foot", "s9_foot"]
+    assert uw.foot_geoms([f"foot_{leg}" for leg in uw.LEGS]) == [f"foot_{leg}" for leg in uw.LEGS]
+    with pytest.raises(ValueError, match=r"no foot geom for leg 'rh'"):
+        uw.foot_geoms(["s3_foot", "s5_foot", "s7_foot"])
+
+
+@pytest.mark.slow  # ~50 s: three configurations compile Kane, a snake and Fig. 2's robot swim
+def test_study_generated_configurations():
+    """The study's new keys on short runs: Kane along the paths = ABA on the quadruped, the
+    nine-module robot and the snake (1e-9); the swimming snake's v̇ = MuJoCo's qacc on its MJCF
+    export (1e-6) while it moves towards its head; Fig. 2's robot, heavier than the water it
+    displaces (net weight 30.4 N), sinks and its joints follow the flapping servos."""
+    per = study.kane_paths_vs_aba(1)
+    assert set(per) == {"quadruped", "nine_module", "snake5"} and max(per.values()) < 1e-9
+    sn = study.snake_swim(2.0)
+    assert sn["max_rel"] < 1e-6 and sn["states"] == 8 and sn["distance_towards_s0_m"] > 0.02
+    nm = study.nine_module_run(1.0)
+    assert nm["finite"] and 0.05 < nm["sink_m"] < 0.5
+    assert abs(nm["net_weight_N"] - 9 * (9.2 - 1025 * 0.6 * 0.12 * 0.12) * 9.81) < 1e-9
+    # the servos at t = 1 s target 0.3 sin(π) = 0 having swept through 0.3: joints within 0.15
+    assert len(nm["final_joint_angles_rad"]) == 8
+    assert all(abs(x) < 0.15 for x in nm["final_joint_angles_rad"].values())
+
+
+@pytest.mark.slow  # ~50 s: five models compile
+def test_study_docking_in_phases():
+    """The study's docking: the two snakes meet within tolerance, lock with momentum (bodies and
+    the fluid's impulse) kept to 1e-9 and kinetic energy lost (a head-on plastic impact), then
+    undock keeping it, and part."""
+    dk = study.docking_run(True)
+    assert dk["momentum_err"] < 1e-9 and dk["undocking_momentum_err"] < 1e-9
+    assert dk["gap_at_dock_m"] <= study.DOCK["tol"] and 0 < dk["t_dock_s"] < 0.6
+    assert dk["kinetic_energy_J"]["after"] < 0.2 * dk["kinetic_energy_J"]["before"]
+    xa, xb = dk["final_root_positions_m"]["snake_a"], dk["final_root_positions_m"]["snake_b"]
+    assert xb[0] - xa[0] > 3 * 0.6  # b's start lies beyond a's three modules

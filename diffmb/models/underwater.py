@@ -5,6 +5,8 @@ Files: ``diffmb/assets/underwater_quadruped.xml`` (ten box modules s0…s9; s0�
 body; legs s2–s3 left fore, s4–s5 right fore on s1, s6–s7 left hind, s8–s9 right hind on s0; a
 pitch hinge at every hip and knee, 8 joint angles, position servos kp = 3000 N m/rad,
 kv = 300 N m s/rad) and ``diffmb/assets/underwater_module.xml`` (one module on a free joint).
+The same quadruped generated from its module graph (:func:`quadruped_configuration`,
+:func:`quadruped`) has the file's Model; the study simulates the generated one.
 
 Numbers (the paper prints none; ours, stated):
 
@@ -45,7 +47,7 @@ __all__ = ["MODULES", "LEGS", "JOINTS", "QUADRUPED_GRAPH", "NINE_MODULE_GRAPH", 
            "module_path", "load", "load_module", "path_matrix", "stand_q0", "gait_cpg",
            "GAIT_NAMES", "NOMINAL_GAIT", "total_mass", "net_weight", "VISCOSITY", "module",
            "quadruped_configuration", "nine_module_configuration", "snake_configuration",
-           "snake_cpg"]
+           "snake_cpg", "quadruped", "FEET", "foot_geoms"]
 
 MODULES = tuple(f"s{k}" for k in range(10))
 LEGS = ("lf", "rf", "lh", "rh")  # CPG.gait's order: left fore, right fore, left hind, right hind
@@ -56,6 +58,8 @@ MODULE_SIZE = (0.60, 0.12, 0.12)  # m
 MODULE_MASS = 9.2  # kg
 Z0 = 1.2  # m, start height of the body's centre (the paper's z₀ = −1.2, z down)
 STAND_HIP, STAND_KNEE = -0.35, 0.70  # rad: feet 2 cm above the floor at Z0
+# the foot geom of each leg in the generated quadruped (the file names them ``foot_<leg>``)
+FEET = {"lf": "s3_foot", "rf": "s5_foot", "lh": "s7_foot", "rh": "s9_foot"}
 
 # the module graph (links s0…s9; 'rigid' = welded, 'joint' = one hinge), the paper's Fig. 4:
 # paths s0 s1 s2 s3 | s0 s1 s4 s5 | s0 s6 s7 | s0 s8 s9
@@ -176,6 +180,35 @@ def snake_cpg(n: int, *, amplitude=0.5, frequency=0.5, waves=1.0, alpha=10.0, co
     lags = -2.0 * np.pi * float(waves) * np.arange(m) / m
     return CPG(tuple(range(m)), frequency, np.full(m, float(amplitude)), 0.0, lags, alpha=alpha,
                coupling=coupling)
+
+
+def quadruped(mjcf_path=None):
+    """``(model, forces)`` of the generated quadruped (:func:`quadruped_configuration`), as
+    :func:`load` gives the file's: potential-flow added inertia, servos, damping, floor
+    contacts, buoyancy and drag. ``mjcf_path``: also write its MJCF there and record it as the
+    Model's source (so that viewers draw its geoms)."""
+    cfg = quadruped_configuration()
+    model, forces = cfg.build()
+    if mjcf_path is not None:
+        from ..io.sources import with_source
+
+        cfg.to_mjcf(mjcf_path)
+        model = with_source(model, mjcf_path, "mjcf")
+    return model, forces
+
+
+def foot_geoms(names) -> list:
+    """The foot geom of each leg (:data:`LEGS` order) among ``names``: the generated
+    quadruped's (:data:`FEET`) or the file's (``foot_<leg>``)."""
+    names = set(names)
+    out = []
+    for leg in LEGS:
+        hit = [g for g in (FEET[leg], f"foot_{leg}") if g in names]
+        if not hit:
+            raise ValueError(f"no foot geom for leg {leg!r} ({FEET[leg]!r} or 'foot_{leg}') "
+                             f"among {sorted(names)}")
+        out.append(hit[0])
+    return out
 
 
 def _asset(name) -> pathlib.Path:
