@@ -178,3 +178,8 @@ def test_study_docking_in_phases():
     assert dk["kinetic_energy_J"]["after"] < 0.2 * dk["kinetic_energy_J"]["before"]
     xa, xb = dk["final_root_positions_m"]["snake_a"], dk["final_root_positions_m"]["snake_b"]
     assert xb[0] - xa[0] > 3 * 0.6  # b's start lies beyond a's three modules
+
+
+def test_a_gait_outside_the_optimisers_bounds_is_refused_by_name():
+    with pytest.raises(ValueError, match="frequency = 0.4 is outside"):
+        study.theta_from_gait(uw.NOMINAL_GAIT, 4.0)  # two cycles need f > 2.2/T = 0.55 Hz

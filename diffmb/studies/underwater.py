@@ -403,8 +403,17 @@ def gait_from_theta(th, T):
 
 
 def theta_from_gait(p, T):
+    """The optimiser's θ of a gait dict for horizon ``T``: the inverse of :func:`gait_from_theta`;
+    a gait outside its bounds (e.g. a frequency below 2.2/T Hz) is refused naming the field."""
     logit = lambda y: np.log(y / (1 - y))  # noqa: E731
     fmin = _f_min(T)
+    bounds = {"frequency": (fmin, F_MAX), "amp_hip": (0.0, 0.5), "amp_knee": (0.0, 0.5),
+              "off_hip": (uw.STAND_HIP - 0.25, uw.STAND_HIP + 0.25),
+              "off_knee": (uw.STAND_KNEE - 0.25, uw.STAND_KNEE + 0.25)}
+    for k, (lo, hi) in bounds.items():
+        if not lo < float(p[k]) < hi:
+            raise ValueError(f"theta_from_gait: {k} = {float(p[k]):g} is outside ({lo:g}, {hi:g})"
+                             f" for the horizon T = {T:g} s")
     return np.array([logit((p["frequency"] - fmin) / (F_MAX - fmin)), logit(p["amp_hip"] / 0.5),
                      logit(p["amp_knee"] / 0.5), np.arctanh((p["off_hip"] - uw.STAND_HIP) / 0.25),
                      np.arctanh((p["off_knee"] - uw.STAND_KNEE) / 0.25), p["phase_rf"],
