@@ -3,7 +3,8 @@
     diffmb reproduce <study>|all --out DIR [--quick]
     diffmb identify <study> --data FILE.csv --out DIR [--resume]
     diffmb identify --model ROBOT.xml|.urdf --data FILE.csv --out DIR [--params P] [--sensors S]
-                    [--floating-base] [--max-steps N] [--max-sim-steps N] [--replay] ...
+                    [--floating-base] [--max-steps N] [--max-sim-steps N] [--replay] [--check-gradient]
+                    [--backward-smoothing METRES] ...
     diffmb bench [--quick] [--only NAMES] --out DIR
     diffmb list
     diffmb replay RESULT.npz | --model FILE [--floating-base] --traj FILE.csv --out DIR
@@ -241,7 +242,8 @@ def _identify_model(args):
                   shooting="multiple" if args.segments > 1 else "single",
                   segments=args.segments, ignore=_names(args.ignore),
                   profile=_names(args.profile), max_steps=args.max_steps,
-                  check_gradient=args.check_gradient)
+                  check_gradient=args.check_gradient,
+                  backward_smoothing=args.backward_smoothing)
         try:
             if args.floating_base:
                 m, forces = _floating_urdf(model)
@@ -314,9 +316,10 @@ def _identify(args) -> int:
     if (args.study is None) == (args.model is None):
         raise CLIError("identify: give exactly one of STUDY and --model FILE")
     if args.study is not None:
-        for flag in ("params", "sensors", "ignore", "dt", "profile"):
+        for flag in ("params", "sensors", "ignore", "dt", "profile", "backward_smoothing"):
             if getattr(args, flag) is not None:
-                raise CLIError(f"identify: --{flag} applies to --model FILE, not to a study")
+                raise CLIError(f"identify: --{flag.replace('_', '-')} applies to --model FILE, "
+                               "not to a study")
         for flag, default in (("floating_base", False), ("replay", False), ("segments", 1),
                               ("check_gradient", False),
                               ("max_steps", MAX_FIT_ITERATIONS),
@@ -366,6 +369,8 @@ def _identify(args) -> int:
             cmd += ["--max-steps", str(args.max_steps)]
         if args.check_gradient:
             cmd += ["--check-gradient"]
+        if args.backward_smoothing is not None:
+            cmd += ["--backward-smoothing", str(args.backward_smoothing)]
         if args.max_sim_steps != MAX_SIM_STEPS:
             cmd += ["--max-sim-steps", str(args.max_sim_steps)]
         cmd += ["--floating-base"] * bool(args.floating_base) + ["--replay"] * bool(args.replay)
@@ -611,6 +616,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --model: check the cost's gradient at the start (reverse mode, "
                         "central differences, smoothed estimates: diffmb.optim.check_gradient); "
                         "the verdict is in results.json")
+    i.add_argument("--backward-smoothing", type=_number("--backward-smoothing", lo=0.0,
+                                                         lo_open=True, hi=1.0), default=None,
+                   metavar="METRES",
+                   help="with --model: the contacts' derivatives see their normal law smoothed "
+                        "over this width, the simulation unchanged (diffmb.contacts."
+                        "backward_smoothed); recorded in results.json")
     i.add_argument("--max-steps", type=_integer("--max-steps", lo=1),
                    default=MAX_FIT_ITERATIONS,
                    help="with --model: Levenberg–Marquardt iterations at most (default "

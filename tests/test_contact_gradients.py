@@ -95,3 +95,47 @@ def test_landing_ball_smoothing_removes_the_bias_of_the_exact_gradient():
          for w in (None, cg.W_LAND)}
     assert abs(g[None].mean() - ref) > 0.5 * ref  # the fixed-step touch-down hides the event
     assert abs(g[cg.W_LAND].mean() - ref) < 0.15 * ref
+
+
+_BALL_MJCF = """<mujoco><option timestep="0.002" cone="elliptic"/><worldbody>
+  <geom name="floor" type="plane" size="5 5 0.1" friction="0.3"/>
+  <body name="ball" pos="0 0 0.1"><freejoint name="root"/>
+    <geom name="ball" type="sphere" size="0.1" mass="1" friction="0.3"/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.slow
+def test_identify_friction_from_a_mujoco_record_with_backward_smoothing(tmp_path):
+    """A ball launched sliding on MuJoCo's floor (its own soft contact, elliptic cone, μ = 0.3)
+    rolls once friction has spun it up, after v₀/(3.5 μ g) = 0.39 s; ``identify
+    --backward-smoothing`` recovers μ from its positions (noise 0.1 mm) and records the width."""
+    import json
+
+    import mujoco
+
+    from diffmb.cli import main
+    from diffmb.io.csvdata import write_csv
+
+    (tmp_path / "ball.xml").write_text(_BALL_MJCF)
+    m = mujoco.MjModel.from_xml_path(str(tmp_path / "ball.xml"))
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    for _ in range(200):  # settle on the floor first
+        mujoco.mj_step(m, d)
+    d.qvel[:] = [4.0, 0, 0, 0, 0, 0]
+    t0, t, q = d.time, [], []
+    for k in range(400):
+        if k % 5 == 0:
+            t.append(d.time - t0)
+            q.append(d.qpos.copy())
+        mujoco.mj_step(m, d)
+    q = np.array(q) + 1e-4 * np.random.default_rng(0).normal(size=(len(q), 7))
+    write_csv(tmp_path / "log.csv", np.array(t), {f"q_root_{i}": q[:, i] for i in range(7)})
+    out = tmp_path / "fit"
+    assert main(["identify", "--model", str(tmp_path / "ball.xml"), "--data",
+                 str(tmp_path / "log.csv"), "--params", "force.contacts.mu",
+                 "--backward-smoothing", "1e-4", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    est = res["identified"]["force.contacts.mu"]
+    assert abs(est["estimate"][0] - 0.3) < 0.05 * 0.3, est
+    assert res["backward_smoothing"] == 1e-4

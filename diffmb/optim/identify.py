@@ -489,7 +489,8 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
              max_steps: int = 50, progress: bool = True, report: bool = True,
              init: Mapping | None = None, bounds: Mapping | None = None,
              ignore=(), profile: Sequence[str] = (), profile_points: int = 9,
-             floating_base: bool = False, check_gradient: bool = False) -> IdentifyResult:
+             floating_base: bool = False, check_gradient: bool = False,
+             backward_smoothing: float | None = None) -> IdentifyResult:
     """Identify ``params`` of any robot from measured data (see the module docstring).
 
     Args:
@@ -514,6 +515,9 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         check_gradient: check the cost's gradient at the start with
             :func:`diffmb.optim.check_gradient` (``results["gradient_check"]``: trusted and the
             verdict; a warning when it is not trusted).
+        backward_smoothing: a width [m]: every contact element differentiates its normal law
+            smoothed over it, the simulation unchanged (:func:`diffmb.contacts.
+            backward_smoothed`; ``results["backward_smoothing"]``, None: exact derivatives).
 
     Returns:
         :class:`IdentifyResult`. A fit that ends without converging, or with a parameter the
@@ -524,6 +528,11 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
         ``fit.message``).
     """
     model, fdict, dt, source = _model_and_forces(model, forces, dt, ignore, floating_base)
+    if backward_smoothing is not None:
+        from ..contacts import backward_smoothed
+
+        fdict = dict(zip(fdict, backward_smoothed(tuple(fdict.values()), backward_smoothing),
+                         strict=True))
     names, noise_chans = _parameter_names(model, params, sensors, fdict)
     init, zero_started = _zero_starts(model, names, fdict, init)
     recs, fdict = _records(model, data, fdict)
@@ -544,6 +553,7 @@ def identify(model, data, *, params=None, sensors=None, forces=None, dt: float |
                                              if k not in ("forces", "check_gradient")})
     results = _results(res, names, recs, source, model, sigma, noise, unident_warn, dt, profiles,
                        zero_started)
+    results["backward_smoothing"] = backward_smoothing
     out_res = IdentifyResult(results["identified"], res, results, res.model, res.forces, recs)
     if out is not None:
         out = pathlib.Path(out)
