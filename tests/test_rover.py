@@ -232,3 +232,42 @@ def test_straight_drive_slips_at_its_wheels_zero_drawbar_pull():
     assert abs(b["steady_slip"] - a["steady_slip"]) < 0.005
     assert abs(b["steady_speed_m_s"] / a["steady_speed_m_s"] - 1) < 0.01
     assert b["peak_drive_torque_Nm"] < a["peak_drive_torque_Nm"]
+
+
+def test_ar1_noise_has_unit_variance_and_the_lag_one_correlation():
+    from diffmb.studies import rover as study
+
+    e = study.ar1_noise(np.random.default_rng(3), 200_000, 0.8)
+    assert np.var(e) == pytest.approx(1.0, abs=0.03)
+    assert np.corrcoef(e[:-1], e[1:])[0, 1] == pytest.approx(0.8, abs=0.01)
+
+
+@pytest.mark.slow
+def test_cross_model_fit_recovers_its_own_model_and_judges_the_other_by_its_criteria():
+    """Noiseless records of the linearised model give back the soil that made them (all six
+    parameters, two widths); on Wong–Reece records with AR(1) noise the fit's verdict follows
+    its stated acceptance rules, k_c is flagged, and each parameter's error is the estimate
+    against the generating soil."""
+    from diffmb.contacts import terramechanics as tm
+    from diffmb.studies import rover as study
+
+    true = tm.SOILS[study.SOIL]
+    own = study.cross_model_fit(study.cross_model_records(model="linearised", noise_scale=0.0))
+    for n, v in own["params"].items():
+        assert v["estimate"] == pytest.approx(float(getattr(true, n)), rel=1e-6), n
+    assert own["rms_weighted"] < 1e-6
+
+    x = study.cross_model_fit(study.cross_model_records())
+    a = x["acceptance"]
+    assert "k_c" in x["rank_test_flagged"] and not x["params"]["k_c"]["identifiable"]
+    for n, v in x["params"].items():
+        assert v["true"] == float(getattr(true, n))
+        assert v["rel_error"] == pytest.approx(v["estimate"] / v["true"] - 1.0, abs=1e-12)
+        if v["identifiable"]:
+            assert v["std"] <= a["max_rel_std_identifiable"] * abs(v["estimate"])
+    ok = x["rms_weighted"] <= a["max_rms_weighted"] and all(
+        abs(v["rel_error"]) <= a["max_rel_error"]
+        and abs(v["estimate"] - v["true"]) <= a["max_abs_z"] * v["std"]
+        for v in x["params"].values() if v["identifiable"])
+    assert x["accepted"] == ok
+    assert x["std_inflation"] == pytest.approx(3.0)  # sqrt((1 + 0.8)/(1 − 0.8))
