@@ -24,7 +24,8 @@ Beside the paper's numbers: ``turn_in_place`` (the yaw rate reached against the 
 why), ``lift_wheel_normal_N`` (which wheel the lift takes off the ground),
 ``wheel_inertia_effect`` (the straight drive with the paper's wheel inertia and a thin shell's)
 ``traction_vs_K`` (the zero-drawbar-pull slip against the shear deformation modulus) and
-``contact_model_comparison`` (the paper's 10 ms step tried, eq. 32's lateral force against the
+``fig7_scenario`` (the paper's Fig. 7 scenario, an arc on rough ground, and its statements
+about Figs. 9–14 beside ours), ``contact_model_comparison`` (the paper's 10 ms step tried, eq. 32's lateral force against the
 lateral shear, what separates the compliant normal law from eqs. 33–42),
 ``identified_cross_model`` (the linearised eq. 26 model fitted to Wong–Reece records with AR(1)
 noise: estimates, standard errors, which parameters and combinations the data determine, and
