@@ -607,7 +607,8 @@ def cross_model_records(soil=None, model="wong_reece", r=0.09, load=64.68, width
 def cross_model_fit(records, fit_model="linearised", names=XM_PARAMS, guess=None, rho=XM_RHO,
                     r=0.09, load=64.68, soil=None):
     """Fit ``names`` of the soil with ``fit_model`` to ``records`` (weighted by ``ID_NOISE``);
-    returns the ``identified_cross_model`` dict against the truth ``soil``.
+    returns the ``identified_cross_model`` dict against the truth ``soil`` (``std`` None where
+    the data do not determine the parameter at all).
 
     Standard errors are the least-squares ones (s² from the residuals, so model error widens
     them) times sqrt((1 + rho)/(1 − rho)), the long-run factor of AR(1) noise. The determined
@@ -647,7 +648,8 @@ def cross_model_fit(records, fit_model="linearised", names=XM_PARAMS, guess=None
         t, e, sd = float(getattr(soil, n)), res.params[n], res.std[n] * infl
         ident = n not in res.unidentifiable and np.isfinite(sd) and sd <= \
             acc["max_rel_std_identifiable"] * abs(e)
-        params[n] = {"true": t, "estimate": e, "std": sd, "rel_error": (e - t) / t,
+        params[n] = {"true": t, "estimate": e, "std": float(sd) if np.isfinite(sd) else None,
+                     "rel_error": (e - t) / t,
                      "z": (e - t) / sd if np.isfinite(sd) and sd > 0 else None,
                      "identifiable": bool(ident)}
     rms = float(res.residual_norm / np.sqrt(res.jac.shape[0]))
@@ -1091,7 +1093,8 @@ def _cross_model_lines(x):
            f"{a['max_rms_weighted']:g}.", "",
            "| parameter | true | estimate | std | rel. error | identifiable |",
            "| --- | --- | --- | --- | --- | --- |"]
-    out += [f"| {n} | {v['true']:.6g} | {v['estimate']:.6g} | {v['std']:.3g} | "
+    out += [f"| {n} | {v['true']:.6g} | {v['estimate']:.6g} | "
+            f"{'none' if v['std'] is None else format(v['std'], '.3g')} | "
             f"{v['rel_error']:+.3f} | {'yes' if v['identifiable'] else 'no'} |"
             for n, v in x["params"].items()]
     ho = x["held_out_rms_over_noise"]
