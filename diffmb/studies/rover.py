@@ -26,7 +26,8 @@ why), ``lift_wheel_normal_N`` (which wheel the lift takes off the ground),
 ``traction_vs_K`` (the zero-drawbar-pull slip against the shear deformation modulus) and
 ``fig7_scenario`` (the paper's Fig. 7 scenario, an arc on rough ground, and its statements
 about Figs. 9–14 beside ours), ``contact_model_comparison`` (the paper's 10 ms step tried, eq. 32's lateral force against the
-lateral shear, what separates the compliant normal law from eqs. 33–42),
+lateral shear, the linearised eq. 26 stresses against Wong–Reece's on the straight drive, what
+separates the compliant normal law from eqs. 33–42),
 ``identified_cross_model`` (the linearised eq. 26 model fitted to Wong–Reece records with AR(1)
 noise: estimates, standard errors, which parameters and combinations the data determine, and
 the acceptance level ``XM_ACCEPT``).
@@ -333,10 +334,11 @@ UNILATERAL_DIFFERENCES = [
 ]
 
 
-def contact_model_comparison(model, forces, horizon, rough_run, arc_run):
+def contact_model_comparison(model, forces, horizon, rough_run, arc_run, straight_run):
     """The paper's 10 ms step tried on the rough straight drive (against ``rough_run`` at DT),
     eq. 32's lateral force against the lateral shear on the flat arc (against ``arc_run``),
-    and what separates the compliant normal law from the paper's unilateral contact."""
+    the linearised eq. 26 stresses on the flat straight drive (against ``straight_run``), and
+    what separates the compliant normal law from the paper's unilateral contact."""
     out = {}
     rough = rover_wheel_soil(model, rough_terrain(**ROUGH))
     t0 = time.perf_counter()
@@ -386,6 +388,22 @@ def contact_model_comparison(model, forces, horizon, rough_run, arc_run):
                    "deg (the paper gives no B)",
         "eq32": summary(a32), "shear": summary(arc_run),
         "commanded_yaw_rate_deg_s": float(np.degrees(rover.behaviour_params("arc")[1]))}
+    lin = tm.WheelSoil(flat.wheels, flat.terrain, tm.SOILS[SOIL], model=model,
+                       n_nodes=N_NODES, v_eps=V_EPS, memory_rate=MEMORY_RATE,
+                       stresses="linearised", lateral="eq32", lateral_B=B)
+    sl = run_behaviour(model, forces, lin, "straight", horizon)
+
+    def steady(r):
+        w = steady_window(r["t"])[0]
+        ev = r["eval"]
+        return {"speed_m_s": float(np.mean(r["vel"][w, 0])),
+                "slip": float(np.mean(np.asarray(ev.slip)[w])),
+                "sinkage_m": float(np.mean(np.asarray(ev.sinkage)[w])),
+                "drive_torque_Nm": float(np.mean(np.abs(r["wheel_torque"][w]))),
+                "normal_sum_N": float(np.mean(np.sum(np.asarray(ev.normal)[w], axis=1)))}
+
+    out["linearised_stresses"] = {"behaviour": "straight on flat ground",
+                                  "linearised": steady(sl), "wong_reece": steady(straight_run)}
     out["unilateral_contact"] = {"run": False, "why_not": UNILATERAL_NOT_RUN,
                                  "differences": UNILATERAL_DIFFERENCES}
     return out
@@ -959,7 +977,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
                                           "thin shell's"))
     res["traction_vs_K"] = traction_vs_K()
     res["contact_model_comparison"] = contact_model_comparison(
-        model, forces, horizon, runs["rough_straight"], runs["arc"])
+        model, forces, horizon, runs["rough_straight"], runs["arc"], st)
     # step check: the straight drive at half the step
     half = run_behaviour(model, forces, flat, "straight", min(horizon, 2.0), dt=DT / 2)
     n_half = len(half["t"])
@@ -1132,6 +1150,11 @@ def _contact_lines(c):
             f"{e['max_abs_slip_angle_deg']:.3f}° against {sh['max_abs_slip_angle_deg']:.3f}°, "
             f"largest lateral force {e['max_abs_lateral_N']:.2f} against "
             f"{sh['max_abs_lateral_N']:.2f} N",
+            "- the linearised eq. 26 stresses on the rover (" + c["linearised_stresses"]["behaviour"]
+            + ", steady means; linearised against Wong–Reece): " + ", ".join(
+                f"{k} {c['linearised_stresses']['linearised'][k]:.4g} against "
+                f"{c['linearised_stresses']['wong_reece'][k]:.4g}"
+                for k in c["linearised_stresses"]["linearised"]),
             "- the paper's unilateral contact (eqs. 33–42) is not run: "
             + c["unilateral_contact"]["why_not"] + " What differs: "
             + "; ".join(c["unilateral_contact"]["differences"]) + "."]
