@@ -232,3 +232,125 @@ def test_straight_drive_slips_at_its_wheels_zero_drawbar_pull():
     assert abs(b["steady_slip"] - a["steady_slip"]) < 0.005
     assert abs(b["steady_speed_m_s"] / a["steady_speed_m_s"] - 1) < 0.01
     assert b["peak_drive_torque_Nm"] < a["peak_drive_torque_Nm"]
+
+
+def test_ar1_noise_has_unit_variance_and_the_lag_one_correlation():
+    from diffmb.studies import rover as study
+
+    e = study.ar1_noise(np.random.default_rng(3), 200_000, 0.8)
+    assert np.var(e) == pytest.approx(1.0, abs=0.03)
+    assert np.corrcoef(e[:-1], e[1:])[0, 1] == pytest.approx(0.8, abs=0.01)
+
+
+@pytest.mark.slow
+def test_cross_model_fit_recovers_its_own_model_and_judges_the_other_by_its_criteria():
+    """Noiseless records of the linearised model give back the soil that made them (all six
+    parameters, two widths); on Wong–Reece records with AR(1) noise the fit's verdict follows
+    its stated acceptance rules, k_c is flagged, and each parameter's error is the estimate
+    against the generating soil."""
+    from diffmb.contacts import terramechanics as tm
+    from diffmb.studies import rover as study
+
+    true = tm.SOILS[study.SOIL]
+    own = study.cross_model_fit(study.cross_model_records(model="linearised", noise_scale=0.0))
+    for n, v in own["params"].items():
+        assert v["estimate"] == pytest.approx(float(getattr(true, n)), rel=1e-6), n
+    assert own["rms_weighted"] < 1e-6
+
+    x = study.cross_model_fit(study.cross_model_records())
+    a = x["acceptance"]
+    assert "k_c" in x["rank_test_flagged"] and not x["params"]["k_c"]["identifiable"]
+    for n, v in x["params"].items():
+        assert v["true"] == float(getattr(true, n))
+        assert v["rel_error"] == pytest.approx(v["estimate"] / v["true"] - 1.0, abs=1e-12)
+        if v["identifiable"]:
+            assert v["std"] <= a["max_rel_std_identifiable"] * abs(v["estimate"])
+    ok = x["rms_weighted"] <= a["max_rms_weighted"] and all(
+        abs(v["rel_error"]) <= a["max_rel_error"]
+        and abs(v["estimate"] - v["true"]) <= a["max_abs_z"] * v["std"]
+        for v in x["params"].values() if v["identifiable"])
+    assert x["accepted"] == ok
+    assert x["std_inflation"] == pytest.approx(3.0)  # sqrt((1 + 0.8)/(1 − 0.8))
+
+
+@pytest.mark.slow
+def test_eq32_lateral_on_the_rover_is_the_published_formula_of_the_elements_load():
+    """With lateral='eq32' each wheel's lateral force is −(c A + N tan φ) sign(β)(1 − e^(−B|β|))
+    of its own normal load N, slip angle β and contact area A = b r θ₁ (eq. 32, evaluated
+    by terramechanics.lateral_force_eq32); normal load, drawbar pull and torque are those of
+    the default element."""
+    import equinox as eqx
+
+    from diffmb.contacts import terramechanics as tm
+    from diffmb.studies import rover as study
+
+    model, _, _ = rover.load()
+    shear = study.rover_wheel_soil(model, Plane(name="ground"))
+    B = 0.9
+    e32 = tm.WheelSoil(shear.wheels, shear.terrain, tm.SOILS[study.SOIL], model=model,
+                       n_nodes=study.N_NODES, v_eps=study.V_EPS,
+                       memory_rate=study.MEMORY_RATE, lateral="eq32", lateral_B=B)
+    q = study._settled_q0(model)
+    v = jnp.zeros(model.nv).at[0].set(0.1).at[1].set(0.02)  # forward and sideways
+    ev = eqx.filter_jit(lambda el, q, v: el.evaluate(model, q, v, None))
+    a, b = ev(shear, q, v), ev(e32, q, v)
+    soil = tm.SOILS[study.SOIL]
+    for k in range(6):
+        n, beta, t1 = float(b.normal[k]), float(b.slip_angle[k]), float(b.theta1[k])
+        assert n > 10.0 and abs(beta) > 0.05
+        A = rover.WHEEL_WIDTH * rover.WHEEL_RADIUS * t1
+        want = -float(tm.lateral_force_eq32(n, beta, soil, A, B))
+        assert float(b.lateral[k]) == pytest.approx(want, rel=1e-12)
+        assert float(b.normal[k]) == float(a.normal[k])
+        assert float(b.drawbar_pull[k]) == float(a.drawbar_pull[k])
+        assert np.sign(float(b.lateral[k])) == np.sign(float(a.lateral[k])) == -np.sign(beta)
+    with pytest.raises(ValueError, match="lateral_B"):
+        tm.WheelSoil(shear.wheels, shear.terrain, soil, lateral="eq32")
+
+
+@pytest.mark.slow
+def test_eq32_B_reproduces_the_lateral_shear_it_is_fitted_to():
+    """The B of eq. 32 fitted by the study matches the Wong–Reece/Ishigami lateral shear of the
+    rover's wheel at slip angles inside and outside the fitted range's grid."""
+    from diffmb.contacts import terramechanics as tm
+    from diffmb.studies import rover as study
+
+    soil, r, b, load, s = tm.SOILS[study.SOIL], rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, 107.3, 0.27
+    B, rms = study.eq32_B(load=load, slip=s)
+    assert 0.1 < B < 10.0 and rms < 0.05
+    t1 = tm.static_sinkage(soil, r, b, load, s)
+    for deg in (1.3, 4.1, 7.7):
+        beta = np.radians(deg)
+        fy = float(tm.wheel_forces(soil, r, b, t1, s, tan_beta=np.tan(beta)).lateral)
+        L = float(tm.lateral_force_eq32(load, beta, soil, b * r * float(t1), B))
+        assert -fy == pytest.approx(L, rel=0.02)
+
+
+def test_fig7_statements_judge_a_constructed_run():
+    """A run built by hand with known answers: wheel speeds within the paper's printed ranges,
+    the right side varying more, Σ N below the weight, still steering, 0.1 m/s, a yawing
+    body and deeper front wheels: every statement agrees but the step's; flipping the
+    sinkages and raising the loads flips those two."""
+    from types import SimpleNamespace
+
+    from diffmb.studies import rover as study
+
+    t = np.round(np.arange(201) * 0.01, 10)
+    n = len(t)
+    ws = np.zeros((n, 6))
+    ws[:, :3] = np.radians(np.linspace(-1.0, 1.0, n))[:, None]
+    ws[:, 3:] = np.radians(np.linspace(-1.0, 2.0, n))[:, None]
+    yaw = 0.2 * t  # rad: 11.5° over 2 s, no roll or pitch
+    quat = np.stack([np.cos(yaw / 2), 0 * t, 0 * t, np.sin(yaw / 2)], axis=1)
+    sink = np.tile([0.02, 0.015, 0.01, 0.02, 0.015, 0.01], (n, 1))
+    normal = np.full((n, 6), 100.0)
+    run = {"t": t, "wheel_speed": ws, "quat": quat, "steer_angle": np.zeros((n, 6)),
+           "vel": np.tile([0.1, 0.0, 0.0], (n, 1)),
+           "eval": SimpleNamespace(normal=normal, sinkage=sink)}
+    rows = study.fig7_statements(run, weight=700.0, dt=0.005)
+    agree = [r["agree"] for r in rows]
+    assert agree == [False] + [True] * 8
+    assert all((r["why_not"] is None) == r["agree"] for r in rows)
+    run["eval"] = SimpleNamespace(normal=normal * 1.2, sinkage=sink[:, ::-1])
+    flipped = [r["agree"] for r in study.fig7_statements(run, 700.0)]
+    assert flipped == [False] + [True] * 3 + [False] + [True] * 3 + [False]

@@ -560,3 +560,29 @@ def test_wheel_started_below_its_radius_is_refused_by_name(rig):
         diffmb.simulate(model, jnp.array([0.0, -0.12, 0.0]), None, t1=0.01, dt=1e-3,
                         forces=(el, drive))
     el.check_initial(model, jnp.array([0.0, -0.9 * R, 0.0]))
+
+
+@pytest.mark.slow
+def test_element_with_linearised_stresses_balances_eq28_and_gives_eq30(rig):
+    """stresses='linearised': at the eq. 28 static sinkage (memory at the sinkage, at rest
+    vertically) the element's normal load is the carried load, its drawbar pull the closed
+    form of the eq. 26 stresses and its torque eq. 30; it refuses a lateral law it has no
+    stresses for."""
+    model, _ = rig
+    el = tm.WheelSoil([tm.Wheel("wheel", R, B, name="wheel")], Plane(), REG, model=model,
+                      stresses="linearised", lateral="eq32", lateral_B=1.0)
+    s, vx = 0.3, 0.1
+    t1 = tm.static_sinkage(REG, R, B, LOAD, s, model="linearised")
+    z = float(tm.sinkage_from_angle(t1, R))
+    q = jnp.array([0.0, -z, 0.3])
+    res = eqx.filter_jit(type(el).evaluate)(el, model, q, jnp.array([vx, 0.0, vx / (R * (1 - s))]),
+                                            jnp.array([z]))
+    assert float(res.slip[0]) == pytest.approx(s, rel=1e-12)
+    assert float(res.normal[0]) == pytest.approx(LOAD, rel=1e-9)
+    assert float(res.drawbar_pull[0]) == pytest.approx(
+        float(tm.linear_drawbar_pull(REG, R, B, t1, s)), rel=1e-9)
+    assert float(res.torque[0]) == pytest.approx(
+        float(tm.linear_resistance_torque(REG, R, B, t1, s)), rel=1e-9)
+    assert float(res.lateral[0]) == 0.0
+    with pytest.raises(ValueError, match="lateral='eq32'"):
+        tm.WheelSoil([tm.Wheel("wheel", R, B)], Plane(), REG, stresses="linearised")

@@ -770,11 +770,19 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
     * normal load N = max(λ W_b + d ż r b sin θ₁, 0) with λ = W/W_b ∈ [0, 1] the unloading
       factor, d = ``soil.damping`` and ż = −v·n: it never pulls; DP, T, F_y are scaled by
       N/W_b (all stresses scale with the normal load);
+    * stresses (``stresses``): ``"wong_reece"`` (default, :func:`wheel_forces`) or
+      ``"linearised"`` (Xu et al. eq. 26: :func:`linear_wheel_forces`, load eq. 28, torque
+      eq. 30; θ₂ = 0 and ``lateral="eq32"`` required, the linear model has no lateral shear);
+    * lateral force (``lateral``): ``"shear"`` (default) the lateral shear of
+      :func:`wheel_forces` scaled by N/W_b; ``"eq32"`` Xu et al.'s eq. 32 with the element's
+      N, F_y = −(c A + N tan φ) sign(β)(1 − exp(−B|β|)), A = b r (θ₁ − θ₂) the rim's contact
+      area, B = ``lateral_B`` [1/rad] (required; the paper gives no value);
     * wrench on the wheel's body: force N n + DP x + F_y y at the wheel centre and the
       torque −T a about the axle, as f_ext (nbody, 6) [force, torque] at the body's com.
 
     Returns ``(tau = 0 (nv,), f_ext, ṁ (nw,))``; :meth:`evaluate` returns everything
-    (:class:`WheelSoilResult`). Static options: ``n_nodes`` (quadrature), ``spin``. Generic
+    (:class:`WheelSoilResult`). Static options: ``n_nodes`` (quadrature), ``spin``,
+    ``stresses``, ``lateral``. Generic
     contacts (:class:`~diffmb.contacts.Contacts`) must not also hold the wheel geoms.
     """
 
@@ -783,11 +791,15 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
     soil: Soil
     v_eps: jnp.ndarray
     memory_rate: jnp.ndarray
+    lateral_B: jnp.ndarray
     n_nodes: int = eqx.field(static=True)
     spin: str = eqx.field(static=True)
+    lateral: str = eqx.field(static=True)
+    stresses: str = eqx.field(static=True)
 
     def __init__(self, wheels, terrain, soil, *, model: Model | None = None, v_eps=V_EPS,
-                 memory_rate=500.0, n_nodes: int = 32, spin: str = "absolute"):
+                 memory_rate=500.0, n_nodes: int = 32, spin: str = "absolute",
+                 lateral: str = "shear", lateral_B=None, stresses: str = "wong_reece"):
         wheels = (wheels,) if isinstance(wheels, Wheel) else tuple(wheels)
         if not wheels:
             raise ValueError("WheelSoil.wheels: give at least one wheel")
@@ -798,6 +810,24 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
             raise TypeError(f"WheelSoil.terrain = {terrain!r}: not a terrain (Plane, "
                             "HeightField)")
         check_choice("WheelSoil", "spin", spin, ("absolute", "relative"))
+        check_choice("WheelSoil", "lateral", lateral, ("shear", "eq32"))
+        check_choice("WheelSoil", "stresses", stresses, ("wong_reece", "linearised"))
+        if stresses == "linearised":
+            if lateral != "eq32":
+                raise ValueError("WheelSoil: stresses='linearised' has no lateral shear; give "
+                                 "lateral='eq32' and lateral_B")
+            for i, w in enumerate(wheels):
+                if is_concrete(w.theta2) and float(w.theta2) != 0.0:
+                    raise ValueError(f"WheelSoil.wheels[{i}].theta2 = {float(w.theta2):g}: the "
+                                     "linearised stresses (eq. 26) need theta2 = 0")
+        if lateral == "eq32":
+            if lateral_B is None:
+                raise ValueError("WheelSoil: lateral='eq32' needs lateral_B [1/rad] (eq. 32's "
+                                 "B; Xu et al. give no value)")
+            check_value("WheelSoil", "lateral_B", lateral_B, lo=0.0, lo_open=True, shape=())
+        elif lateral_B is not None:
+            raise ValueError("WheelSoil: lateral_B is eq. 32's constant; give it with "
+                             "lateral='eq32'")
         check_value("WheelSoil", "v_eps", v_eps, lo=0.0, lo_open=True, shape=())
         check_value("WheelSoil", "memory_rate", memory_rate, lo=0.0, lo_open=True, shape=())
         if isinstance(n_nodes, (bool, np.bool_)) or not isinstance(n_nodes, (int, np.integer)):
@@ -825,7 +855,9 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         self.wheels, self.terrain, self.soil = wheels, terrain, soil
         self.v_eps = _f64(v_eps).reshape(())
         self.memory_rate = _f64(memory_rate).reshape(())
-        self.n_nodes, self.spin = int(n_nodes), spin
+        self.lateral_B = _f64(1.0 if lateral_B is None else lateral_B).reshape(())
+        self.n_nodes, self.spin, self.lateral = int(n_nodes), spin, lateral
+        self.stresses = stresses
 
     @property
     def wheel_names(self) -> tuple:
@@ -906,11 +938,17 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         two = lambda x: jnp.tile(jnp.broadcast_to(x, (nw,)), 2)  # noqa: E731
         th = jnp.concatenate([th1, th1m])
 
+        if self.stresses == "linearised":
+            def one(so, r_, b_, t2_, t1_, s_, tb_):
+                return linear_wheel_forces(so, r_, b_, t1_, jnp.clip(s_, -1.0, 1.0))
+        else:
+            def one(so, r_, b_, t2_, t1_, s_, tb_):
+                return wheel_forces(so, r_, b_, t1_, s_, theta2=t2_, tan_beta=tb_, n_nodes=nn)
+
         def at(sl):  # forces at the sinkage and the load at the memory angle, for slip sl, in
             # one batch of 2 nw quadratures (fewer kernels than two calls)
-            F = jax.vmap(lambda so, r_, b_, t2_, t1_, s_, tb_: wheel_forces(
-                so, r_, b_, t1_, s_, theta2=t2_, tan_beta=tb_, n_nodes=nn))(
-                jax.tree.map(two, self.soil), two(r), two(b), two(t2), th, two(sl), two(tb))
+            F = jax.vmap(one)(jax.tree.map(two, self.soil), two(r), two(b), two(t2), th, two(sl),
+                              two(tb))
             return jax.tree.map(lambda x: x[:nw], F), F.load[nw:]
 
         def blended(FW):  # with the mirrored wheel, w F(s) + (1 − w) F̃(−s)
@@ -931,7 +969,13 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         Wd = self.soil.damping * zdot * r * b * jnp.sin(th1)
         N = jnp.where(z > 0, jnp.maximum(lam * Wb + Wd, 0.0), 0.0)
         scale = safe_div(N, Wb)
-        DP, T, Fy = scale * Fz.drawbar_pull, scale * Fz.torque, scale * Fz.lateral
+        DP, T = scale * Fz.drawbar_pull, scale * Fz.torque
+        if self.lateral == "eq32":
+            area = b * r * (th1 - t2)
+            Fy = -(self.soil.c * area + N * jnp.tan(self.soil.phi)) * \
+                _saturation(beta, 1.0 / self.lateral_B)
+        else:
+            Fy = scale * Fz.lateral
         L = r * jnp.sin(th1m) + 1e-3
         dm = self.memory_rate * jnp.maximum(z - m, 0.0) - jnp.maximum(m - z, 0.0) * \
             jnp.abs(vx) / L
