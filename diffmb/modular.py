@@ -1007,7 +1007,7 @@ def _shared_layout(cfg: Configuration, model):
     import mujoco
 
     from .forces.hydro import _motion_transform
-    from .io.mjcf_fluid import _potential_geoms, _quat_R
+    from .io.mjcf_fluid import _potential_geoms
 
     if sorted(model.body_names) != sorted(cfg.names):
         raise ValueError(f"configuration {cfg.name!r}: the model's bodies {model.body_names} are "
@@ -1026,7 +1026,7 @@ def _shared_layout(cfg: Configuration, model):
     for _b, g in _potential_geoms(mj):
         n, row = where[mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g)]
         entries.append((model.body_index(n), n, row))
-        X.append(_motion_transform(_quat_R(mj.geom_quat[g]), np.asarray(mj.geom_pos[g], float)))
+        X.append(_motion_transform(_rot("geom", mj.geom_quat[g]), np.asarray(mj.geom_pos[g], float)))
     return bodies, entries, X
 
 
