@@ -109,7 +109,7 @@ def test_bad_shared_parameters_are_refused():
 def test_identified_on_the_snake_predicts_the_nine_module_robot():
     from diffmb.studies.underwater import shared_parameters_run
 
-    r = shared_parameters_run(quick=True)
+    r = shared_parameters_run()
     assert r["fit"]["success"]
     assert 0.7 < r["fit"]["residual_rms"] < 1.3  # the residuals are the stated noise
     for k, t in r["true"].items():

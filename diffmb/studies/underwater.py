@@ -238,7 +238,7 @@ def nine_module_run(T, dt=DT) -> dict:
 
 
 # shared parameters: identified on a swimming snake, predicted on the nine-module robot
-SHARED_T = {True: 3.0, False: 4.0}  # s, the snake's record and the nine-module prediction
+SHARED_T = 3.0  # s, the snake's record and the nine-module prediction
 SHARED_RATE = 20.0  # Hz
 SHARED_NOISE = {"position_m": 1e-3, "quaternion": 1e-3, "joint_rad": 1e-3}  # 1 sigma
 SHARED_GUESS = {"drag_axial": 1.3, "drag_transverse": 0.7, "drag_rot_transverse": 1.3,
@@ -278,9 +278,9 @@ def _shared_sim(cfg, model, forces, sp, p, control, ts, dt):
                     forces=f, control=control, saveat=ts, adjoint="direct", throw=False).q
 
 
-def shared_parameters_run(quick=True, seed=0) -> dict:
+def shared_parameters_run(seed=0) -> dict:
     """Module parameters shared across configurations (issue 32 item 5). A snake of
-    :data:`SNAKE_N` modules swims from rest with :data:`SNAKE_WAVE` for ``SHARED_T`` s; its q
+    :data:`SNAKE_N` modules swims from rest with :data:`SNAKE_WAVE` for :data:`SHARED_T` s; its q
     (root position, quaternion, joint angles) sampled at :data:`SHARED_RATE` Hz with noise
     :data:`SHARED_NOISE` is the record. The module type's quadratic drag (axial, transverse,
     angular transverse) and added mass (axial, transverse, rotational transverse) are
@@ -293,7 +293,7 @@ def shared_parameters_run(quick=True, seed=0) -> dict:
     of any joint angle error)."""
     from ..modular import shared_parameters
 
-    T = SHARED_T[quick]
+    T = SHARED_T
     ts = np.round(np.arange(1, int(round(T * SHARED_RATE)) + 1) / SHARED_RATE, 10)
     snake = uw.snake_configuration(SNAKE_N)
     sm, sf = snake.build()
@@ -953,6 +953,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     dk = docking_run(quick)
     res["docking_momentum_err"] = dk["momentum_err"]
     res["docking"] = dk
+    res["shared_parameters"] = shared_parameters_run()
     timings["configurations_s"] = time.perf_counter() - t0
 
     # 2. optimisation (surrogate), then every gait judged in the reference model
