@@ -25,6 +25,11 @@ inelastic impact that keeps the total momentum), :meth:`Configuration.release` t
 into its port's joint. Between robots: :func:`dock` welds two free robots where two ports meet
 (an inelastic impact, the same law), :func:`undock` separates a robot at a connection; the
 state crosses each change through the modules' world poses and motions.
+
+Shared parameters: every module of a type has the type's mass, drag and added mass, so one set
+per type describes every configuration. :func:`shared_parameters` reads that set from a built
+model, :func:`with_shared_parameters` writes one into it (differentiably: identify the set from
+one configuration's record, simulate another with it).
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ import numpy as np
 from . import topology
 
 __all__ = ["Geom", "Joint", "Port", "Module", "Connection", "Configuration", "dock", "undock",
-           "port_gap", "module_frames", "state_from_frames"]
+           "port_gap", "module_frames", "state_from_frames", "SHARED_FIELDS", "shared_parameters",
+           "with_shared_parameters"]
 
 GEOM_TYPES = {"sphere": 1, "capsule": 2, "ellipsoid": 3, "cylinder": 2, "box": 3}  # sizes
 JOINT_TYPES = ("hinge", "slide")
@@ -976,3 +982,190 @@ def undock(robot, connection: int, *, names=None):
         vv = np.linalg.lstsq(Jp.reshape(-1, m.nv), target.reshape(-1), rcond=None)[0]
         out.append((part, qq, vv))
     return out
+
+
+
+# -------------------------------------------------------------------- shared (per-type) parameters
+# name: (shape per fluid geom of the type, or () per module), meaning
+SHARED_FIELDS = {
+    "mass": "() kg: the module's mass; its geoms' masses scale with it (com kept, inertia scaled)",
+    "added_inertia": "(6,) or (g, 6): diagonal of each fluid geom's added inertia at its centre, "
+                     "in its axes, [angular (kg m²); linear (kg)] (potential flow)",
+    "quad_force": "(3,) or (g, 3) N s²/m²: quadratic drag per axis of each fluid geom",
+    "quad_torque": "(3,) or (g, 3) N m s²: quadratic angular drag per axis of each fluid geom",
+    "lin_force": "(3,) or (g, 3) N s/m: linear drag per axis of each fluid geom",
+    "lin_torque": "(3,) or (g, 3) N m s: linear angular drag per axis of each fluid geom",
+}
+_DRAG = ("quad_force", "quad_torque", "lin_force", "lin_torque")
+
+
+def _shared_layout(cfg: Configuration, model):
+    """``(bodies, entries, X)``: ``{type: [(body index, instance)]}``, the potential-flow entries
+    ``[(body index, instance, fluid row)]`` in :class:`~diffmb.forces.hydro.Hydrodynamics`
+    order (the row of the geom among its type's fluid geoms; None for a non-fluid geom) and
+    each entry's 6 × 6 motion transform from the body frame to the geom's centre and axes."""
+    import mujoco
+
+    from .forces.hydro import _motion_transform
+    from .io.mjcf_fluid import _potential_geoms
+
+    if sorted(model.body_names) != sorted(cfg.names):
+        raise ValueError(f"configuration {cfg.name!r}: the model's bodies {model.body_names} are "
+                         "not its modules (use the Model of .build())")
+    bodies = {}
+    for n in cfg.names:
+        bodies.setdefault(cfg.modules[n].name, []).append((model.body_index(n), n))
+    where = {}
+    for n, m in cfg.modules.items():
+        rows = 0
+        for k, g in enumerate(m.geoms):
+            where[n if k == 0 else f"{n}_{g.name or k}"] = (n, rows if g.fluid else None)
+            rows += g.fluid
+    mj = cfg.mjmodel()
+    entries, X = [], []
+    for _b, g in _potential_geoms(mj):
+        n, row = where[mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_GEOM, g)]
+        entries.append((model.body_index(n), n, row))
+        X.append(_motion_transform(_rot("geom", mj.geom_quat[g]), np.asarray(mj.geom_pos[g], float)))
+    return bodies, entries, X
+
+
+def _hydro(forces, what):
+    from .forces.hydro import Hydrodynamics
+
+    k = [i for i, f in enumerate(forces) if isinstance(f, Hydrodynamics)]
+    if len(k) != 1:
+        raise ValueError(f"{what}: drag needs exactly one Hydrodynamics element in forces (build "
+                         f"with fluid='potential'), found {len(k)}")
+    return k[0]
+
+
+def shared_parameters(cfg: Configuration, model, forces=()) -> dict:
+    """The per-type parameters a built model carries: ``{module type name: {field: array}}``
+    with the fields of :data:`SHARED_FIELDS` (``mass`` always; ``added_inertia`` with potential-
+    flow added inertia and one fluid geom per module; the drag fields with a Hydrodynamics
+    element in ``forces``). ``model``, ``forces``: ``cfg.build()``'s. Refused (``ValueError``
+    naming the module) when two modules of a type disagree."""
+    bodies, entries, X = _shared_layout(cfg, model)
+    forces = tuple(forces)
+    from .forces.hydro import Hydrodynamics
+
+    hydro = [f for f in forces if isinstance(f, Hydrodynamics)]
+    h = forces[_hydro(forces, "shared_parameters")] if hydro else None
+    per = {n: {"mass": np.asarray(model.body_mass[b], float)}
+           for bs in bodies.values() for b, n in bs}
+    mods = {n: [(e, Xe) for e, Xe in zip(entries, X, strict=True) if e[1] == n]
+            for n in cfg.names}
+    for n, ents in mods.items():
+        if model.has_added_inertia and len(ents) == 1:  # M_b = Xᵀ M_g X
+            (b, _, _), Xe = ents[0]
+            Xi = np.linalg.inv(Xe)
+            Mg = Xi.T @ np.asarray(model.body_added_inertia[b]) @ Xi
+            per[n]["added_inertia"] = np.diag(Mg).copy()
+        if h is not None:
+            idx = [i for i, e in enumerate(entries) if e[1] == n and e[2] is not None]
+            for f in _DRAG:
+                per[n][f] = np.asarray(getattr(h, f))[idx]
+    out = {}
+    for t, bs in bodies.items():
+        first = bs[0][1]
+        for _, n in bs[1:]:
+            for f, x in per[first].items():
+                y = per[n].get(f)
+                if y is None or y.shape != x.shape or not np.allclose(
+                        x, y, rtol=1e-8, atol=1e-12 * max(1.0, float(np.abs(x).max(initial=0)))):
+                    raise ValueError(f"shared_parameters: module {n!r} (type {t!r}) has {f} "
+                                     f"{None if y is None else y.tolist()}, module {first!r} "
+                                     f"{x.tolist()}: not one value per type")
+        out[t] = {f: (x[0] if x.ndim == 2 and x.shape[0] == 1 else x)
+                  for f, x in per[first].items()}
+    return out
+
+
+def with_shared_parameters(cfg: Configuration, model, forces, params):
+    """``(model, forces)`` with per-type parameters written into every module of each type.
+
+    ``params``: ``{module type name: {field: value}}``, fields of :data:`SHARED_FIELDS`
+    (a field left out keeps the model's values); values may be traced, so ``jax.grad`` /
+    ``jax.jacfwd`` of a simulation of ``cfg`` with respect to them works, and one set
+    identified on one configuration is simulated on another. ``model``, ``forces``:
+    ``cfg.build()``'s (``added_inertia`` needs ``fluid='potential'``'s added inertia, the drag
+    fields its Hydrodynamics element). A type's added inertia replaces its modules' whole
+    added inertia (the sum over their fluid geoms). Refused with ``ValueError``: an unknown
+    type or field, a wrong shape, a type without fluid geoms given a fluid field, a concrete
+    value that is not finite or is negative (mass: not > 0)."""
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    from .validation import is_concrete
+
+    if not isinstance(params, Mapping):
+        raise ValueError(f"with_shared_parameters: params must be {{module type: {{field: "
+                         f"value}}}}, got {type(params).__name__}")
+    bodies, entries, X = _shared_layout(cfg, model)
+    forces = tuple(forces)
+    n_fluid = {m.name: sum(g.fluid for g in m.geoms) for m in cfg.modules.values()}
+    for t, fields in params.items():
+        if t not in bodies:
+            raise ValueError(f"with_shared_parameters: configuration {cfg.name!r} has no module "
+                             f"type {t!r} (types: {', '.join(bodies)})")
+        if not isinstance(fields, Mapping):
+            raise ValueError(f"with_shared_parameters: params[{t!r}] must be {{field: value}}")
+        for f, x in fields.items():
+            if f not in SHARED_FIELDS:
+                raise ValueError(f"with_shared_parameters: params[{t!r}]: unknown field {f!r} "
+                                 f"(fields: {', '.join(SHARED_FIELDS)})")
+            x = jnp.asarray(x, float)
+            g = n_fluid[t]
+            if f != "mass" and g == 0:
+                raise ValueError(f"with_shared_parameters: module type {t!r} has no fluid geom "
+                                 f"for {f!r}")
+            w = 6 if f == "added_inertia" else 3
+            ok = {(), } if f == "mass" else {(w,), (g, w)}
+            if x.shape not in ok:
+                raise ValueError(f"with_shared_parameters: params[{t!r}][{f!r}] has shape "
+                                 f"{x.shape}; expected {' or '.join(map(str, sorted(ok)))}")
+            if is_concrete(x):
+                xn = np.asarray(x)
+                if not np.all(np.isfinite(xn)) or np.any(xn < 0) or (f == "mass" and xn <= 0):
+                    raise ValueError(f"with_shared_parameters: params[{t!r}][{f!r}] = "
+                                     f"{xn.tolist()} must be finite and "
+                                     f"{'> 0' if f == 'mass' else '>= 0'}")
+    if any(f == "added_inertia" for v in params.values() for f in v) \
+            and not model.has_added_inertia:
+        raise ValueError("with_shared_parameters: added_inertia needs a model with added "
+                         "inertia (build(fluid='potential'))")
+    k_h = (_hydro(forces, "with_shared_parameters")
+           if any(f in _DRAG for v in params.values() for f in v) else None)
+    mass, inertia = model.body_mass, model.body_inertia
+    added = model.body_added_inertia
+    h = forces[k_h] if k_h is not None else None
+    for t, fields in params.items():
+        def rows(f, fields=fields, t=t):
+            return jnp.broadcast_to(jnp.asarray(fields[f], float),
+                                    (n_fluid[t], 6 if f == "added_inertia" else 3))
+
+        for b, n in bodies[t]:
+            if "mass" in fields:
+                m = jnp.asarray(fields["mass"], float)
+                inertia = inertia.at[b].multiply(m / mass[b])
+                mass = mass.at[b].set(m)
+            if "added_inertia" in fields:
+                d = rows("added_inertia")
+                Mb = sum(jnp.asarray(Xe).T @ jnp.diag(d[e[2]]) @ jnp.asarray(Xe)
+                         for e, Xe in zip(entries, X, strict=True) if e[1] == n)
+                added = added.at[b].set(0.5 * (Mb + Mb.T))
+        for f in _DRAG:
+            if f in fields:
+                vals = rows(f)
+                idx = [i for i, e in enumerate(entries) if e[2] is not None
+                       and cfg.modules[e[1]].name == t]
+                new = getattr(h, f).at[jnp.asarray(idx)].set(
+                    vals[jnp.asarray([entries[i][2] for i in idx])])
+                h = eqx.tree_at(lambda e, f=f: getattr(e, f), h, new)
+    model = eqx.tree_at(lambda m: (m.body_mass, m.body_inertia), model, (mass, inertia))
+    if model.has_added_inertia:
+        model = eqx.tree_at(lambda m: m.body_added_inertia, model, added)
+    if h is not None:
+        forces = forces[:k_h] + (h,) + forces[k_h + 1:]
+    return model, forces

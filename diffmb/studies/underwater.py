@@ -58,7 +58,8 @@ from ..systems import forward
 
 __all__ = ["reproduce", "identify", "kane_vs_aba", "path_results", "walk", "gait_metrics",
            "optimise_gait", "module_record", "fit_module", "module_csv_path", "write_module_csv",
-           "theta_from_gait", "gait_from_theta", "DT", "KP", "KV", "LAMBDA"]
+           "theta_from_gait", "gait_from_theta", "DT", "KP", "KV", "LAMBDA",
+           "shared_parameters_run"]
 
 DT = 2e-3  # s, RK4 step of the walking runs
 SAVE_DT = 0.01  # s, output step (power integrated by the trapezoid rule on it)
@@ -234,6 +235,124 @@ def nine_module_run(T, dt=DT) -> dict:
             "final_position_m": q[:3].tolist(), "final_quaternion_wxyz": q[3:7].tolist(),
             "final_joint_angles_rad": joints, "sink_m": float(cfg.pos[2] - q[2]),
             "finite": bool(tr.ok and np.all(np.isfinite(q)))}
+
+
+# shared parameters: identified on a swimming snake, predicted on the nine-module robot
+SHARED_T = 3.0  # s, the snake's record and the nine-module prediction
+SHARED_RATE = 20.0  # Hz
+SHARED_NOISE = {"position_m": 1e-3, "quaternion": 1e-3, "joint_rad": 1e-3}  # 1 sigma
+SHARED_GUESS = {"drag_axial": 1.3, "drag_transverse": 0.7, "drag_rot_transverse": 1.3,
+                "added_mass_axial": 0.7, "added_mass_transverse": 1.3,
+                "added_inertia_transverse": 0.7}  # initial guess / truth
+
+
+def _shared_truth(sp) -> dict:
+    """The identified scalars of the module type's parameters (:func:`diffmb.modular.
+    shared_parameters`): drag and added mass along the module (x) and across it (y = z)."""
+    return {"drag_axial": float(sp["quad_force"][0]),
+            "drag_transverse": float(sp["quad_force"][1]),
+            "drag_rot_transverse": float(sp["quad_torque"][1]),
+            "added_mass_axial": float(sp["added_inertia"][3]),
+            "added_mass_transverse": float(sp["added_inertia"][4]),
+            "added_inertia_transverse": float(sp["added_inertia"][1])}
+
+
+def _shared_fields(sp, p) -> dict:
+    """The type's fields with the scalars ``p`` (traced) in place; the rest of ``sp`` kept."""
+    qt, ai = sp["quad_torque"], sp["added_inertia"]
+    return {"quad_force": jnp.stack([p["drag_axial"], p["drag_transverse"],
+                                     p["drag_transverse"]]),
+            "quad_torque": jnp.stack([jnp.asarray(qt[0]), p["drag_rot_transverse"],
+                                      p["drag_rot_transverse"]]),
+            "added_inertia": jnp.stack([jnp.asarray(ai[0]), p["added_inertia_transverse"],
+                                        p["added_inertia_transverse"], p["added_mass_axial"],
+                                        p["added_mass_transverse"], p["added_mass_transverse"]])}
+
+
+def _shared_sim(cfg, model, forces, sp, p, control, ts, dt):
+    from ..modular import with_shared_parameters
+
+    t = uw.module().name
+    m, f = with_shared_parameters(cfg, model, forces, {t: _shared_fields(sp, p)})
+    return simulate(m, jnp.asarray(model.qpos0), jnp.zeros(model.nv), t1=float(ts[-1]), dt=dt,
+                    forces=f, control=control, saveat=ts, adjoint="direct", throw=False).q
+
+
+def shared_parameters_run(seed=0) -> dict:
+    """Module parameters shared across configurations (issue 32 item 5). A snake of
+    :data:`SNAKE_N` modules swims from rest with :data:`SNAKE_WAVE` for :data:`SHARED_T` s; its q
+    (root position, quaternion, joint angles) sampled at :data:`SHARED_RATE` Hz with noise
+    :data:`SHARED_NOISE` is the record. The module type's quadratic drag (axial, transverse,
+    angular transverse) and added mass (axial, transverse, rotational transverse) are
+    identified from it by Levenberg–Marquardt (:func:`diffmb.optim.least_squares`, forward-mode
+    Jacobians through ``simulate``; the parameters written into every module by
+    :func:`diffmb.modular.with_shared_parameters`), from :data:`SHARED_GUESS` × truth. The
+    identified set then predicts the nine-module robot (every servo tracking ``NINE_AMP``
+    sin(2π ``NINE_FREQ`` t), from rest), against its run with the true set: the errors of the
+    prediction and of the initial guess (max over the samples of the root position error, and
+    of any joint angle error)."""
+    from ..modular import shared_parameters
+
+    T = SHARED_T
+    ts = np.round(np.arange(1, int(round(T * SHARED_RATE)) + 1) / SHARED_RATE, 10)
+    snake = uw.snake_configuration(SNAKE_N)
+    sm, sf = snake.build()
+    sp = shared_parameters(snake, sm, sf)[uw.module().name]
+    true = _shared_truth(sp)
+    cpg = uw.snake_cpg(SNAKE_N, **SNAKE_WAVE)
+    sim = jax.jit(lambda p: _shared_sim(snake, sm, sf, sp, p, cpg, ts, SNAKE_DT))
+    q_true = np.asarray(sim({k: jnp.asarray(v) for k, v in true.items()}))
+    rng = np.random.default_rng(seed)
+    noise = np.concatenate([np.full(3, SHARED_NOISE["position_m"]),
+                            np.full(4, SHARED_NOISE["quaternion"]),
+                            np.full(sm.nq - 7, SHARED_NOISE["joint_rad"])])
+    q_meas = q_true + noise * rng.normal(size=q_true.shape)
+
+    def residual(p, d):
+        q = _shared_sim(snake, sm, sf, sp, p, cpg, ts, SNAKE_DT)
+        sign = jnp.sign(jnp.sum(q[:, 3:7] * d["q"][:, 3:7], axis=1, keepdims=True))
+        r = jnp.concatenate([q[:, :3] - d["q"][:, :3], q[:, 3:7] - sign * d["q"][:, 3:7],
+                             q[:, 7:] - d["q"][:, 7:]], axis=1)
+        return (r / d["sigma"]).ravel()
+
+    guess = {k: SHARED_GUESS[k] * v for k, v in true.items()}
+    t0 = time.perf_counter()
+    fit = least_squares(residual, guess, {"q": jnp.asarray(q_meas), "sigma": jnp.asarray(noise)},
+                        positive=tuple(true), max_steps=40)
+    fit_s = time.perf_counter() - t0
+    est = {k: float(fit.params[k]) for k in true}
+    se = {k: float(fit.std[k]) for k in true}
+
+    nine = uw.nine_module_configuration()
+    nm, nf = nine.build()
+    tn = uw.module().name
+
+    def flap(t, q, v, params):
+        return jnp.full(nm.nv - 6, NINE_AMP) * jnp.sin(2 * jnp.pi * NINE_FREQ * t)
+
+    pred = jax.jit(lambda p: _shared_sim(nine, nm, nf, sp, p, flap, ts, DT))
+    runs = {k: np.asarray(pred({n: jnp.asarray(x) for n, x in v.items()}))
+            for k, v in (("truth", true), ("identified", est), ("guess", guess))}
+
+    def err(q):
+        return {"root_position_m": float(np.max(np.linalg.norm(q[:, :3] - runs["truth"][:, :3],
+                                                               axis=1))),
+                "joint_rad": float(np.max(np.abs(q[:, 7:] - runs["truth"][:, 7:])))}
+
+    return {"module_type": tn, "record": f"snake of {SNAKE_N} modules swimming from rest "
+            f"(travelling wave {SNAKE_WAVE}), q sampled at {SHARED_RATE} Hz for {T} s",
+            "noise_1sigma": SHARED_NOISE, "seed": seed, "dt_s": {"snake": SNAKE_DT, "nine": DT},
+            "true": true, "initial_guess": guess, "identified": est, "std_error": se,
+            "error_in_std": {k: (est[k] - true[k]) / se[k] for k in true},
+            "rel_error": {k: est[k] / true[k] - 1.0 for k in true},
+            "fit": {"steps": fit.n_steps, "success": bool(fit.success),
+                    "residual_rms": float(fit.residual_norm / np.sqrt(q_meas.size)),
+                    "unidentifiable": list(fit.unidentifiable), "wall_s": fit_s},
+            "prediction": {"configuration": "nine-module robot of Fig. 2, from rest, every servo "
+                           f"tracking {NINE_AMP} sin(2 pi {NINE_FREQ} t) rad, {T} s",
+                           "truth_root_travel_m": float(np.linalg.norm(
+                               runs["truth"][-1, :3] - np.asarray(nine.pos))),
+                           "identified": err(runs["identified"]), "guess": err(runs["guess"])}}
 
 
 DOCK = dict(tol=0.02, angle_tol=0.2)  # m, rad: ports this near the mated pose lock
@@ -843,6 +962,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     dk = docking_run(quick)
     res["docking_momentum_err"] = dk["momentum_err"]
     res["docking"] = dk
+    res["shared_parameters"] = shared_parameters_run()
     timings["configurations_s"] = time.perf_counter() - t0
 
     # 2. optimisation (surrogate), then every gait judged in the reference model
