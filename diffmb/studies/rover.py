@@ -544,6 +544,23 @@ def synthetic_wheel_records(soil=None, r=0.09, load=64.68, widths=ID_WIDTHS, see
     return out
 
 
+def _record_residual(wheel_model, base, r, load):
+    """The weighted residuals (by ``ID_NOISE``) of sinkage, drawbar pull and torque of
+    single-wheel records against ``wheel_model`` with the soil ``base`` updated by p."""
+
+    def residual(p, data):
+        soil = _soil_from(p, base)
+        out = []
+        for rec in data:
+            z, dp, T = wheel_model(soil, r, rec["b"], load, rec["slip"])
+            out += [(z - rec["sinkage"]) / ID_NOISE["sinkage"],
+                    (dp - rec["drawbar_pull"]) / ID_NOISE["drawbar_pull"],
+                    (T - rec["torque"]) / ID_NOISE["torque"]]
+        return jnp.concatenate(out)
+
+    return residual
+
+
 def single_wheel_fit(records, names=ID_PARAMS, guess=None, r=0.09, load=64.68, base=None,
                      checkpoint=None):
     """Soil parameters ``names`` fitted to single-wheel records by weighted least squares on
@@ -553,16 +570,7 @@ def single_wheel_fit(records, names=ID_PARAMS, guess=None, r=0.09, load=64.68, b
     guess = {k: (ID_GUESS[k] if guess is None else guess[k]) for k in names}
     data = [{k: jnp.asarray(v) for k, v in rec.items()} for rec in records]
 
-    def residual(p, data):
-        soil = _soil_from(p, base)
-        out = []
-        for rec in data:
-            z, dp, T = _wheel_model(soil, r, rec["b"], load, rec["slip"])
-            out += [(z - rec["sinkage"]) / ID_NOISE["sinkage"],
-                    (dp - rec["drawbar_pull"]) / ID_NOISE["drawbar_pull"],
-                    (T - rec["torque"]) / ID_NOISE["torque"]]
-        return jnp.concatenate(out)
-
+    residual = _record_residual(_wheel_model, base, r, load)
     return least_squares(residual, guess, data, positive=names, max_steps=100,
                          checkpoint=checkpoint)
 
@@ -636,16 +644,7 @@ def cross_model_fit(records, fit_model="linearised", names=XM_PARAMS, guess=None
     guess = {k: (XM_GUESS[k] if guess is None else guess[k]) for k in names}
     data = [{k: jnp.asarray(v) for k, v in rec.items()} for rec in records]
     f = _XM_MODELS[fit_model]
-
-    def residual(p, data):
-        so = _soil_from(p, soil)
-        out = []
-        for rec in data:
-            z, dp, T = f(so, r, rec["b"], load, rec["slip"])
-            out += [(z - rec["sinkage"]) / ID_NOISE["sinkage"],
-                    (dp - rec["drawbar_pull"]) / ID_NOISE["drawbar_pull"],
-                    (T - rec["torque"]) / ID_NOISE["torque"]]
-        return jnp.concatenate(out)
+    residual = _record_residual(f, soil, r, load)
 
     import warnings
 
