@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow install lint bench clean
+.PHONY: demo demo-full test test-slow install lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Every study at the size that shows its result (`--quick`: shorter horizons, fewer seeds and
+# restarts, the same results keys); `make demo-full` runs the studies' full sizes into out-full/.
 demo: $(STAMP)
-	$(BIN)/diffmb reproduce all --out out
+	$(BIN)/diffmb reproduce all --quick --out out
+
+demo-full: $(STAMP)
+	$(BIN)/diffmb reproduce all --out out-full
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
@@ -32,4 +37,4 @@ bench: $(STAMP)
 	$(BIN)/diffmb bench --out out/bench
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) out out-full .pytest_cache
