@@ -589,7 +589,9 @@ class AbstractContacts(AbstractGroundForce):
     and ``[2]``: torques up to that length × f_n, :func:`~diffmb.contacts.law.spin_friction`,
     evaluated only where given, static ``spin``), their regularising angular speed
     ``spin_eps`` [rad/s] (scalar) and the Coulomb law's regularising speed ``eps`` [m/s]
-    (scalar). With one terrain for all
+    (scalar), and solref's ``timeconst`` T [s] and ``dampratio`` ζ: the gains built from
+    solref (static ``solref_fields``, on the pairs ``solref_pairs``) follow them when they are
+    written (:meth:`with_solref`; ``force.<name>.timeconst``). With one terrain for all
     geoms (``Contacts(geoms, terrain)``), the pairs are the geoms, in order."""
 
     geoms: tuple
