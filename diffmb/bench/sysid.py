@@ -49,8 +49,19 @@ What is measured (best wall time of ``reps`` interleaved repetitions, ABAB...)
     * accuracy: each estimate's error against the truth and whether the truth lies inside the
       tool's own 95 % interval (diffmb: ±1.96 ``FitResult.std``; mujoco.sysid: its half-widths).
 
-Run: ``python -m diffmb.bench.sysid [--quick] --out DIR`` (writes DIR/bench_sysid.json) or
-``diffmb bench --only sysid``. ``--quick``: a shorter record, two repetitions.
+Through contact (cases ``cube_*``, :func:`compare_cube`, DIR/bench_sysid_cube.json)
+    MuJoCo's record of a 0.1 m, 1 kg cube thrown flat onto its floor (:func:`cube_record`:
+    friction and solref :data:`CUBE_TRUTH` on both geoms, elliptic cone, its default
+    semi-implicit Euler at :data:`CUBE_DT`, every step sampled, noise :data:`CUBE_SIGMA` on
+    the seven coordinates). Both tools fit μ, solref's T and ζ from :func:`cube_guess`, the
+    initial state known: diffmb's ``fit`` on the file's contact element with the implicit
+    contact step (:func:`run_diffmb_cube`), mujoco.sysid with the parameters written into both
+    geoms of the spec (:func:`run_mujoco_cube`). Rollouts are counted as above; accuracy against
+    the truth MuJoCo was given.
+
+Run: ``python -m diffmb.bench.sysid [--quick] --out DIR`` (writes DIR/bench_sysid.json and
+DIR/bench_sysid_cube.json) or ``diffmb bench --only sysid``. ``--quick``: a shorter arm record,
+two repetitions (the cube's record is the same).
 """
 
 from __future__ import annotations
