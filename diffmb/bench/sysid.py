@@ -548,13 +548,12 @@ def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=N
                     backward_smoothing=backward_smoothing)
 
 
-def run_mujoco_cube(data, guess, max_iters: int = 100) -> dict:
-    """mujoco.sysid on the same record: parameters written into both geoms of the spec
-    (friction[0], solref), the free joint's qpos as a state signal, the initial state known."""
-    import logging
-
+def mujoco_cube_problem(data, guess, measured="q"):
+    """(ParameterDict, residual_fn, rollout counter) of mujoco.sysid on the cube record
+    (``data[measured]`` as the free joint's qpos, a state signal sampled at every step): the
+    parameters written into both geoms of the spec (friction[0], solref), the initial state
+    known."""
     import mujoco
-    from absl import logging as alog
     from mujoco import sysid
 
     def both_geoms(attr, i):
@@ -566,43 +565,54 @@ def run_mujoco_cube(data, guess, max_iters: int = 100) -> dict:
         return modify
 
     where = {"mu": ("friction", 0), "timeconst": ("solref", 0), "dampratio": ("solref", 1)}
+    spec = mujoco.MjSpec.from_string(cube_mjcf(**guess))
+    mj = spec.compile()
+    params = sysid.ParameterDict()
+    for k, g in guess.items():
+        params.add(sysid.Parameter(k, nominal=g, min_value=g / 4, max_value=g * 4,
+                                   modifier=both_geoms(*where[k])))
+    x0 = sysid.create_initial_state(mj, data["q0"], data["v0"], np.zeros(0))
+    t = data["t"]
+    ctrl = sysid.TimeSeries(t, np.zeros((t.size, 0)), {})
+    q_ts = sysid.TimeSeries.from_names(t, data[measured], mj,
+                                       [("cube", sysid.SignalType.MjStateQPos)])
+    seq = sysid.ModelSequences("cube", spec, "throw", x0, ctrl, q_ts, allow_missing_sensors=True)
+    inner = sysid.build_residual_fn(models_sequences=[seq])
+    count = {"rollouts": 0}
+
+    def residual_fn(x, p, **kw):
+        count["rollouts"] += 1 if np.ndim(x) == 1 else np.shape(x)[1]
+        return inner(x, p, **kw)
+
+    return params, residual_fn, count
+
+
+def run_mujoco_cube(data, guess, max_iters: int = 100) -> dict:
+    """mujoco.sysid on the cube record (:func:`mujoco_cube_problem`) with its defaults."""
+    import logging
+
+    from absl import logging as alog
+    from mujoco import sysid
+
     level = alog.get_verbosity()
     alog.set_verbosity(alog.ERROR)
     logging.getLogger("absl").setLevel(logging.ERROR)
     try:
-        spec = mujoco.MjSpec.from_string(cube_mjcf(**guess))
-        mj = spec.compile()
-        params = sysid.ParameterDict()
-        for k, g in guess.items():
-            params.add(sysid.Parameter(k, nominal=g, min_value=g / 4, max_value=g * 4,
-                                       modifier=both_geoms(*where[k])))
-        x0 = sysid.create_initial_state(mj, data["q0"], data["v0"], np.zeros(0))
-        t = data["t"]
-        ctrl = sysid.TimeSeries(t, np.zeros((t.size, 0)), {})
-        q_ts = sysid.TimeSeries.from_names(t, data["q"], mj,
-                                           [("cube", sysid.SignalType.MjStateQPos)])
-        seq = sysid.ModelSequences("cube", spec, "throw", x0, ctrl, q_ts,
-                                   allow_missing_sensors=True)
-        inner = sysid.build_residual_fn(models_sequences=[seq])
-        count = {"rollouts": 0}
-
-        def residual_fn(x, p, **kw):
-            count["rollouts"] += 1 if np.ndim(x) == 1 else np.shape(x)[1]
-            return inner(x, p, **kw)
-
+        params, residual_fn, count = mujoco_cube_problem(data, guess)
         t0 = time.perf_counter()
         opt, out = sysid.optimize(params, residual_fn, optimizer="mujoco", max_iters=max_iters,
                                   output=io.StringIO())
         r_star, _, _ = residual_fn(out.x, opt)
         _, half = sysid.calculate_intervals(r_star, out.jac)
         wall = time.perf_counter() - t0
+        n = count["rollouts"]
         est = {k: float(opt[k].value[0]) for k in guess}
         # (the residual writes x into the parameters it is given: a copy)
-        r_true = inner(np.array([data["truth"][k] for k in guess]), copy.deepcopy(opt))[0]
+        r_true = residual_fn(np.array([data["truth"][k] for k in guess]), copy.deepcopy(opt))[0]
     finally:
         alog.set_verbosity(level)
     iters = len(out.extras.get("objective", [])) - 1
-    return _summary("mujoco.sysid", wall, count["rollouts"], iters, est,
+    return _summary("mujoco.sysid", wall, n, iters, est,
                     dict(zip(guess, map(float, half), strict=True)), data["truth"],
                     cost=float(np.sum(np.square(r_star))),
                     cost_at_truth=float(np.sum(np.square(r_true))),
