@@ -962,7 +962,10 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     (only sliding friction then acts).
     ``overrides``: ``{geom name: {"mu": .., "stiffness": .., "damping": ..}}`` replaces the
     file's values for the pairs of that geom (on a moving body; a name that is no such
-    colliding geom is an error).
+    colliding geom is an error). The element records each pair's solref (after ``refsafe``)
+    as its ``timeconst`` and ``dampratio``; writing them (``force.<name>.timeconst``) rescales
+    the four gains of the pairs whose solref is positive and not overridden
+    (:meth:`~diffmb.contacts.element.AbstractContacts.with_solref`).
     """
     import warnings
 
