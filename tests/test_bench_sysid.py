@@ -40,3 +40,19 @@ def test_both_recover_the_truth_within_their_intervals(tmp_path):
         assert best["max_rel_error"] < 0.05, (tool, best["rel_error"])
         assert best["rollouts"] > best["iterations"] > 0
     assert res["params_within_ci95"]["value"] == res["params_within_ci95"]["peer_value"] == 4
+
+
+def test_thrown_cube_record_and_the_peers_residual():
+    """MuJoCo's cube record is what the benchmark says (it lands, slides and stops), and
+    mujoco.sysid's residual, as the benchmark builds it, vanishes at the truth on the noise-free
+    record (its samples aligned with its rollout) and not at the guess."""
+    data = B.cube_record(0.5)
+    q = data["q_true"]
+    assert q.shape == (251, 7) and q[:, 2].min() < 0.05  # landed
+    assert 0.25 < q[-1, 0] < 0.4 and abs(q[-1, 0] - q[-10, 0]) < 1e-5  # slid, stopped
+    assert np.std(data["q"] - q) == pytest.approx(B.CUBE_SIGMA, rel=0.1)
+    guess = B.cube_guess()
+    params, residual, count = B.mujoco_cube_problem(data, guess, measured="q_true")
+    r_true = np.asarray(residual(np.array([B.CUBE_TRUTH[k] for k in guess]), params)[0])
+    r_guess = np.asarray(residual(np.array([guess[k] for k in guess]), params)[0])
+    assert np.max(np.abs(r_true)) < 1e-12 < np.max(np.abs(r_guess)) and count["rollouts"] == 2

@@ -26,7 +26,8 @@ BENCHMARKS = {
     "sim": "simulate on the four-box chain vs MuJoCo C and MJX; gradient cost and memory",
     "variational": "symplectic variational step vs RK4 at equal energy error; its gradient",
     "contacts": "quadruped on a plane, batch 1024: diffmb vs MJX, MuJoCo C, jaxsim; gradient/forward",
-    "sysid": "identification of a UR5's damping, armature and masses: diffmb.optim.fit vs mujoco.sysid",
+    "sysid": "identification of a UR5's damping, armature and masses, and of a thrown cube's friction "
+             "and solref: diffmb.optim.fit vs mujoco.sysid",
     "rover": "the rover's 5 s rough traverse against real time (one core); 256 rovers in one call",
 }
 

@@ -49,12 +49,24 @@ What is measured (best wall time of ``reps`` interleaved repetitions, ABAB...)
     * accuracy: each estimate's error against the truth and whether the truth lies inside the
       tool's own 95 % interval (diffmb: ±1.96 ``FitResult.std``; mujoco.sysid: its half-widths).
 
-Run: ``python -m diffmb.bench.sysid [--quick] --out DIR`` (writes DIR/bench_sysid.json) or
-``diffmb bench --only sysid``. ``--quick``: a shorter record, two repetitions.
+Through contact (cases ``cube_*``, :func:`compare_cube`, DIR/bench_sysid_cube.json)
+    MuJoCo's record of a 0.1 m, 1 kg cube thrown flat onto its floor (:func:`cube_record`:
+    friction and solref :data:`CUBE_TRUTH` on both geoms, elliptic cone, its default
+    semi-implicit Euler at :data:`CUBE_DT`, every step sampled, noise :data:`CUBE_SIGMA` on
+    the seven coordinates). Both tools fit μ, solref's T and ζ from :func:`cube_guess`, the
+    initial state known: diffmb's ``fit`` on the file's contact element with the implicit
+    contact step (:func:`run_diffmb_cube`), mujoco.sysid with the parameters written into both
+    geoms of the spec (:func:`run_mujoco_cube`). Rollouts are counted as above; accuracy against
+    the truth MuJoCo was given.
+
+Run: ``python -m diffmb.bench.sysid [--quick] --out DIR`` (writes DIR/bench_sysid.json and
+DIR/bench_sysid_cube.json) or ``diffmb bench --only sysid``. ``--quick``: a shorter arm record,
+two repetitions (the cube's record is the same).
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import pathlib
@@ -383,7 +395,8 @@ def problem(T: float, names=PARAMS, seed: int = 0, out_dir=None):
 
 
 def run(out: pathlib.Path, quick: bool = False) -> dict:
-    return compare(out, T=1.0 if quick else 1.5, names=PARAMS, reps=2 if quick else 3)
+    res = compare(out, T=1.0 if quick else 1.5, names=PARAMS, reps=2 if quick else 3)
+    return {**res, **compare_cube(out, T=0.5, reps=1)}
 
 
 def compare(out, T: float, names=PARAMS, reps: int = 3) -> dict:
@@ -436,6 +449,212 @@ def compare(out, T: float, names=PARAMS, reps: int = 3) -> dict:
         "compile_s": case(info["diffmb_compile_s"], "s", "none", None),
     }
     write_json(out / "bench_sysid.json", {"cases": res, "info": info})
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# Through contact: a cube thrown onto a floor
+# ----------------------------------------------------------------------------------------------
+
+CUBE_TRUTH = {"mu": 0.4, "timeconst": 0.02, "dampratio": 0.5}
+CUBE_GUESS_FACTOR = {"mu": 0.75, "timeconst": 1.5, "dampratio": 1.4}
+CUBE_NAMES = {"mu": "force.contacts.mu", "timeconst": "force.contacts.timeconst",
+              "dampratio": "force.contacts.dampratio"}
+CUBE_SIGMA = 1e-4  # noise on positions [m] and quaternion components
+CUBE_DT = 0.002  # MuJoCo's step = the sample period [s]
+CUBE_Q0 = (0.0, 0.0, 0.15, 1.0, 0.0, 0.0, 0.0)  # flat, its face 0.1 m above the floor
+CUBE_V0 = (1.5, 0.0, 0.0, 0.0, 0.0, 0.0)  # thrown sideways at 1.5 m/s
+
+
+def cube_mjcf(mu: float, timeconst: float, dampratio: float) -> str:
+    """A 0.1 m, 1 kg cube on a free joint over a plane: MuJoCo's default (semi-implicit Euler)
+    integrator at :data:`CUBE_DT`, elliptic friction cone, both geoms with friction ``mu`` and
+    solref (``timeconst``, ``dampratio``) (MuJoCo mixes equal values to themselves)."""
+    sr = f'solref="{timeconst!r} {dampratio!r}"'
+    return f"""<mujoco model="thrown_cube"><option timestep="{CUBE_DT}" cone="elliptic"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1" friction="{mu!r}" {sr}/>
+    <body name="cube" pos="0 0 0.15"><freejoint name="root"/>
+      <geom name="cube" type="box" size="0.05 0.05 0.05" mass="1" friction="{mu!r}" {sr}/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def cube_record(T: float = 0.5, seed: int = 0, truth=None) -> dict:
+    """MuJoCo's thrown cube (:data:`CUBE_Q0`, :data:`CUBE_V0`): it falls 0.1 m, lands flat,
+    bounces, slides and stops; every step sampled, Gaussian noise :data:`CUBE_SIGMA` on the
+    seven coordinates. ``{"t", "q", "q_true", "q0", "v0", "xml", "truth"}``."""
+    import mujoco
+
+    truth = dict(CUBE_TRUTH if truth is None else truth)
+    xml = cube_mjcf(**truth)
+    mj = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = CUBE_Q0, CUBE_V0
+    n = int(round(T / CUBE_DT))
+    q = np.zeros((n + 1, 7))
+    q[0] = d.qpos
+    for k in range(n):
+        mujoco.mj_step(mj, d)
+        q[k + 1] = d.qpos
+    noisy = q + CUBE_SIGMA * np.random.default_rng(seed).standard_normal(q.shape)
+    return {"t": np.arange(n + 1) * CUBE_DT, "q": noisy, "q_true": q,
+            "q0": np.array(CUBE_Q0), "v0": np.array(CUBE_V0), "xml": xml, "truth": truth}
+
+
+def cube_guess(truth=None) -> dict:
+    truth = CUBE_TRUTH if truth is None else truth
+    return {k: truth[k] * CUBE_GUESS_FACTOR[k] for k in truth}
+
+
+def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=None) -> dict:
+    """diffmb's fit of (μ, T, ζ) on the cube record: the file's contact element (MuJoCo's
+    solref mapped to a compliant law), the implicit contact step at MuJoCo's step (its flight
+    is MuJoCo's semi-implicit Euler), the initial state known, weights 1/σ, exact forward-mode
+    Jacobians."""
+    import jax.numpy as jnp
+
+    import diffmb
+    from diffmb.io.mjcf import mjcf_forces
+    from diffmb.optim import fit
+
+    model = diffmb.load_mjcf(path)
+    forces = {type(f).__name__.lower(): f for f in mjcf_forces(path)}
+    if backward_smoothing is not None:
+        forces["contacts"] = forces["contacts"].with_backward_smoothing(backward_smoothing)
+    npair = len(forces["contacts"].pairs)
+    names = [CUBE_NAMES[k] for k in guess]
+    init = {CUBE_NAMES[k]: jnp.full(npair, v) for k, v in guess.items()}
+    rec = {"t": data["t"], "q": data["q"], "q0": data["q0"], "v0": data["v0"]}
+    t0 = time.perf_counter()
+    res = fit(model, rec, names, forces=forces, init=init, max_steps=max_steps,
+              simulate_kwargs={"dt": CUBE_DT, "solver": "implicit"},
+              weights={"q": 1.0 / CUBE_SIGMA}, shooting="single", initial_state="known",
+              progress=False)
+    wall = time.perf_counter() - t0
+    accepted = sum(1 for h in res.history[1:] if h.get("accepted"))
+    trials = res.n_iter - (1 if res.message.startswith("converged (step below xtol)") else 0)
+    rollouts = (1 + accepted) * (len(names) + 1) + trials
+    est = {k: float(np.ravel(res.estimates[CUBE_NAMES[k]])[0]) for k in guess}
+    half = {k: 1.959964 * float(np.ravel(res.std[CUBE_NAMES[k]])[0]) for k in guess}
+    sim = diffmb.simulate(res.model, jnp.asarray(data["q0"]), jnp.asarray(data["v0"]),
+                          t1=float(data["t"][-1]), dt=CUBE_DT, solver="implicit",
+                          forces=tuple(res.forces.values()), saveat=jnp.asarray(data["t"]))
+    err = np.linalg.norm(np.asarray(sim.q)[:, :3] - data["q_true"][:, :3], axis=1)
+    return _summary("diffmb", wall, rollouts, res.n_iter, est, half, data["truth"],
+                    success=res.success, message=res.message, jacobians=1 + accepted,
+                    trial_residuals=trials, rms_position_error_m=float(np.sqrt(np.mean(err**2))),
+                    backward_smoothing=backward_smoothing)
+
+
+def mujoco_cube_problem(data, guess, measured="q"):
+    """(ParameterDict, residual_fn, rollout counter) of mujoco.sysid on the cube record
+    (``data[measured]`` as the free joint's qpos, a state signal sampled at every step): the
+    parameters written into both geoms of the spec (friction[0], solref), the initial state
+    known."""
+    import mujoco
+    from mujoco import sysid
+
+    def both_geoms(attr, i):
+        def modify(spec, p):
+            for g in ("floor", "cube"):
+                v = list(getattr(spec.geom(g), attr))
+                v[i] = float(p.value[0])
+                setattr(spec.geom(g), attr, v)
+        return modify
+
+    where = {"mu": ("friction", 0), "timeconst": ("solref", 0), "dampratio": ("solref", 1)}
+    spec = mujoco.MjSpec.from_string(cube_mjcf(**guess))
+    mj = spec.compile()
+    params = sysid.ParameterDict()
+    for k, g in guess.items():
+        params.add(sysid.Parameter(k, nominal=g, min_value=g / 4, max_value=g * 4,
+                                   modifier=both_geoms(*where[k])))
+    x0 = sysid.create_initial_state(mj, data["q0"], data["v0"], np.zeros(0))
+    t = data["t"]
+    ctrl = sysid.TimeSeries(t, np.zeros((t.size, 0)), {})
+    q_ts = sysid.TimeSeries.from_names(t, data[measured], mj,
+                                       [("cube", sysid.SignalType.MjStateQPos)])
+    seq = sysid.ModelSequences("cube", spec, "throw", x0, ctrl, q_ts, allow_missing_sensors=True)
+    inner = sysid.build_residual_fn(models_sequences=[seq])
+    count = {"rollouts": 0}
+
+    def residual_fn(x, p, **kw):
+        count["rollouts"] += 1 if np.ndim(x) == 1 else np.shape(x)[1]
+        return inner(x, p, **kw)
+
+    return params, residual_fn, count
+
+
+def run_mujoco_cube(data, guess, max_iters: int = 100) -> dict:
+    """mujoco.sysid on the cube record (:func:`mujoco_cube_problem`) with its defaults."""
+    import logging
+
+    from absl import logging as alog
+    from mujoco import sysid
+
+    level = alog.get_verbosity()
+    alog.set_verbosity(alog.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    try:
+        params, residual_fn, count = mujoco_cube_problem(data, guess)
+        t0 = time.perf_counter()
+        opt, out = sysid.optimize(params, residual_fn, optimizer="mujoco", max_iters=max_iters,
+                                  output=io.StringIO())
+        r_star, _, _ = residual_fn(out.x, opt)
+        _, half = sysid.calculate_intervals(r_star, out.jac)
+        wall = time.perf_counter() - t0
+        n = count["rollouts"]
+        est = {k: float(opt[k].value[0]) for k in guess}
+        # (the residual writes x into the parameters it is given: a copy)
+        r_true = residual_fn(np.array([data["truth"][k] for k in guess]), copy.deepcopy(opt))[0]
+    finally:
+        alog.set_verbosity(level)
+    iters = len(out.extras.get("objective", [])) - 1
+    return _summary("mujoco.sysid", wall, n, iters, est,
+                    dict(zip(guess, map(float, half), strict=True)), data["truth"],
+                    cost=float(np.sum(np.square(r_star))),
+                    cost_at_truth=float(np.sum(np.square(r_true))),
+                    n_threads=os.cpu_count() or 1)
+
+
+def compare_cube(out, T: float = 0.5, reps: int = 1) -> dict:
+    """The thrown cube given to both tools (see the module docstring); writes
+    ``out/bench_sysid_cube.json``, returns its cases (``cube_*``)."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = cube_record(T)
+    guess = cube_guess()
+    path = out / "thrown_cube.xml"
+    path.write_text(data["xml"])
+    info = {"truth": data["truth"], "guess": guess, "T_s": T, "dt_s": CUBE_DT,
+            "sigma": CUBE_SIGMA, "samples": int(data["t"].size), "load_avg_1min": _load()}
+    run_diffmb_cube(path, data, guess, max_steps=1)  # compiles
+    runs = {"diffmb": [], "mujoco.sysid": []}
+    for _ in range(reps):
+        runs["diffmb"].append(run_diffmb_cube(path, data, guess))
+        try:
+            runs["mujoco.sysid"].append(run_mujoco_cube(data, guess))
+        except Exception as e:  # noqa: BLE001 - a failing or missing peer reports null
+            info["mujoco_error"] = repr(e)
+    info["load_avg_1min_after"] = _load()
+    a = min(runs["diffmb"], key=lambda r: r["wall_s"])
+    b = min(runs["mujoco.sysid"], key=lambda r: r["wall_s"]) if runs["mujoco.sysid"] else None
+    info["best"] = {"diffmb": a, "mujoco.sysid": b}
+    pv = lambda key: None if b is None else b[key]  # noqa: E731
+    peer = "mujoco.sysid"
+    res = {
+        "cube_rollouts": case(a["rollouts"], "rollouts", peer, pv("rollouts")),
+        "cube_max_rel_param_error": case(a["max_rel_error"], "1", peer, pv("max_rel_error"),
+                                         params=list(guess)),
+        "cube_params_within_ci95": case(a["n_within_ci95"], "params", peer,
+                                        pv("n_within_ci95"), n_params=len(guess)),
+        "cube_fit_speed": case(1.0 / a["wall_s"], "fits/s", peer,
+                               None if b is None else 1.0 / b["wall_s"], wall_s=a["wall_s"],
+                               peer_wall_s=pv("wall_s")),
+    }
+    write_json(out / "bench_sysid_cube.json", {"cases": res, "info": info})
     return res
 
 

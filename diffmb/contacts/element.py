@@ -239,10 +239,27 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
     kt = k_lin if tangential_stiffness is None else full(tangential_stiffness)
     bt = 2.0 * dampratio * jnp.sqrt(kt * m_pt) if tangential_damping is None \
         else full(tangential_damping)
+    follow = []  # the defaulted fields, as powers (T, ζ) of solref
+    if normal == "linear":
+        follow = [(f, *SOLREF_POWERS[f]) for f, dflt in zip(SOLREF_POWERS, need, strict=True)
+                  if dflt]
+        if stiffness is not None:  # k_t defaults to the given k
+            follow = [x for x in follow if x[0] != "tangential_stiffness"]
+        if "tangential_stiffness" not in [x[0] for x in follow]:  # b_t = 2 ζ √(k_t m) ∝ ζ
+            follow = [(f, 0.0, 1.0) if f == "tangential_damping" else (f, a, b)
+                      for f, a, b in follow]
     return dict(stiffness=k, damping=b, exponent=n, dissipation=c, mu=full(mu),
                 tangential_stiffness=kt, tangential_damping=bt, margin=full(margin),
                 eps=_f64(eps).reshape(()), torsion=full(torsion), rolling=full(rolling),
-                spin_eps=_f64(spin_eps).reshape(()))
+                spin_eps=_f64(spin_eps).reshape(()), timeconst=full(timeconst),
+                dampratio=full(dampratio), solref_fields=tuple(follow),
+                solref_pairs=(True,) * npair if follow else ())
+
+
+# how the mass-normalised defaults scale with solref: field ∝ T^a ζ^b (module docstring:
+# k ∝ 1/(T ζ)², b = 2 ζ √(k m) ∝ 1/T; the stiction spring k_t = k, b_t = 2 ζ √(k_t m) ∝ 1/T)
+SOLREF_POWERS = {"stiffness": (-2.0, -2.0), "damping": (-1.0, 0.0),
+                 "tangential_stiffness": (-2.0, -2.0), "tangential_damping": (-1.0, 0.0)}
 
 
 MAX_INITIAL_PENETRATION = 0.5
@@ -572,7 +589,9 @@ class AbstractContacts(AbstractGroundForce):
     and ``[2]``: torques up to that length × f_n, :func:`~diffmb.contacts.law.spin_friction`,
     evaluated only where given, static ``spin``), their regularising angular speed
     ``spin_eps`` [rad/s] (scalar) and the Coulomb law's regularising speed ``eps`` [m/s]
-    (scalar). With one terrain for all
+    (scalar), and solref's ``timeconst`` T [s] and ``dampratio`` ζ: the gains built from
+    solref (static ``solref_fields``, on the pairs ``solref_pairs``) follow them when they are
+    written (:meth:`with_solref`; ``force.<name>.timeconst``). With one terrain for all
     geoms (``Contacts(geoms, terrain)``), the pairs are the geoms, in order."""
 
     geoms: tuple
@@ -590,6 +609,8 @@ class AbstractContacts(AbstractGroundForce):
     torsion: jnp.ndarray
     rolling: jnp.ndarray
     spin_eps: jnp.ndarray
+    timeconst: jnp.ndarray
+    dampratio: jnp.ndarray
     normal: str = eqx.field(static=True)
     friction: str = eqx.field(static=True)
     pairs: tuple = eqx.field(static=True)  # (np,) (geom index, "terrain" | "geom", index)
@@ -601,6 +622,9 @@ class AbstractContacts(AbstractGroundForce):
     spin: bool = eqx.field(static=True, default=False)  # torsional/rolling friction evaluated
     # width [m] of the normal law's smoothing in the backward pass only (None: exact)
     backward_smoothing: float | None = eqx.field(static=True, default=None)
+    # (field, a, b) per field that follows solref as T^a ζ^b, and per pair whether it does
+    solref_fields: tuple = eqx.field(static=True, default=())
+    solref_pairs: tuple = eqx.field(static=True, default=())
 
     @property
     def terrains(self) -> tuple:
@@ -625,6 +649,61 @@ class AbstractContacts(AbstractGroundForce):
         object.__setattr__(new, "backward_smoothing",
                            _check_smoothing(type(self).__name__, width))
         return new
+
+    def with_solref(self, timeconst=None, dampratio=None):
+        """This element with solref's ``timeconst`` T [s] and/or ``dampratio`` ζ (one number or
+        one per pair, > 0; traceable) changed, and the parameters that follow solref rescaled
+        to them: those built mass-normalised (the defaults of a linear law, or a file's
+        solref, :func:`~diffmb.io.mjcf.contacts_from_mjcf`): k, k_t ∝ 1/(T ζ)², b ∝ 1/T, b_t ∝
+        1/T (defaults) or 1/(T ζ) (a file's critical stiction damper). Raises ValueError when
+        no parameter follows solref (stiffness and damping given, or Hunt–Crossley)."""
+        owner = type(self).__name__
+        if not self.solref_fields:
+            raise ValueError(f"{owner}: no parameter follows solref (timeconst, dampratio): "
+                             "stiffness, damping, tangential_stiffness and tangential_damping "
+                             "were given, or the normal law is not linear")
+        npair = len(self.pairs)
+        new = {}
+        for field, val in (("timeconst", timeconst), ("dampratio", dampratio)):
+            if val is None:
+                new[field] = getattr(self, field)
+                continue
+            check_value(owner, field, val, lo=0.0, lo_open=True)
+            if np.ndim(val) > 0 and np.shape(val) not in ((npair,), (1,)):
+                raise ValueError(f"{owner}.{field}: expected one number or one per pair "
+                                 f"({npair},), got shape {np.shape(val)}")
+            new[field] = jnp.broadcast_to(_f64(val), (npair,))
+        follow = np.asarray(self.solref_pairs, dtype=bool)
+        T = jnp.where(follow, new["timeconst"], 1.0)
+        T0 = jnp.where(follow, self.timeconst, 1.0)
+        z = jnp.where(follow, new["dampratio"], 1.0)
+        z0 = jnp.where(follow, self.dampratio, 1.0)
+        names = [f for f, _, _ in self.solref_fields]
+        vals = [getattr(self, f) * (T / T0) ** a * (z / z0) ** b
+                for f, a, b in self.solref_fields]
+        return eqx.tree_at(lambda e: [getattr(e, f) for f in names] + [e.timeconst, e.dampratio],
+                           self, vals + [new["timeconst"], new["dampratio"]])
+
+    def with_parameter(self, field: str, value):
+        """This element with the array ``field`` set to ``value`` (for
+        :mod:`diffmb.optim.params`): ``timeconst`` and ``dampratio`` through
+        :meth:`with_solref`, any other field as given."""
+        if field in ("timeconst", "dampratio"):
+            return self.with_solref(**{field: value})
+        return eqx.tree_at(lambda e: getattr(e, field), self, value)
+
+    def check_parameter(self, field: str, value) -> None:
+        """Raise ValueError naming the field when a concrete ``value`` is outside the field's
+        range (the constructor's checks), or when ``field`` is ``timeconst``/``dampratio`` and
+        no parameter follows solref."""
+        owner = type(self).__name__
+        if field in ("timeconst", "dampratio") and not self.solref_fields:
+            self.with_solref()  # raises, naming why
+        if field in _RANGES:
+            lo, lo_open = _RANGES[field]
+            if field == "tangential_stiffness" and isinstance(self, CoulombContacts):
+                return
+            check_value(owner, field, value, lo=lo, lo_open=lo_open)
 
     def evaluate(self, model: Model, q, v, state=None) -> _Points:
         """Points, normals, penetrations, velocities, forces (nc, ...) and the body wrenches
@@ -712,8 +791,7 @@ def _check_params(owner, npair, kw):
             continue
         if field == "tangential_stiffness" and owner == "CoulombContacts":
             continue
-        shape = () if field in ("eps", "timeconst", "dampratio", "dmin", "dmax",
-                                "spin_eps") else None
+        shape = () if field in ("eps", "dmin", "dmax", "spin_eps") else None
         check_value(owner, field, val, lo=lo, lo_open=lo_open, shape=shape,
                     hi=1.0 if field in ("dmin", "dmax") else None,
                     hi_open=field in ("dmin", "dmax"))
@@ -724,6 +802,23 @@ def _check_params(owner, npair, kw):
     if is_concrete((kw["dmin"], kw["dmax"])) and float(kw["dmin"]) > float(kw["dmax"]):
         raise ValueError(f"{owner}.dmin = {float(kw['dmin']):g}: must be <= dmax = "
                          f"{float(kw['dmax']):g}")
+
+
+def follow_solref(el, timeconst, dampratio, pairs):
+    """``el`` (built with explicit stiffness, damping, tangential_stiffness and critical
+    tangential_damping 2 √(k_t m_pt), e.g. from a file's solref) recording the solref (T, ζ)
+    (np,) they were computed from, so that :meth:`AbstractContacts.with_solref` rescales them
+    on the pairs where ``pairs`` (np,) is True."""
+    npair = len(el.pairs)
+    new = copy.copy(el)
+    object.__setattr__(new, "timeconst", jnp.broadcast_to(_f64(timeconst), (npair,)))
+    object.__setattr__(new, "dampratio", jnp.broadcast_to(_f64(dampratio), (npair,)))
+    pairs = tuple(bool(x) for x in np.broadcast_to(np.asarray(pairs, dtype=bool), (npair,)))
+    fields = tuple((f, *SOLREF_POWERS[f]) for f in SOLREF_POWERS if f != "tangential_damping")
+    object.__setattr__(new, "solref_fields", fields + (("tangential_damping", -1.0, -1.0),)
+                       if any(pairs) else ())
+    object.__setattr__(new, "solref_pairs", pairs if any(pairs) else ())
+    return new
 
 
 def backward_smoothed(forces, width):

@@ -962,11 +962,14 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     (only sliding friction then acts).
     ``overrides``: ``{geom name: {"mu": .., "stiffness": .., "damping": ..}}`` replaces the
     file's values for the pairs of that geom (on a moving body; a name that is no such
-    colliding geom is an error).
+    colliding geom is an error). The element records each pair's solref (after ``refsafe``)
+    as its ``timeconst`` and ``dampratio``; writing them (``force.<name>.timeconst``) rescales
+    the four gains of the pairs whose solref is positive and not overridden
+    (:meth:`~diffmb.contacts.element.AbstractContacts.with_solref`).
     """
     import warnings
 
-    from ..contacts.element import Contacts, pair_n_active
+    from ..contacts.element import Contacts, follow_solref, pair_n_active
     from ..forces.elements import soft_constraint_gains
 
     mj, where = _as_mjmodel(src)
@@ -1017,7 +1020,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         return made[g]
 
     iw = np.asarray(mj.body_invweight0, float)[:, 0]
-    geoms, others, ks, bs, mus, m_pts, margins, tors, rolls = ([] for _ in range(9))
+    geoms, others, ks, bs, mus, m_pts, margins, tors, rolls, refs, follow = (
+        [] for _ in range(11))
     for p in pairs:
         a = geom(p["geom"])
         b = terrain(p["other"], p["other_name"]) if p["terrain"] else geom(p["other"])
@@ -1027,8 +1031,14 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         if not w > 0:
             continue  # nothing can move the contact point: the pair exerts no force
         m_pt = 1.0 / w / pair_n_active(a, b)
-        k, d = soft_constraint_gains(m_pt, _solref(mj, p["solref"]), p["solimp"])
+        solref = _solref(mj, p["solref"])
+        k, d = soft_constraint_gains(m_pt, solref, p["solimp"])
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
+        # the pair's gains follow a fitted solref unless the file gives them directly
+        # (negative solref) or an override replaces them
+        direct = not solref[0] > 0 or "stiffness" in ov or "damping" in ov
+        refs.append((0.02, 1.0) if direct else (float(solref[0]), float(solref[1])))
+        follow.append(not direct)
         geoms.append(a)
         others.append(b)
         ks.append(float(ov.get("stiffness", k)))
@@ -1044,9 +1054,11 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     ks, m_pts = np.array(ks), np.array(m_pts)
     spin = "condim" not in ignore and (any(tors) or any(rolls))
     kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
-    return (Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
-                     mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
-                     tangential_damping=2.0 * np.sqrt(ks * m_pts), **kw),)
+    el = Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
+                  mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
+                  tangential_damping=2.0 * np.sqrt(ks * m_pts), **kw)
+    refs = np.array(refs)
+    return (follow_solref(el, refs[:, 0], refs[:, 1], follow),)
 
 
 def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, ignore=(),

@@ -19,11 +19,24 @@ Names
 ``force.<elem>.<field>``           any       an array field of the force element ``forces[elem]``
                                              (equinox Module), e.g. ``force.aero.CLa``, or of
                                              one of its sub-modules: ``force.floor.terrain.heights``
+``force.<elem>.timeconst``         (np,)     a contact element's solref time constant T [s] per
+                                             pair (> 0); the stiffness and damping built from
+                                             solref (a file's, or the mass-normalised
+                                             defaults) follow it: k, k_t ∝ 1/T², b, b_t ∝ 1/T
+``force.<elem>.dampratio``         (np,)     its solref damping ratio ζ per pair (> 0): k, k_t
+                                             ∝ 1/ζ² (MuJoCo's b' = 2/(d_max T) does not
+                                             depend on ζ; a file's stiction damper ∝ 1/ζ)
 =================================  ========  =============================================
 
 Body and joint names are ``model.body_names`` / ``model.joint_names`` (verbatim from the file).
 Unknown bodies, joints, fields or elements raise ``KeyError`` naming the offender and listing
 what exists.
+
+A contact element's fields (``mu``, ``stiffness``, ``timeconst``, ...) are checked against the
+ranges its constructor enforces (``timeconst``, ``dampratio`` > 0, ``mu`` ≥ 0, ...); fitting
+``timeconst`` or ``dampratio`` of an element whose stiffness and damping were all given
+explicitly (or with the Hunt–Crossley law) is refused: nothing would follow them. Fit either
+solref or the stiffness/damping it sets, not both (each write rescales what follows solref).
 
 Values are validated where they enter (``set_params`` and ``ParamSet.set``): a value whose shape
 is not the parameter's (a scalar is never broadcast to a vector) raises ``ValueError`` naming
@@ -51,7 +64,8 @@ An optimiser works on an unconstrained ``z``; :class:`Transform` maps it to the 
 * :func:`bounded` ``(lo, hi)``: ``p = lo + (hi − lo) σ(z)`` (logistic σ); one-sided bounds
   ``p = lo + exp(z)`` / ``p = hi − exp(z)``.
 
-:func:`default_transform` is ``positive`` for mass, inertia_diag, damping and armature, the
+:func:`default_transform` is ``positive`` for mass, inertia_diag, damping, armature (and a contact
+element's ``timeconst``, ``dampratio``), the
 identity otherwise. :class:`Transforms` maps a whole flat vector, one :class:`Transform` per
 entry (this is what :func:`~diffmb.optim.least_squares`, :func:`~diffmb.optim.fit` and
 :func:`~diffmb.optim.trajopt` use).
@@ -261,17 +275,31 @@ def _force_param(forces: Mapping | None, name: str, path: str, _field=None) -> P
     def get(m, f):
         return jnp.asarray(at(f[elem]))
 
+    # an element may derive fields from others (a contact element's stiffness from its solref)
+    # and check its own ranges: with_parameter(field, x) and check_parameter(field, x)
+    hook = len(attrs) == 1 and hasattr(owner, "with_parameter")
+
     def set_(m, f, x):
         f = dict(f)
         old = at(f[elem])
         x = jnp.reshape(jnp.asarray(x), shape)
-        if not eqx.is_array(old):  # a Python float field: replace it by an array leaf
+        if hook:
+            f[elem] = f[elem].with_parameter(field, x)
+        elif not eqx.is_array(old):  # a Python float field: replace it by an array leaf
             f[elem] = eqx.tree_at(at, f[elem], x, is_leaf=lambda v: v is old)
         else:
             f[elem] = eqx.tree_at(at, f[elem], x)
         return m, f
 
-    return Param(name, shape, get, set_)
+    check = None
+    if len(attrs) == 1 and hasattr(owner, "check_parameter"):
+        def check(m, x):
+            try:
+                owner.check_parameter(field, x)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"parameter {name!r}: {exc}") from None
+
+    return Param(name, shape, get, set_, check)
 
 
 def _sensor_param(model: Model, forces, name: str, channel: str, field: str) -> Param:
@@ -649,12 +677,14 @@ def physical_inertia(field: str) -> Transform:
 
 
 def default_transform(name: str) -> Transform:
-    """``positive`` for mass, inertia_diag, damping and armature; :func:`physical_inertia` for
+    """``positive`` for mass, inertia_diag, damping and armature (and a contact element's
+    ``timeconst`` and ``dampratio``); :func:`physical_inertia` for
     ``body.<b>.inertial`` and ``body.<b>.inertia``; the identity otherwise."""
     field = name.split(".")[-1]
     if name.startswith("body.") and field in ("inertial", "inertia"):
         return physical_inertia(field)
-    if field in ("mass", "inertia_diag", "damping", "armature"):
+    if field in ("mass", "inertia_diag", "damping", "armature") or (
+            name.startswith("force.") and field in ("timeconst", "dampratio")):
         return positive()
     return identity()
 
