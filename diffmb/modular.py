@@ -928,8 +928,8 @@ def _twist_swing(Q, axis):
     w, *x = _quat(Q)
     a = np.asarray(axis, float) / np.linalg.norm(axis)
     theta = 2.0 * np.arctan2(float(a @ np.asarray(x)), w)
-    S = _joint_motion(Joint("hinge", tuple(a)), -theta)[0] @ Q
-    return theta, float(np.arccos(np.clip(0.5 * (np.trace(S) - 1.0), -1.0, 1.0)))
+    w, *x = _quat(_joint_motion(Joint("hinge", tuple(a)), -theta)[0] @ Q)
+    return theta, float(2.0 * np.arctan2(np.linalg.norm(x), abs(w)))
 
 
 def loop_gap(robot, port_a, port_b):
