@@ -602,3 +602,21 @@ def test_ring_export_matches_mujoco():
         a = np.asarray(f(jnp.asarray(qq), jnp.asarray(vv), jnp.asarray(u)))
         err = max(err, rel_err(a, d.qacc))
     assert err < 1e-6
+
+
+@pytest.mark.slow  # a minute: 2 s of curling and 0.5 s of the ring, RK4 at 1 ms
+def test_a_snake_docks_its_ends_into_a_ring_and_the_ring_holds():
+    """The study's ring docking: the six-module snake's end ports meet within 2 cm; the lock
+    keeps the momentum (bodies and fluid impulse) to 1e-9 and loses kinetic energy; the
+    locked ring's weld holds to 0.1 mm while it sinks under its net weight."""
+    from diffmb.studies.underwater import RING, ring_docking_run
+
+    r, (ring, ts, q) = ring_docking_run(True)
+    assert r["finite"] and r["port_gap_at_lock_m"] <= RING["tol"]
+    assert abs(r["closing_hinge_angle_rad"] - np.pi / 3) < 0.1
+    assert r["momentum_err"] < 1e-9
+    assert r["kinetic_energy_J"]["after"] < r["kinetic_energy_J"]["before"]
+    assert r["weld_violation_max"]["position_m"] < 1e-4
+    assert r["weld_violation_max"]["orientation"] < 1e-3
+    assert r["net_weight_N"] > 0 and r["ring_sink_m"] > 0
+    assert len(ring.loops) == 1 and q.shape == (len(ts), 7 + 5)

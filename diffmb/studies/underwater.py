@@ -9,8 +9,10 @@ Fossen (*Handbook of Marine Craft Hydrodynamics and Motion Control*, 2011) and Y
 
 Model: :mod:`diffmb.models.underwater` (sizes, masses and coefficients with their sources); the
 quadruped is generated from its module graph (:func:`~diffmb.models.underwater.quadruped`), as
-are the nine-module robot of Fig. 2, a snake checked against MuJoCo on its MJCF export, and two
-snakes that dock and undock (:func:`diffmb.modular.dock`, :func:`diffmb.modular.undock`).
+are the nine-module robot of Fig. 2, a snake checked against MuJoCo on its MJCF export, two
+snakes that dock and undock (:func:`diffmb.modular.dock`, :func:`diffmb.modular.undock`), and a
+snake that docks its two ends into a ring (:func:`diffmb.modular.close_loop`: a closed loop, a
+weld equality).
 Dynamics: ABA with RK4; Kane's formulation (:mod:`diffmb.dynamics.kane`, built for any tree from
 its partial velocities; the free joint's generalized speeds) checked against ABA on random
 states with the same hydrodynamic forces and added inertia.
@@ -57,6 +59,7 @@ from ..simulation import simulate
 from ..systems import forward
 
 __all__ = ["reproduce", "identify", "kane_vs_aba", "path_results", "walk", "gait_metrics",
+           "ring_docking_run",
            "optimise_gait", "module_record", "fit_module", "module_csv_path", "write_module_csv",
            "theta_from_gait", "gait_from_theta", "DT", "KP", "KV", "LAMBDA",
            "shared_parameters_run"]
@@ -1098,6 +1101,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["docking_momentum_err"] = dk["momentum_err"]
     res["docking"] = dk
     res["shared_parameters"] = shared_parameters_run()
+    res["ring_docking"], ring_replay = ring_docking_run(quick)
     timings["configurations_s"] = time.perf_counter() - t0
 
     # 2. optimisation (surrogate), then every gait judged in the reference model
@@ -1175,12 +1179,14 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["timings"] = timings
     (out_dir / "results.json").write_text(json.dumps(res, indent=2, default=float))
     figs = _figures(out_dir, res, runs, opt, plt)
+    figs.append(_ring_figure(out_dir, res["ring_docking"], ring_replay, plt))
     _report(out_dir, res, figs, quick)
     from ..viz import frames, study_replay  # the optimised gait, in a browser (diffmb.viz)
 
     with open(out_dir / "report.md", "a") as f:
         f.write("\n" + study_replay(out_dir, model, frames(runs["after"]["t"], runs["after"]["q"]),
                                     title="underwater quadruped: optimised gait") + "\n")
+        f.write("\n" + _ring_replay(out_dir, ring_replay) + "\n")
     return res
 
 
@@ -1261,6 +1267,98 @@ def _figures(out_dir, res, runs, opt, plt):
     return figs
 
 
+def _ring_figure(out_dir, rd, replay, plt):
+    """The ring docking: the snake's shape in the x–z plane at four instants, the end ports'
+    gap through the curl, the root's height through every phase."""
+    from ..modular import module_frames
+
+    cfg, ts, q = replay
+    model, _ = cfg.build(fluid=False, contacts=False)
+    t_lock = rd["t_lock_s"]
+    L = uw.MODULE_SIZE[0]
+    fig, axs = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax = axs[0]
+    picks = [0, int(np.searchsorted(ts, 0.5 * t_lock)), int(np.searchsorted(ts, t_lock)),
+             len(ts) - 1]
+    for i, c in zip(picks, ("0.75", "0.5", "C3", "C0"), strict=True):
+        fr = module_frames(cfg, model, q[i])
+        for n in cfg.names:
+            R, p = fr[n]
+            e = p + R @ np.array([L, 0.0, 0.0])
+            ax.plot([p[0], e[0]], [p[2], e[2]], "-", color=c, lw=3,
+                    label=f"t = {ts[i]:.2f} s" if n == cfg.names[0] else None)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("z [m]")
+    ax.set_title(f"{rd['modules']} modules: curl, lock at {t_lock:.2f} s, ring")
+    ax.legend(fontsize=8)
+    ax = axs[1]
+    ax.plot(ts, q[:, 2], color="C0", label="height of s0 (the root) [m]")
+    ax.axvline(t_lock, color="C3", ls="--", label="ports lock (weld)")
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("z [m]")
+    ax.set_title(f"gap at lock {rd['port_gap_at_lock_m'] * 1e3:.1f} mm, momentum kept to "
+                 f"{rd['momentum_err']:.0e}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "fig_ring.png", dpi=110)
+    plt.close(fig)
+    return ("fig_ring.png", "a snake docks its ends into a ring: shapes and root height")
+
+
+def _ring_replay(out_dir, replay) -> str:
+    """The ring docking's replay (``replay_ring.html``): the curl and the ring stitched, drawn
+    from the ring's MJCF export."""
+    from ..io.sources import with_source
+    from ..viz import frames, study_replay
+
+    cfg, ts, q = replay
+    path = out_dir / "underwater_ring.xml"
+    cfg.to_mjcf(path)
+    model, _ = cfg.build(fluid=False, contacts=False)
+    return study_replay(out_dir, with_source(model, path, "mjcf"), frames(ts, q),
+                        name="replay_ring.html",
+                        title="underwater snake docking its ends into a ring")
+
+
+def _configuration_lines(res) -> list:
+    """The report's lines on the ring docking and the shared parameters."""
+    rd, sp = res["ring_docking"], res["shared_parameters"]
+    ph = {p["name"]: p for p in rd["phases"]}
+    pn, pq = sp["prediction"], sp["prediction_quadruped"]
+    ident = "; ".join(f"{k} {sp['identified'][k]:.4g} (true {v:.4g}, {sp['rel_error'][k]:+.1%}, "
+                      f"{sp['error_in_std'][k]:+.1f} σ)" for k, v in sp["true"].items())
+
+    def pred(p):
+        return (f"root position error {p['identified']['root_position_m'] * 1e3:.2f} mm "
+                f"(initial guess: {p['guess']['root_position_m'] * 1e3:.1f} mm), joint angle "
+                f"error {p['identified']['joint_rad']:.1e} rad (guess "
+                f"{p['guess']['joint_rad']:.1e}); the true run moves its root "
+                f"{p['truth_root_travel_m']:.3f} m")
+
+    return [
+        f"- Ring docking (`ring_docking`): {rd['robot']}. Phases: curl, t = 0 → "
+        f"{ph['curl']['t1_s']:.2f} s ({ph['curl']['what']}); the end ports "
+        f"{rd['ports'][0]} and {rd['ports'][1]} came within tolerance ({rd['tolerance']['tol']} "
+        f"m, {rd['tolerance']['angle_tol']} rad, the closing hinge free) at t = "
+        f"{rd['t_lock_s']:.2f} s, {rd['port_gap_at_lock_m'] * 1e3:.1f} mm and "
+        f"{rd['angle_at_lock_rad']:.1e} rad apart, the closing hinge at "
+        f"{rd['closing_hinge_angle_rad']:.3f} rad; lock: {ph['lock']['what']}, momentum "
+        f"(bodies and the fluid's impulse) kept to {rd['momentum_err']:.1e} relative, kinetic "
+        f"energy {rd['kinetic_energy_J']['before']:.3f} → {rd['kinetic_energy_J']['after']:.3f} "
+        f"J; ring, t = {ph['ring']['t0_s']:.2f} → {ph['ring']['t1_s']:.2f} s: {ph['ring']['what']}"
+        f", the loop {rd['loop']}; it sank {rd['ring_sink_m']:.3f} m (net weight "
+        f"{rd['net_weight_N']:.1f} N), the weld held to {rd['weld_violation_max']['position_m']:.1e}"
+        f" m and {rd['weld_violation_max']['orientation']:.1e} (quaternion vector part).",
+        f"- Shared parameters (`shared_parameters`): {sp['record']}, noise "
+        f"{sp['noise_1sigma']}; the module type's drag and added mass identified by "
+        f"Levenberg–Marquardt through `simulate` ({sp['fit']['steps']} steps, success "
+        f"{sp['fit']['success']}, residual rms {sp['fit']['residual_rms']:.2f} σ, "
+        f"{sp['fit']['wall_s']:.0f} s): {ident}. Predicted with the identified set: the "
+        f"{pn['configuration']}: {pred(pn)}; the {pq['configuration']} (types "
+        f"{', '.join(pq['module_types'])}; it sinks {pq['truth_sink_m']:.3f} m): {pred(pq)}."]
+
+
 def _report(out_dir, res, figs, quick):
     w = res["walk"]
     m = w["metrics"]
@@ -1327,7 +1425,7 @@ def _report(out_dir, res, figs, quick):
         f"{dk['kinetic_energy_J']['before']:.3f} → {dk['kinetic_energy_J']['after']:.3f} J. "
         f"The docked robot moved on until t = {dk['t_undock_s']:.2f} s, undocked at the weld "
         f"(momentum kept to {dk['undocking_momentum_err']:.1e}) and the two drifted apart until "
-        f"t = {dk['t_end_s']:.2f} s.", "",
+        f"t = {dk['t_end_s']:.2f} s.", *_configuration_lines(res), "",
         "## Closed forms", "",
         f"- released sphere: a₀ = {res['sphere_accel_mps2']:.6f} m/s² vs (B − W)/(m + ½ρV) = "
         f"{res['sphere_accel_expected_mps2']:.6f} (rel. err {res['sphere_accel_rel_err']:.1e}); "
