@@ -46,8 +46,8 @@ import numpy as np
 from . import topology
 
 __all__ = ["Geom", "Joint", "Port", "Module", "Connection", "Configuration", "dock", "undock",
-           "close_loop", "loop_gap", "port_gap", "module_frames", "state_from_frames", "SHARED_FIELDS", "shared_parameters",
-           "with_shared_parameters"]
+           "close_loop", "loop_gap", "port_gap", "module_frames", "state_from_frames",
+           "SHARED_FIELDS", "shared_parameters", "with_shared_parameters"]
 
 GEOM_TYPES = {"sphere": 1, "capsule": 2, "ellipsoid": 3, "cylinder": 2, "box": 3}  # sizes
 JOINT_TYPES = ("hinge", "slide")
