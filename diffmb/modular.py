@@ -1080,7 +1080,7 @@ def _merged(a: Configuration, b: Configuration, conn: Connection, name) -> Confi
     clash = sorted(set(a.names) & set(b.names))
     if clash:
         raise ValueError(f"dock: module {clash[0]!r} is in both {a.name!r} and {b.name!r} "
-                         "(rename the instances of one)")
+                         "(rename the instances of one; two ports of one robot: close_loop)")
     for f in ("density", "viscosity", "gravity", "floor"):
         if getattr(a, f) != getattr(b, f):
             raise ValueError(f"dock: {a.name!r} and {b.name!r} differ in {f} "

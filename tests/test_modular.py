@@ -571,6 +571,9 @@ def test_closing_a_ring_keeps_momentum_and_welds_the_ports_where_they_stand():
     with pytest.raises(ValueError, match=r"loop 0 .*: kind 'joint'; a loop closes as a weld"):
         Configuration({"s0": m, "s1": m}, [("s0", "b", "s1", "a")], "s0",
                       loops=[("s1", "b", "s0", "a")])
+    with pytest.raises(ValueError, match=r"port s0.b is used twice: by connection 0 and loop 0"):
+        Configuration({"s0": m, "s1": m}, [("s0", "b", "s1", "a")], "s0",
+                      loops=[("s1", "b", "s0", "b", "rigid")])
     with pytest.raises(ValueError, match=r"ties module 's1' to itself"):
         Configuration({"s0": m, "s1": m}, [("s0", "b", "s1", "a")], "s0",
                       loops=[("s1", "b", "s1", "left_a", "rigid")])
