@@ -623,3 +623,36 @@ def test_a_snake_docks_its_ends_into_a_ring_and_the_ring_holds():
     assert r["weld_violation_max"]["orientation"] < 1e-3
     assert r["net_weight_N"] > 0 and r["ring_sink_m"] > 0
     assert len(ring.loops) == 1 and q.shape == (len(ts), 7 + 5)
+
+
+@pytest.mark.slow  # compiles a 0.5 s simulation of the ring with its weld
+def test_ring_simulated_as_mujoco_simulates_it():
+    """The square ring (weld equality, MuJoCo's fluid model, servos off their closed shape by
+    0.1 rad, joints started off it by up to 0.02 rad, random speeds): diffmb's RK4 and MuJoCo's
+    RK4 (``mj_step``) on the MJCF export, 1 ms steps, stay within 1e-9 over 0.5 s of motion."""
+    from diffmb.simulation import simulate
+
+    snake = uw.snake_configuration(4)
+    ring = Configuration(snake.modules, snake.connections, "s0", pos=(0, 0, 2.0),
+                         density=uw.RHO, viscosity=uw.VISCOSITY, timestep=1e-3,
+                         loops=[Connection("s3", "b", "s0", "a", "rigid", angle=np.pi / 2)])
+    model, forces = ring.build(fluid="mujoco")
+    q0 = np.array(model.qpos0)
+    q0[7:] = np.pi / 2 + np.array([0.01, -0.02, 0.015])
+    v0 = 0.3 * np.random.default_rng(2).normal(size=model.nv)
+    u = np.full(3, np.pi / 2 + 0.1)
+    ts = np.round(np.arange(1, 6) * 0.1, 10)
+    tr = simulate(model, jnp.asarray(q0), jnp.asarray(v0), t1=0.5, dt=1e-3, forces=forces,
+                  control=lambda t, q, v, p: jnp.asarray(u), saveat=ts)
+    mj = ring.mjmodel()
+    mj.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:], d.ctrl[:] = q0, v0, u
+    ref = []
+    for k in range(500):
+        mujoco.mj_step(mj, d)
+        if (k + 1) % 100 == 0:
+            ref.append(d.qpos.copy())
+    ref = np.array(ref)
+    assert np.abs(ref[-1] - q0).max() > 0.1  # it moves
+    assert np.abs(np.asarray(tr.q) - ref).max() < 1e-9
