@@ -664,7 +664,8 @@ class Configuration:
         """``(model, forces)``: the ``Model`` (MuJoCo's qpos/qvel layout, bodies named after the
         instances, joints after the connections) and the force elements of :func:`diffmb.
         mjcf_forces` on the MJCF: joint damping and springs, servos, limits, floor contacts of
-        the contact geoms (``contacts``) and the modules' fluid forces. ``fluid``: 'potential'
+        the contact geoms (``contacts``), the modules' fluid forces and the loops' weld
+        equalities (one :class:`~diffmb.forces.equality.Equalities` element). ``fluid``: 'potential'
         (potential-flow added inertia in the Model, buoyancy and drag per fluid geom, as
         :func:`diffmb.models.underwater.load`), 'mujoco' (MuJoCo's ellipsoid model, as MuJoCo
         simulates the MJCF) or False; None (default): 'potential' in a fluid (``density`` > 0),
