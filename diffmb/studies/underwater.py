@@ -1101,7 +1101,9 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["docking_momentum_err"] = dk["momentum_err"]
     res["docking"] = dk
     res["shared_parameters"] = shared_parameters_run()
+    t1 = time.perf_counter()
     res["ring_docking"], ring_replay = ring_docking_run(quick)
+    timings["ring_docking_s"] = time.perf_counter() - t1
     timings["configurations_s"] = time.perf_counter() - t0
 
     # 2. optimisation (surrogate), then every gait judged in the reference model
