@@ -24,7 +24,10 @@ Reconfiguration within a tree: :meth:`Configuration.lock` welds a joint where it
 inelastic impact that keeps the total momentum), :meth:`Configuration.release` turns a weld back
 into its port's joint. Between robots: :func:`dock` welds two free robots where two ports meet
 (an inelastic impact, the same law), :func:`undock` separates a robot at a connection; the
-state crosses each change through the modules' world poses and motions.
+state crosses each change through the modules' world poses and motions. Within one robot:
+:func:`close_loop` welds two of its own ports where they meet (a closed loop, such as a snake's
+two ends docked into a ring: MuJoCo's soft weld equality between the ports, the same law of
+impact), :meth:`Configuration.open_loop` releases it.
 
 Shared parameters: every module of a type has the type's mass, drag and added mass, so one set
 per type describes every configuration. :func:`shared_parameters` reads that set from a built
@@ -43,8 +46,8 @@ import numpy as np
 from . import topology
 
 __all__ = ["Geom", "Joint", "Port", "Module", "Connection", "Configuration", "dock", "undock",
-           "port_gap", "module_frames", "state_from_frames", "SHARED_FIELDS", "shared_parameters",
-           "with_shared_parameters"]
+           "close_loop", "loop_gap", "port_gap", "module_frames", "state_from_frames",
+           "SHARED_FIELDS", "shared_parameters", "with_shared_parameters"]
 
 GEOM_TYPES = {"sphere": 1, "capsule": 2, "ellipsoid": 3, "cylinder": 2, "box": 3}  # sizes
 JOINT_TYPES = ("hinge", "slide")
@@ -298,19 +301,26 @@ class Configuration:
 
     modules: ``{instance: Module}`` in the paper's order (s0 … sn); connections: sequence of
     :class:`Connection` or tuples ``(parent, parent_port, child, child_port[, kind[, name]])``;
-    root: the base instance; ``root_port``: the port whose frame is the root's body frame (None:
+    root: the base instance; ``loops``: rigid connections (:class:`Connection` or tuples, kind
+    'rigid') that close kinematic loops between modules already connected: each is a weld
+    equality (MuJoCo's soft ``<weld>`` between a site on each port, default ``solref`` and
+    ``solimp``; :class:`~diffmb.forces.equality.Equalities` in ``build()``'s forces), with the
+    parent port's joint held at ``angle`` and the ports ``offset`` as a rigid connection's; they
+    are not in the span tree, its matrices or the Model's coordinates. ``root_port``: the port
+    whose frame is the root's body frame (None:
     the module frame); ``pos``, ``quat``: that frame in the world; ``floating``: a free joint
     (MuJoCo's ``root``-named ``<freejoint>``) or fixed to the world. Fluid: ``density`` [kg/m³],
     ``viscosity`` [Pa s]; ``gravity`` [m/s²]; ``floor``: friction coefficient of a plane z = 0
     that the contact geoms touch, or None (no floor).
 
     Refused with ``ValueError`` naming the module and port: an unknown module or port, a port
-    used twice, a cycle (the connection that closes it), a module not connected to the root, a
-    'joint' connection whose parent port offers no joint.
+    used twice, a cycle (the connection that closes it; close it with ``loops``), a module not
+    connected to the root, a 'joint' connection whose parent port offers no joint, a loop that is
+    not 'rigid' or ties a module to itself.
     """
 
     def __init__(self, modules: Mapping[str, Module], connections: Sequence, root: str, *,
-                 root_port: str | None = None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
+                 loops: Sequence = (), root_port: str | None = None, pos=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0),
                  floating: bool = True, density: float = 0.0, viscosity: float = 0.0,
                  gravity=(0.0, 0.0, -9.81), floor: float | None = None, timestep: float = 0.002,
                  name: str = "modular"):
@@ -340,6 +350,7 @@ class Configuration:
         self.timestep = _scalar("configuration", "timestep", timestep, positive=True)
         self.connections = self._oriented([self._connection(k, c)
                                            for k, c in enumerate(connections)])
+        self.loops = self._loops(loops)
         names = [self.joint_name(c) for c in self.connections if c.kind == "joint"]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -439,6 +450,67 @@ class Configuration:
             out.append(c)
         return tuple(out)
 
+    def _loops(self, loops) -> tuple:
+        used = {(m, p): f"connection {k}" for k, c in enumerate(self.connections)
+                for m, p in ((c.parent, c.parent_port), (c.child, c.child_port))}
+        out = []
+        for k, c in enumerate(loops):
+            if not isinstance(c, Connection):
+                if not isinstance(c, (tuple, list)) or not 4 <= len(c) <= 6:
+                    raise ValueError(f"loop {k}: {c!r} is not (parent, parent_port, child, "
+                                     "child_port[, 'rigid'[, name]])")
+                c = Connection(*c)
+            where = f"loop {k} ({c})"
+            if c.kind != "rigid":
+                raise ValueError(f"{where}: kind {c.kind!r}; a loop closes as a weld: 'rigid'")
+            if c.name is not None:
+                _name(f"{where}: name", c.name)
+            joint = self._port(c.parent, c.parent_port, where).joint
+            self._port(c.child, c.child_port, where)
+            if c.parent == c.child:
+                raise ValueError(f"{where}: ties module {c.parent!r} to itself")
+            for m, p in ((c.parent, c.parent_port), (c.child, c.child_port)):
+                if (m, p) in used:
+                    raise ValueError(f"port {m}.{p} is used twice: by {used[(m, p)]} and {where}")
+                used[(m, p)] = where
+            if not np.isfinite(c.angle):
+                raise ValueError(f"{where}: angle = {c.angle!r} is not finite")
+            if c.angle != 0 and joint is None:
+                raise ValueError(f"{where}: angle = {c.angle!r} needs a port with a joint "
+                                 f"({c.parent}.{c.parent_port} has none)")
+            if c.offset is not None:
+                off = _vec(where, "offset", c.offset, 7)
+                _rot(f"{where} offset", off[3:])
+                c = dataclasses.replace(c, offset=tuple(off))
+            out.append(c)
+        names = [self.loop_name(c) for c in out]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"loop name {dup[0]!r} is used by two loops")
+        return tuple(out)
+
+    def loop_name(self, c: Connection) -> str:
+        """The weld equality's name of loop ``c``: its ``name`` or ``loop_<parent>_<port>``."""
+        return c.name or f"loop_{c.parent}_{c.parent_port}"
+
+    def open_loop(self, loop) -> Configuration:
+        """This configuration without loop ``loop`` (its index in ``loops`` or its name): the
+        same bodies and coordinates, so a state (q, v) carries over unchanged (a release, no
+        impulse)."""
+        names = [self.loop_name(c) for c in self.loops]
+        if isinstance(loop, str):
+            if loop not in names:
+                raise ValueError(f"configuration {self.name!r} has no loop {loop!r} (loops: "
+                                 f"{names})")
+            k = names.index(loop)
+        else:
+            k = int(loop)
+            if not -len(names) <= k < len(names):
+                raise ValueError(f"configuration {self.name!r}: loop index {loop} out of range "
+                                 f"({len(names)} loops)")
+            k %= len(names)
+        return self._replaced(None, None, loops=self.loops[:k] + self.loops[k + 1:])
+
     @property
     def graph(self) -> tuple:
         """``((i, j, kind), ...)``: the link graph of :mod:`diffmb.topology` (instance indices,
@@ -469,14 +541,17 @@ class Configuration:
         return c.name or f"{c.parent}_{c.parent_port}"
 
     def __repr__(self):
+        loops = f", loops={[str(c) for c in self.loops]}" if self.loops else ""
         return (f"Configuration({self.name!r}, modules={list(self.names)}, root={self.root!r}, "
-                f"connections={[str(c) for c in self.connections]})")
+                f"connections={[str(c) for c in self.connections]}{loops})")
 
     def to_mjcf(self, path=None) -> str:
         """The configuration as an MJCF document that MuJoCo compiles (returned as a string,
         and written to ``path`` when given): bodies in depth-first order from the root (children
         in module order), each module's geoms, the joints of the connections, their servos as
-        ``<position>`` actuators."""
+        ``<position>`` actuators, and for every loop a site on each of its ports (``<loop>_1``
+        on the parent's port frame after ``angle`` and ``offset``, ``<loop>_2`` on the child's
+        turned by π about z) and a ``<weld>`` equality between them."""
         xml = self._mjcf()
         if path is not None:
             with open(path, "w", encoding="utf-8") as f:
@@ -500,6 +575,11 @@ class Configuration:
         self._body(lines, actuators, self.root, np.asarray(self.pos), _rot("", self.quat),
                    np.linalg.inv(T), None, 2)
         lines.append("  </worldbody>")
+        if self.loops:
+            lines += ["  <equality>", *(f'    <weld name="{self.loop_name(c)}" '
+                                        f'site1="{self.loop_name(c)}_1" '
+                                        f'site2="{self.loop_name(c)}_2"/>' for c in self.loops),
+                      "  </equality>"]
         if actuators:
             lines += ["  <actuator>", *actuators, "  </actuator>"]
         lines.append("</mujoco>")
@@ -540,6 +620,23 @@ class Configuration:
             lines.append(f'{pad}  <geom name="{gname}" type="{g.type}" size="{_fmt(g.size)}" '
                          f'pos="{_fmt(pg)}" quat="{_fmt(_quat(Rg))}" mass="{g.mass!r}" '
                          f"{contact} {fluid}/>")
+        for c in self.loops:
+            for end, mod, port in ((1, c.parent, c.parent_port), (2, c.child, c.child_port)):
+                if mod != n:
+                    continue
+                P = m.port(port)
+                Rs, ps = P.rot, np.asarray(P.pos)
+                if end == 1:  # the parent's port after the joint's angle and the offset
+                    Rj, pj = _joint_motion(P.joint, c.angle)
+                    if c.offset is not None:
+                        pj = pj + Rj @ np.asarray(c.offset[:3])
+                        Rj = Rj @ _rot(str(c), c.offset[3:])
+                    Rs, ps = Rs @ Rj, ps + Rs @ pj
+                else:  # the child's port turned by π about z: P·J·O = C·F
+                    Rs = Rs @ _FLIP
+                lines.append(f'{pad}  <site name="{self.loop_name(c)}_{end}" '
+                             f'pos="{_fmt(Tm[:3, :3] @ ps + Tm[:3, 3])}" '
+                             f'quat="{_fmt(_quat(Tm[:3, :3] @ Rs))}"/>')
         for c in self._children(n):
             pp, cp = m.port(c.parent_port), self.modules[c.child].port(c.child_port)
             # child module frame in this body: Tm · P · J(angle) · flip · C⁻¹
@@ -567,7 +664,8 @@ class Configuration:
         """``(model, forces)``: the ``Model`` (MuJoCo's qpos/qvel layout, bodies named after the
         instances, joints after the connections) and the force elements of :func:`diffmb.
         mjcf_forces` on the MJCF: joint damping and springs, servos, limits, floor contacts of
-        the contact geoms (``contacts``) and the modules' fluid forces. ``fluid``: 'potential'
+        the contact geoms (``contacts``), the modules' fluid forces and the loops' weld
+        equalities (one :class:`~diffmb.forces.equality.Equalities` element). ``fluid``: 'potential'
         (potential-flow added inertia in the Model, buoyancy and drag per fluid geom, as
         :func:`diffmb.models.underwater.load`), 'mujoco' (MuJoCo's ellipsoid model, as MuJoCo
         simulates the MJCF) or False; None (default): 'potential' in a fluid (``density`` > 0),
@@ -588,10 +686,13 @@ class Configuration:
         return model, mjcf_forces(_Named(mj, where), fluid=fluid, contacts=contacts)
 
     # ---------------------------------------------------------------- locking and releasing
-    def _replaced(self, k, c) -> Configuration:
+    def _replaced(self, k, c, loops=None) -> Configuration:
         conns = list(self.connections)
-        conns[k] = c
-        return Configuration(self.modules, conns, self.root, root_port=self.root_port,
+        if k is not None:
+            conns[k] = c
+        return Configuration(self.modules, conns, self.root,
+                             loops=self.loops if loops is None else loops,
+                             root_port=self.root_port,
                              pos=self.pos, quat=self.quat, floating=self.floating,
                              density=self.density, viscosity=self.viscosity, gravity=self.gravity,
                              floor=self.floor, timestep=self.timestep, name=self.name)
@@ -616,6 +717,10 @@ class Configuration:
 
         from .dynamics.api import mass_matrix
 
+        if self.loops:
+            raise ValueError(f"lock: configuration {self.name!r} has loops "
+                             f"{[self.loop_name(c) for c in self.loops]}: open them first "
+                             "(open_loop)")
         k = self._joint_index(joint)
         c = self.connections[k]
         j = model.joint_names.index(self.joint_name(c))
@@ -818,6 +923,94 @@ def port_gap(robot_a, port_a, robot_b, port_b):
             float(np.arccos(np.clip(0.5 * (np.trace(E) - 1.0), -1.0, 1.0))))
 
 
+def _twist_swing(Q, axis):
+    """Q = T(θ) S: θ [rad], the rotation about ``axis`` (unit) that leaves the smallest rest S,
+    and S's angle [rad] (swing–twist decomposition of a rotation matrix)."""
+    w, *x = _quat(Q)
+    a = np.asarray(axis, float) / np.linalg.norm(axis)
+    theta = 2.0 * np.arctan2(float(a @ np.asarray(x)), w)
+    w, *x = _quat(_joint_motion(Joint("hinge", tuple(a)), -theta)[0] @ Q)
+    return theta, float(2.0 * np.arctan2(np.linalg.norm(x), abs(w)))
+
+
+def loop_gap(robot, port_a, port_b):
+    """``(distance [m], angle [rad], joint angle [rad or 0])`` between two ports ``(instance,
+    port)`` of one robot ``(configuration, model, q, v)``: the distance of their origins, and,
+    with ``port_a``'s hinge free to turn, the angle left from b's port frame to the mated pose
+    and the hinge angle that leaves the least (a port without a hinge: :func:`port_gap`'s angle
+    and 0). The test for :func:`close_loop`."""
+    cfg, model, q, _ = _check_robot(robot, "robot")
+    port_a, port_b = _port_arg(port_a, "port_a"), _port_arg(port_b, "port_b")
+    frames = module_frames(cfg, model, q)
+    Ra, pa = _port_frame(cfg, frames, *port_a)
+    Rb, pb = _port_frame(cfg, frames, *port_b)
+    joint = cfg.modules[port_a[0]].port(port_a[1]).joint
+    Q = Ra.T @ Rb @ _FLIP  # P·Q·F = C
+    dist = float(np.linalg.norm(pb - pa))
+    if joint is None or joint.type != "hinge":
+        return dist, float(np.arccos(np.clip(0.5 * (np.trace(Q) - 1.0), -1.0, 1.0))), 0.0
+    theta, ang = _twist_swing(Q, joint.axis)
+    return dist, ang, theta
+
+
+def close_loop(robot, port_a, port_b, *, tol=0.02, angle_tol=0.1, name=None):
+    """Weld two ports of one robot ``(configuration, model, q, v)`` where they stand: a closed
+    loop (a snake's ends docked into a ring), an inelastic impact.
+
+    ``port_a``, ``port_b``: ``(instance, port)``, free ports of two different modules. Refused
+    (``ValueError``) when :func:`loop_gap` finds them more than ``tol`` [m] apart or
+    ``angle_tol`` [rad] from the mated pose (``port_a``'s hinge, if any, free). Returns
+    ``(configuration, q, v)``: the configuration with a new loop (``Connection(port_a ...,
+    port_b ..., 'rigid', angle=<hinge angle>, offset=<the ports' residual pose>, name=name)``,
+    a weld equality exactly satisfied at q), the same q, and the speeds after the impact,
+    ``v⁺ = G (Gᵀ M G)⁻¹ Gᵀ M v`` with G a basis of the speeds that keep the welds (J G = 0, J
+    the weld rows, the relative twist of the two port frames, and the other loops' rows; rows
+    the robot's joints cannot violate, such as a planar ring's out-of-plane ones, drop out) and
+    M the mass matrix with the model's added inertia (= v − M⁻¹Jᵀλ with J v⁺ = 0): the ports
+    move together afterwards, and the impulse is an equal and opposite
+    wrench pair inside the robot, so the total linear and angular momentum (bodies and, with
+    added inertia, the fluid's impulse) are kept. The configuration's Model
+    (``build(fluid=...)``, potential flow if ``model`` has added inertia, else none) has
+    ``model``'s coordinates."""
+    import jax
+    import jax.numpy as jnp
+
+    from .forces.equality import Equalities
+
+    cfg, model, q, v = _check_robot(robot, "robot")
+    port_a, port_b = _port_arg(port_a, "close_loop: port_a"), _port_arg(port_b,
+                                                                         "close_loop: port_b")
+    dist, ang, theta = loop_gap(robot, port_a, port_b)
+    if dist > tol or ang > angle_tol:
+        raise ValueError(f"close_loop: ports {port_a[0]}.{port_a[1]} and {port_b[0]}.{port_b[1]}"
+                         f" are {dist:.3g} m and {ang:.3g} rad from mating (tol {tol} m, "
+                         f"angle_tol {angle_tol} rad)")
+    frames = module_frames(cfg, model, q)
+    Ra, pa = _port_frame(cfg, frames, *port_a)
+    Rb, pb = _port_frame(cfg, frames, *port_b)
+    joint = cfg.modules[port_a[0]].port(port_a[1]).joint
+    RJ, _ = _joint_motion(joint if joint is not None and joint.type == "hinge" else None, theta)
+    Ro = RJ.T @ Ra.T @ Rb @ _FLIP  # P·J·O·F = C (a hinge turns about the port's origin)
+    offset = (*(RJ.T @ Ra.T @ (pb - pa)), *_quat(Ro))
+    loop = Connection(port_a[0], port_a[1], port_b[0], port_b[1], "rigid", name, theta, offset)
+    new = cfg._replaced(None, None, loops=(*cfg.loops, loop))
+    m2, f2 = new.build(fluid="potential" if model.has_added_inertia else False, contacts=False)
+    if (m2.nq, m2.nv, m2.joint_names) != (model.nq, model.nv, model.joint_names):
+        raise ValueError(f"close_loop: the model is not {cfg.name!r}'s (use the Model of .build())")
+    eq = next(f for f in f2 if isinstance(f, Equalities))
+    r, J, _ = jax.jit(Equalities.constraint)(eq, m2, jnp.asarray(q), jnp.asarray(v))
+    r, J = np.asarray(r), np.asarray(J)
+    if not np.abs(r[-6:]).max() <= 1e-9:
+        raise RuntimeError(f"close_loop: the new weld is {np.abs(r[-6:]).max():.2e} from closed")
+    # the motions that keep every weld: the null space of J (rows may be redundant: a planar
+    # ring's hinges cannot open its welds out of the plane); v⁺ = G (GᵀMG)⁻¹ GᵀM v
+    _, sv, Vt = np.linalg.svd(J)
+    rank = int(np.sum(sv > 1e-10 * max(1.0, sv.max(initial=0.0))))
+    G = Vt[rank:].T
+    M = _mass(m2, q)
+    return new, q, G @ np.linalg.solve(G.T @ M @ G, G.T @ (M @ v))
+
+
 def state_from_frames(cfg: Configuration, model, frames, *, tol=1e-6):
     """q (nq,) of ``model`` (``cfg``'s) that puts every module frame where ``frames``
     (``{instance: (R, p)}``, as :func:`module_frames`) says: the free joint's pose from the
@@ -888,7 +1081,7 @@ def _merged(a: Configuration, b: Configuration, conn: Connection, name) -> Confi
     clash = sorted(set(a.names) & set(b.names))
     if clash:
         raise ValueError(f"dock: module {clash[0]!r} is in both {a.name!r} and {b.name!r} "
-                         "(rename the instances of one)")
+                         "(rename the instances of one; two ports of one robot: close_loop)")
     for f in ("density", "viscosity", "gravity", "floor"):
         if getattr(a, f) != getattr(b, f):
             raise ValueError(f"dock: {a.name!r} and {b.name!r} differ in {f} "
@@ -919,6 +1112,10 @@ def dock(robot_a, robot_b, port_a, port_b, *, tol=0.02, angle_tol=0.1, name=None
     cb, mb, qb, vb = _check_robot(robot_b, "robot_b")
     if not (ca.floating and cb.floating):
         raise ValueError("dock: both robots must be floating (a free root joint)")
+    for c in (ca, cb):
+        if c.loops:
+            raise ValueError(f"dock: {c.name!r} has loops {[c.loop_name(x) for x in c.loops]}: "
+                             "open them first (open_loop); two ports of one robot: close_loop")
     port_a, port_b = _port_arg(port_a, "dock: port_a"), _port_arg(port_b, "dock: port_b")
     if ma.has_added_inertia != mb.has_added_inertia:
         raise ValueError(f"dock: {ca.name!r} and {cb.name!r} disagree on added inertia "
@@ -948,6 +1145,9 @@ def undock(robot, connection: int, *, names=None):
     motion (a release: no impulse), so the momenta add up to the robot's. ``names``: the two
     configurations' names (default ``<name>`` and ``<name>_<child>``)."""
     cfg, model, q, v = _check_robot(robot, "robot")
+    if cfg.loops:
+        raise ValueError(f"undock: {cfg.name!r} has loops {[cfg.loop_name(x) for x in cfg.loops]}"
+                         ": open them first (open_loop)")
     c = cfg.connections[int(connection)]
     rest = [x for k, x in enumerate(cfg.connections) if k != int(connection)]
     side = {c.child}

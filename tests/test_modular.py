@@ -507,3 +507,152 @@ def test_rigid_weld_with_an_offset_places_the_child_as_its_ports_say(root):
     assert np.abs(pc - (pp + Rp @ np.asarray(off[:3]))).max() < 1e-12
     with pytest.raises(ValueError, match=r"an offset needs a 'rigid' connection"):
         Configuration({"s0": m, "s1": m}, [Connection("s0", "b", "s1", "a", offset=off)], "s0")
+
+
+def _curled_snake(n=4, seed=3):
+    """A snake of ``n`` underwater modules (no fluid) curled nearly into a ring: every joint at
+    2π/n plus a few mrad, its end ports s{n−1}.b and s0.a a few mm apart; random pose and
+    speeds."""
+    cfg = uw.snake_configuration(n)
+    model, _ = cfg.build(fluid=False)
+    rng = np.random.default_rng(seed)
+    q, _ = _random_state(model, rng, z=2.0)
+    q[7:] = 2 * np.pi / n + 0.004 * np.arange(n - 1)
+    return cfg, model, q, rng.normal(size=model.nv)
+
+
+def test_closing_a_ring_keeps_momentum_and_welds_the_ports_where_they_stand():
+    """close_loop on a snake curled into a ring: MuJoCo, on the MJCF export of the closed
+    configuration, finds the two weld sites coinciding (efc_pos of the weld = 0) and moving
+    with the same twist afterwards; the total linear and angular momentum summed from MuJoCo's
+    body masses, inertias and velocities are the same before and after to 1e-9; kinetic energy
+    is lost (an inelastic impact). Opening the loop gives back the snake with the same state."""
+    from diffmb.modular import close_loop, loop_gap
+
+    cfg, model, q, v = _curled_snake()
+    ends = ("s3", "b"), ("s0", "a")
+    dist, ang, theta = loop_gap((cfg, model, q, v), *ends)
+    assert 1e-3 < dist < 0.02 and ang < 1e-12 and abs(theta - np.pi / 2) < 0.05
+    ring, q1, v1 = close_loop((cfg, model, q, v), *ends, name="ring")
+    assert np.array_equal(q1, q) and [c.name for c in ring.loops] == ["ring"]
+    lin0, ang0, ke0, _ = _mujoco_momentum(cfg, q, v)
+    lin1, ang1, ke1, _ = _mujoco_momentum(ring, q1, v1)
+    scale = max(1.0, np.abs(np.concatenate([lin0, ang0])).max())
+    assert np.abs(lin1 - lin0).max() < 1e-9 * scale
+    assert np.abs(ang1 - ang0).max() < 1e-9 * scale
+    assert ke1 < ke0 - 1e-3
+    mj = ring.mjmodel()
+    assert mj.neq == 1 and mj.eq_type[0] == mujoco.mjtEq.mjEQ_WELD
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:] = q1, v1
+    mujoco.mj_forward(mj, d)
+    assert np.abs(d.efc_pos[:6]).max() < 1e-12
+    s1, s2 = (mj.site(f"ring_{k}").id for k in (1, 2))
+    np.testing.assert_allclose(d.site_xmat[s1], d.site_xmat[s2], atol=1e-12)
+    twist = []
+    for s in (s1, s2):
+        x = np.zeros(6)
+        mujoco.mj_objectVelocity(mj, d, mujoco.mjtObj.mjOBJ_SITE, s, x, 0)
+        twist.append(x)
+    assert np.abs(twist[0] - twist[1]).max() < 1e-9 * max(1.0, np.abs(twist[0]).max())
+    # opening it: the snake again, same coordinates
+    snake = ring.open_loop("ring")
+    assert snake.loops == () and snake.to_mjcf() == cfg.to_mjcf()
+    # refusals
+    with pytest.raises(ValueError, match=r"s3.b and s0.a are 0.0\d+ m .* from mating"):
+        close_loop((cfg, model, q, v), *ends, tol=1e-3)
+    with pytest.raises(ValueError, match=r"port s3.b is used twice"):
+        close_loop((ring, model, q1, v1), *ends)
+    with pytest.raises(ValueError, match=r"has loops \['ring'\]: open them first"):
+        ring.lock("j1", model, q1, v1)
+    with pytest.raises(ValueError, match=r"has no loop 'gap'"):
+        ring.open_loop("gap")
+    m = uw.module()
+    with pytest.raises(ValueError, match=r"loop 0 .*: kind 'joint'; a loop closes as a weld"):
+        Configuration({"s0": m, "s1": m}, [("s0", "b", "s1", "a")], "s0",
+                      loops=[("s1", "b", "s0", "a")])
+    with pytest.raises(ValueError, match=r"port s0.b is used twice: by connection 0 and loop 0"):
+        Configuration({"s0": m, "s1": m}, [("s0", "b", "s1", "a")], "s0",
+                      loops=[("s1", "b", "s0", "b", "rigid")])
+    with pytest.raises(ValueError, match=r"ties module 's1' to itself"):
+        Configuration({"s0": m, "s1": m}, [("s0", "b", "s1", "a")], "s0",
+                      loops=[("s1", "b", "s1", "left_a", "rigid")])
+
+
+def test_ring_export_matches_mujoco():
+    """A square ring of four modules (its end ports welded with s3.b's hinge at π/2: a weld
+    equality, MuJoCo's fluid model, servos) at states around its closure (the weld violated by
+    up to ~0.05 rad): diffmb's v̇ and MuJoCo's qacc on the MJCF export agree to 1e-6."""
+    snake = uw.snake_configuration(4)
+    ring = Configuration(snake.modules, snake.connections, "s0", pos=(0, 0, 2.0),
+                         density=uw.RHO, viscosity=uw.VISCOSITY,
+                         loops=[Connection("s3", "b", "s0", "a", "rigid", angle=np.pi / 2)])
+    rmodel, forces = ring.build(fluid="mujoco")
+    q1 = np.array(rmodel.qpos0)
+    q1[7:] = np.pi / 2
+    mj = ring.mjmodel()
+    d = mujoco.MjData(mj)
+    rng = np.random.default_rng(5)
+    f = jax.jit(lambda q, v, u: _qacc(rmodel, forces, q, v, u))
+    err = 0.0
+    for _ in range(3):
+        qq = q1.copy()
+        qq[7:] += 0.03 * rng.normal(size=3)
+        vv, u = rng.normal(size=rmodel.nv), np.pi / 2 + 0.3 * rng.normal(size=3)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qq, vv, u
+        mujoco.mj_forward(mj, d)
+        assert d.nefc >= 6 and np.abs(d.efc_pos[:6]).max() > 1e-3
+        a = np.asarray(f(jnp.asarray(qq), jnp.asarray(vv), jnp.asarray(u)))
+        err = max(err, rel_err(a, d.qacc))
+    assert err < 1e-6
+
+
+@pytest.mark.slow  # a minute: 2 s of curling and 0.5 s of the ring, RK4 at 1 ms
+def test_a_snake_docks_its_ends_into_a_ring_and_the_ring_holds():
+    """The study's ring docking: the six-module snake's end ports meet within 2 cm; the lock
+    keeps the momentum (bodies and fluid impulse) to 1e-9 and loses kinetic energy; the
+    locked ring's weld holds to 0.1 mm while it sinks under its net weight."""
+    from diffmb.studies.underwater import RING, ring_docking_run
+
+    r, (ring, ts, q) = ring_docking_run(True)
+    assert r["finite"] and r["port_gap_at_lock_m"] <= RING["tol"]
+    assert abs(r["closing_hinge_angle_rad"] - np.pi / 3) < 0.1
+    assert r["momentum_err"] < 1e-9
+    assert r["kinetic_energy_J"]["after"] < r["kinetic_energy_J"]["before"]
+    assert r["weld_violation_max"]["position_m"] < 1e-4
+    assert r["weld_violation_max"]["orientation"] < 1e-3
+    assert r["net_weight_N"] > 0 and r["ring_sink_m"] > 0
+    assert len(ring.loops) == 1 and q.shape == (len(ts), 7 + 5)
+
+
+@pytest.mark.slow  # compiles a 0.5 s simulation of the ring with its weld
+def test_ring_simulated_as_mujoco_simulates_it():
+    """The square ring (weld equality, MuJoCo's fluid model, servos off their closed shape by
+    0.1 rad, joints started off it by up to 0.02 rad, random speeds): diffmb's RK4 and MuJoCo's
+    RK4 (``mj_step``) on the MJCF export, 1 ms steps, stay within 1e-9 over 0.5 s of motion."""
+    from diffmb.simulation import simulate
+
+    snake = uw.snake_configuration(4)
+    ring = Configuration(snake.modules, snake.connections, "s0", pos=(0, 0, 2.0),
+                         density=uw.RHO, viscosity=uw.VISCOSITY, timestep=1e-3,
+                         loops=[Connection("s3", "b", "s0", "a", "rigid", angle=np.pi / 2)])
+    model, forces = ring.build(fluid="mujoco")
+    q0 = np.array(model.qpos0)
+    q0[7:] = np.pi / 2 + np.array([0.01, -0.02, 0.015])
+    v0 = 0.3 * np.random.default_rng(2).normal(size=model.nv)
+    u = np.full(3, np.pi / 2 + 0.1)
+    ts = np.round(np.arange(1, 6) * 0.1, 10)
+    tr = simulate(model, jnp.asarray(q0), jnp.asarray(v0), t1=0.5, dt=1e-3, forces=forces,
+                  control=lambda t, q, v, p: jnp.asarray(u), saveat=ts)
+    mj = ring.mjmodel()
+    mj.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    d = mujoco.MjData(mj)
+    d.qpos[:], d.qvel[:], d.ctrl[:] = q0, v0, u
+    ref = []
+    for k in range(500):
+        mujoco.mj_step(mj, d)
+        if (k + 1) % 100 == 0:
+            ref.append(d.qpos.copy())
+    ref = np.array(ref)
+    assert np.abs(ref[-1] - q0).max() > 0.1  # it moves
+    assert np.abs(np.asarray(tr.q) - ref).max() < 1e-9

@@ -118,3 +118,8 @@ def test_identified_on_the_snake_predicts_the_nine_module_robot():
     p = r["prediction"]
     assert p["identified"]["root_position_m"] < 0.1 * p["guess"]["root_position_m"]
     assert p["identified"]["joint_rad"] < 0.1 * p["guess"]["joint_rad"]
+    p = r["prediction_quadruped"]  # the quadruped paddling in open water
+    assert p["module_types"] == ["underwater", "underwater_foot"]
+    assert p["truth_sink_m"] > 0.1
+    assert p["identified"]["root_position_m"] < 0.1 * p["guess"]["root_position_m"]
+    assert p["identified"]["joint_rad"] < 0.1 * p["guess"]["joint_rad"]

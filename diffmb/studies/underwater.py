@@ -9,8 +9,10 @@ Fossen (*Handbook of Marine Craft Hydrodynamics and Motion Control*, 2011) and Y
 
 Model: :mod:`diffmb.models.underwater` (sizes, masses and coefficients with their sources); the
 quadruped is generated from its module graph (:func:`~diffmb.models.underwater.quadruped`), as
-are the nine-module robot of Fig. 2, a snake checked against MuJoCo on its MJCF export, and two
-snakes that dock and undock (:func:`diffmb.modular.dock`, :func:`diffmb.modular.undock`).
+are the nine-module robot of Fig. 2, a snake checked against MuJoCo on its MJCF export, two
+snakes that dock and undock (:func:`diffmb.modular.dock`, :func:`diffmb.modular.undock`), and a
+snake that docks its two ends into a ring (:func:`diffmb.modular.close_loop`: a closed loop, a
+weld equality).
 Dynamics: ABA with RK4; Kane's formulation (:mod:`diffmb.dynamics.kane`, built for any tree from
 its partial velocities; the free joint's generalized speeds) checked against ABA on random
 states with the same hydrodynamic forces and added inertia.
@@ -57,6 +59,7 @@ from ..simulation import simulate
 from ..systems import forward
 
 __all__ = ["reproduce", "identify", "kane_vs_aba", "path_results", "walk", "gait_metrics",
+           "ring_docking_run",
            "optimise_gait", "module_record", "fit_module", "module_csv_path", "write_module_csv",
            "theta_from_gait", "gait_from_theta", "DT", "KP", "KV", "LAMBDA",
            "shared_parameters_run"]
@@ -269,11 +272,14 @@ def _shared_fields(sp, p) -> dict:
                                         p["added_mass_transverse"], p["added_mass_transverse"]])}
 
 
-def _shared_sim(cfg, model, forces, sp, p, control, ts, dt):
+def _shared_sim(cfg, model, forces, sp, p, control, ts, dt, types=None):
+    """q at ``ts`` of ``cfg`` from rest at ``model.qpos0`` with the scalars ``p`` written into
+    every module of ``types`` (default: the module type; the foot type's fluid geom is the same
+    box)."""
     from ..modular import with_shared_parameters
 
-    t = uw.module().name
-    m, f = with_shared_parameters(cfg, model, forces, {t: _shared_fields(sp, p)})
+    types = (uw.module().name,) if types is None else types
+    m, f = with_shared_parameters(cfg, model, forces, {t: _shared_fields(sp, p) for t in types})
     return simulate(m, jnp.asarray(model.qpos0), jnp.zeros(model.nv), t1=float(ts[-1]), dt=dt,
                     forces=f, control=control, saveat=ts, adjoint="direct", throw=False).q
 
@@ -290,7 +296,11 @@ def shared_parameters_run(seed=0) -> dict:
     identified set then predicts the nine-module robot (every servo tracking ``NINE_AMP``
     sin(2π ``NINE_FREQ`` t), from rest), against its run with the true set: the errors of the
     prediction and of the initial guess (max over the samples of the root position error, and
-    of any joint angle error)."""
+    of any joint angle error). ``prediction_quadruped``: the same for the quadruped of Fig. 4
+    paddling in open water (floor contacts off, legs hanging straight down at rest, every
+    servo tracking ``NINE_AMP`` sin(2π ``NINE_FREQ`` t); its shins are another module type whose
+    fluid geom is the same box, so the set is written into both types), sinking under its net
+    weight: only gravity, buoyancy, drag, added mass and the servos act."""
     from ..modular import shared_parameters
 
     T = SHARED_T
@@ -334,10 +344,17 @@ def shared_parameters_run(seed=0) -> dict:
     runs = {k: np.asarray(pred({n: jnp.asarray(x) for n, x in v.items()}))
             for k, v in (("truth", true), ("identified", est), ("guess", guess))}
 
-    def err(q):
+    def err(q, runs=runs):
         return {"root_position_m": float(np.max(np.linalg.norm(q[:, :3] - runs["truth"][:, :3],
                                                                axis=1))),
                 "joint_rad": float(np.max(np.abs(q[:, 7:] - runs["truth"][:, 7:])))}
+
+    quad = uw.quadruped_configuration()
+    qm, qf = quad.build(contacts=False)  # open water: no floor contacts
+    types = tuple(sorted({m.name for m in quad.modules.values()}))
+    pred_q = jax.jit(lambda p: _shared_sim(quad, qm, qf, sp, p, flap, ts, DT, types))
+    runs_q = {k: np.asarray(pred_q({n: jnp.asarray(x) for n, x in v.items()}))
+              for k, v in (("truth", true), ("identified", est), ("guess", guess))}
 
     return {"module_type": tn, "record": f"snake of {SNAKE_N} modules swimming from rest "
             f"(travelling wave {SNAKE_WAVE}), q sampled at {SHARED_RATE} Hz for {T} s",
@@ -352,7 +369,17 @@ def shared_parameters_run(seed=0) -> dict:
                            f"tracking {NINE_AMP} sin(2 pi {NINE_FREQ} t) rad, {T} s",
                            "truth_root_travel_m": float(np.linalg.norm(
                                runs["truth"][-1, :3] - np.asarray(nine.pos))),
-                           "identified": err(runs["identified"]), "guess": err(runs["guess"])}}
+                           "identified": err(runs["identified"]), "guess": err(runs["guess"])},
+            "prediction_quadruped": {
+                "configuration": "quadruped of Fig. 4 in open water (floor contacts off), from "
+                                 f"rest with its legs straight down, every servo tracking "
+                                 f"{NINE_AMP} sin(2 pi {NINE_FREQ} t) rad, {T} s",
+                "module_types": list(types),
+                "truth_root_travel_m": float(np.linalg.norm(runs_q["truth"][-1, :3]
+                                                            - np.asarray(quad.pos))),
+                "truth_sink_m": float(quad.pos[2] - runs_q["truth"][-1, 2]),
+                "identified": err(runs_q["identified"], runs_q),
+                "guess": err(runs_q["guess"], runs_q)}}
 
 
 DOCK = dict(tol=0.02, angle_tol=0.2)  # m, rad: ports this near the mated pose lock
@@ -453,6 +480,117 @@ def docking_run(quick, n=3, gap=0.1) -> dict:
             "kinetic_energy_J": {"before": e0, "after": e1},
             "t_undock_s": float(ts[k]) + t_docked, "t_end_s": float(ts[k]) + t_docked + t_apart,
             "final_root_positions_m": final}
+
+
+RING_N = 6  # modules of the snake that closes into a ring
+RING = dict(tol=0.02, angle_tol=0.1)  # m, rad: its end ports lock this near the mated pose
+RING_CURL_T = 1.5  # s: the servo targets ramp from straight to the ring's 2π/n in this time
+RING_SEARCH_T = 2.0  # s: the ends must meet by then
+RING_T = {True: 0.5, False: 3.0}  # s: the ring phase
+
+
+def _ring_targets(t, n):
+    """Servo targets (n − 1,) of the curl: 0 → 2π/n by a smoothstep over RING_CURL_T."""
+    s = jnp.clip(t / RING_CURL_T, 0.0, 1.0)
+    return jnp.full(n - 1, 2 * jnp.pi / n) * s * s * (3.0 - 2.0 * s)
+
+
+def ring_docking_run(quick, n=RING_N, save=DOCK_SAVE):
+    """A snake of ``n`` modules docks its two ends into a ring, in phases, in sea water
+    (potential-flow added mass, buoyancy, drag). (1) ``curl``: from rest, straight, its servos
+    ramp to 2π/n each (:func:`_ring_targets`), RK4 with :data:`SNAKE_DT`; at a check every ``save``
+    s, :func:`diffmb.modular.loop_gap` of its end ports s{n−1}.b and s0.a (s{n−1}.b's hinge
+    free). (2) ``lock``: at the first check within :data:`RING`, :func:`diffmb.modular.
+    close_loop` welds them where they stand (an inelastic impact: the ring's momenta are the
+    snake's on every motion that keeps the weld). (3) ``ring``: the ring, its loop closed by
+    MuJoCo's soft weld equality between the two ports (:class:`~diffmb.forces.equality.
+    Equalities`), servos holding the angles the joints had at the lock (the shape the weld
+    closed; 2π/n would fight it), sinks for :data:`RING_T` s. Momenta (bodies and the
+    fluid's impulse, :func:`diffmb.momentum`) before and after the lock: ``momentum_err`` =
+    max|Δh| / max(1, max|h|); the weld's violation along the ring phase. Returns ``(result,
+    replay)``: ``replay`` = ``(configuration, ts, q)``, the phases stitched (the ring keeps the
+    snake's coordinates)."""
+    from ..dynamics.kinematics import kinetic_energy
+    from ..forces.equality import Equalities
+    from ..modular import close_loop, loop_gap
+
+    cfg = uw.snake_configuration(n)
+    model, forces = cfg.build()
+    ends = (f"s{n - 1}", "b"), ("s0", "a")
+    ts = np.round(np.arange(1, int(round(RING_SEARCH_T / save)) + 1) * save, 10)
+    curl = simulate(model, jnp.asarray(model.qpos0), jnp.zeros(model.nv), t1=RING_SEARCH_T,
+                    dt=SNAKE_DT, forces=forces, control=lambda t, q, v, p: _ring_targets(t, n),
+                    saveat=ts)
+    q1, v1 = np.asarray(curl.q), np.asarray(curl.v)
+    k, gaps = None, []
+    for i in range(len(ts)):
+        g = loop_gap((cfg, model, q1[i], v1[i]), *ends)
+        gaps.append(g[0])
+        if g[0] <= RING["tol"] and g[1] <= RING["angle_tol"]:
+            k = i
+            break
+    if k is None:
+        raise RuntimeError(f"ring: ports {ends} never came within {RING} in {RING_SEARCH_T} s "
+                           f"(closest {min(gaps):.3g} m)")
+    t_lock = float(ts[k])
+    gap = loop_gap((cfg, model, q1[k], v1[k]), *ends)
+    ring, q2, v2 = close_loop((cfg, model, q1[k], v1[k]), *ends, **RING, name="ring")
+    rm, rf = ring.build()
+    h0, h1 = _momentum(model, q1[k], v1[k]), _momentum(rm, q2, v2)
+    ke = jax.jit(kinetic_energy)
+    e0, e1 = (float(ke(m, jnp.asarray(q), jnp.asarray(v)))
+              for m, q, v in ((model, q1[k], v1[k]), (rm, q2, v2)))
+    T = RING_T[quick]
+    ts2 = np.round(np.arange(1, int(round(T / save)) + 1) * save, 10)
+    hold = jnp.asarray(q1[k, 7:])  # the closed shape
+    rr = simulate(rm, jnp.asarray(q2), jnp.asarray(v2), t1=T, dt=SNAKE_DT, forces=rf,
+                  control=lambda t, q, v, p: hold, saveat=ts2)
+    q3, v3 = np.asarray(rr.q), np.asarray(rr.v)
+    eq = next(f for f in rf if isinstance(f, Equalities))
+    viol = np.asarray(jax.jit(jax.vmap(Equalities.constraint, in_axes=(None, None, 0, 0)))(
+        eq, rm, jnp.asarray(q3), jnp.asarray(v3))[0])
+    h3 = _momentum(rm, q3[-1], v3[-1])
+    hydro = next(f for f in forces if isinstance(f, Hydrodynamics))
+    err = float(np.max(np.abs(h1 - h0)) / max(1.0, np.max(np.abs(h0))))
+    result = {
+        "robot": f"snake of {n} modules in sea water (potential-flow added mass, buoyancy, "
+                 "drag), pitch hinges with servos (kp 3000 N m/rad, kv 300 N m s/rad)",
+        "modules": n, "ports": [".".join(ends[0]), ".".join(ends[1])], "tolerance": RING,
+        "loop": "closed by a weld equality between the two ports (MuJoCo's soft weld, solref "
+                "(0.02, 1), solimp (0.9, 0.95, 0.001, 0.5, 2): diffmb.modular.Configuration("
+                "loops=...), diffmb.forces.Equalities); s{n-1}.b's hinge locked at its angle at "
+                "the lock".replace("{n-1}", str(n - 1)),
+        "phases": [
+            {"name": "curl", "t0_s": 0.0, "t1_s": t_lock,
+             "what": f"from rest, straight; servo targets ramp 0 -> 2 pi/{n} = "
+                     f"{2 * np.pi / n:.4f} rad (smoothstep over {RING_CURL_T} s)"},
+            {"name": "lock", "t0_s": t_lock, "t1_s": t_lock,
+             "what": "the end ports weld where they stand (diffmb.modular.close_loop), an "
+                     "inelastic impact"},
+            {"name": "ring", "t0_s": t_lock, "t1_s": t_lock + T,
+             "what": "the ring sinks, servos holding the joint angles of the lock"}],
+        "dt_s": SNAKE_DT, "check_every_s": save, "t_lock_s": t_lock,
+        "port_gap_at_lock_m": gap[0], "angle_at_lock_rad": gap[1],
+        "closing_hinge_angle_rad": gap[2],
+        "joint_angles_at_lock_rad": q1[k, 7:].tolist(),
+        "momentum_err": err, "momentum_before": h0.tolist(), "momentum_after": h1.tolist(),
+        "momentum_components": "linear (N s, world), angular about the world origin (N m s); "
+                               "bodies and the fluid's impulse (added mass)",
+        "kinetic_energy_J": {"before": e0, "after": e1},
+        "ring_duration_s": T,
+        "weld_violation_max": {"position_m": float(np.abs(viol[:, :3]).max()),
+                               "orientation": float(np.abs(viol[:, 3:]).max())},
+        "weld_violation_definition": "MuJoCo's weld residual over the ring phase: position of "
+                                     "one port's site relative to the other's (m), and the "
+                                     "vector part of their relative quaternion",
+        "ring_sink_m": float(q2[2] - q3[-1, 2]),
+        "net_weight_N": uw.net_weight(model, hydro),
+        "momentum_end_of_ring": h3.tolist(),
+        "finite": bool(curl.ok and rr.ok and np.all(np.isfinite(q3)))}
+    k1 = k + 1
+    replay = (ring, np.concatenate([[0.0], ts[:k1], t_lock + ts2]),
+              np.concatenate([np.asarray(model.qpos0)[None], q1[:k1], q3]))
+    return result, replay
 
 
 # ------------------------------------------------------------------------------ walking
@@ -963,6 +1101,9 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["docking_momentum_err"] = dk["momentum_err"]
     res["docking"] = dk
     res["shared_parameters"] = shared_parameters_run()
+    t1 = time.perf_counter()
+    res["ring_docking"], ring_replay = ring_docking_run(quick)
+    timings["ring_docking_s"] = time.perf_counter() - t1
     timings["configurations_s"] = time.perf_counter() - t0
 
     # 2. optimisation (surrogate), then every gait judged in the reference model
@@ -1040,12 +1181,14 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     res["timings"] = timings
     (out_dir / "results.json").write_text(json.dumps(res, indent=2, default=float))
     figs = _figures(out_dir, res, runs, opt, plt)
+    figs.append(_ring_figure(out_dir, res["ring_docking"], ring_replay, plt))
     _report(out_dir, res, figs, quick)
     from ..viz import frames, study_replay  # the optimised gait, in a browser (diffmb.viz)
 
     with open(out_dir / "report.md", "a") as f:
         f.write("\n" + study_replay(out_dir, model, frames(runs["after"]["t"], runs["after"]["q"]),
                                     title="underwater quadruped: optimised gait") + "\n")
+        f.write("\n" + _ring_replay(out_dir, ring_replay) + "\n")
     return res
 
 
@@ -1126,6 +1269,98 @@ def _figures(out_dir, res, runs, opt, plt):
     return figs
 
 
+def _ring_figure(out_dir, rd, replay, plt):
+    """The ring docking: the snake's shape in the x–z plane at four instants, the end ports'
+    gap through the curl, the root's height through every phase."""
+    from ..modular import module_frames
+
+    cfg, ts, q = replay
+    model, _ = cfg.build(fluid=False, contacts=False)
+    t_lock = rd["t_lock_s"]
+    L = uw.MODULE_SIZE[0]
+    fig, axs = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax = axs[0]
+    picks = [0, int(np.searchsorted(ts, 0.5 * t_lock)), int(np.searchsorted(ts, t_lock)),
+             len(ts) - 1]
+    for i, c in zip(picks, ("0.75", "0.5", "C3", "C0"), strict=True):
+        fr = module_frames(cfg, model, q[i])
+        for n in cfg.names:
+            R, p = fr[n]
+            e = p + R @ np.array([L, 0.0, 0.0])
+            ax.plot([p[0], e[0]], [p[2], e[2]], "-", color=c, lw=3,
+                    label=f"t = {ts[i]:.2f} s" if n == cfg.names[0] else None)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("z [m]")
+    ax.set_title(f"{rd['modules']} modules: curl, lock at {t_lock:.2f} s, ring")
+    ax.legend(fontsize=8)
+    ax = axs[1]
+    ax.plot(ts, q[:, 2], color="C0", label="height of s0 (the root) [m]")
+    ax.axvline(t_lock, color="C3", ls="--", label="ports lock (weld)")
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("z [m]")
+    ax.set_title(f"gap at lock {rd['port_gap_at_lock_m'] * 1e3:.1f} mm, momentum kept to "
+                 f"{rd['momentum_err']:.0e}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "fig_ring.png", dpi=110)
+    plt.close(fig)
+    return ("fig_ring.png", "a snake docks its ends into a ring: shapes and root height")
+
+
+def _ring_replay(out_dir, replay) -> str:
+    """The ring docking's replay (``replay_ring.html``): the curl and the ring stitched, drawn
+    from the ring's MJCF export."""
+    from ..io.sources import with_source
+    from ..viz import frames, study_replay
+
+    cfg, ts, q = replay
+    path = out_dir / "underwater_ring.xml"
+    cfg.to_mjcf(path)
+    model, _ = cfg.build(fluid=False, contacts=False)
+    return study_replay(out_dir, with_source(model, path, "mjcf"), frames(ts, q),
+                        name="replay_ring.html",
+                        title="underwater snake docking its ends into a ring")
+
+
+def _configuration_lines(res) -> list:
+    """The report's lines on the ring docking and the shared parameters."""
+    rd, sp = res["ring_docking"], res["shared_parameters"]
+    ph = {p["name"]: p for p in rd["phases"]}
+    pn, pq = sp["prediction"], sp["prediction_quadruped"]
+    ident = "; ".join(f"{k} {sp['identified'][k]:.4g} (true {v:.4g}, {sp['rel_error'][k]:+.1%}, "
+                      f"{sp['error_in_std'][k]:+.1f} σ)" for k, v in sp["true"].items())
+
+    def pred(p):
+        return (f"root position error {p['identified']['root_position_m'] * 1e3:.2f} mm "
+                f"(initial guess: {p['guess']['root_position_m'] * 1e3:.1f} mm), joint angle "
+                f"error {p['identified']['joint_rad']:.1e} rad (guess "
+                f"{p['guess']['joint_rad']:.1e}); the true run moves its root "
+                f"{p['truth_root_travel_m']:.3f} m")
+
+    return [
+        f"- Ring docking (`ring_docking`): {rd['robot']}. Phases: curl, t = 0 → "
+        f"{ph['curl']['t1_s']:.2f} s ({ph['curl']['what']}); the end ports "
+        f"{rd['ports'][0]} and {rd['ports'][1]} came within tolerance ({rd['tolerance']['tol']} "
+        f"m, {rd['tolerance']['angle_tol']} rad, the closing hinge free) at t = "
+        f"{rd['t_lock_s']:.2f} s, {rd['port_gap_at_lock_m'] * 1e3:.1f} mm and "
+        f"{rd['angle_at_lock_rad']:.1e} rad apart, the closing hinge at "
+        f"{rd['closing_hinge_angle_rad']:.3f} rad; lock: {ph['lock']['what']}, momentum "
+        f"(bodies and the fluid's impulse) kept to {rd['momentum_err']:.1e} relative, kinetic "
+        f"energy {rd['kinetic_energy_J']['before']:.3f} → {rd['kinetic_energy_J']['after']:.3f} "
+        f"J; ring, t = {ph['ring']['t0_s']:.2f} → {ph['ring']['t1_s']:.2f} s: {ph['ring']['what']}"
+        f", the loop {rd['loop']}; it sank {rd['ring_sink_m']:.3f} m (net weight "
+        f"{rd['net_weight_N']:.1f} N), the weld held to {rd['weld_violation_max']['position_m']:.1e}"
+        f" m and {rd['weld_violation_max']['orientation']:.1e} (quaternion vector part).",
+        f"- Shared parameters (`shared_parameters`): {sp['record']}, noise "
+        f"{sp['noise_1sigma']}; the module type's drag and added mass identified by "
+        f"Levenberg–Marquardt through `simulate` ({sp['fit']['steps']} steps, success "
+        f"{sp['fit']['success']}, residual rms {sp['fit']['residual_rms']:.2f} σ, "
+        f"{sp['fit']['wall_s']:.0f} s): {ident}. Predicted with the identified set: the "
+        f"{pn['configuration']}: {pred(pn)}; the {pq['configuration']} (types "
+        f"{', '.join(pq['module_types'])}; it sinks {pq['truth_sink_m']:.3f} m): {pred(pq)}."]
+
+
 def _report(out_dir, res, figs, quick):
     w = res["walk"]
     m = w["metrics"]
@@ -1192,7 +1427,7 @@ def _report(out_dir, res, figs, quick):
         f"{dk['kinetic_energy_J']['before']:.3f} → {dk['kinetic_energy_J']['after']:.3f} J. "
         f"The docked robot moved on until t = {dk['t_undock_s']:.2f} s, undocked at the weld "
         f"(momentum kept to {dk['undocking_momentum_err']:.1e}) and the two drifted apart until "
-        f"t = {dk['t_end_s']:.2f} s.", "",
+        f"t = {dk['t_end_s']:.2f} s.", *_configuration_lines(res), "",
         "## Closed forms", "",
         f"- released sphere: a₀ = {res['sphere_accel_mps2']:.6f} m/s² vs (B − W)/(m + ½ρV) = "
         f"{res['sphere_accel_expected_mps2']:.6f} (rel. err {res['sphere_accel_rel_err']:.1e}); "
