@@ -55,6 +55,11 @@ any other runs with fixed steps.
   stiction springs and dampers, soft limits, servos, damping) linearised over the step,
   (M − h A) Δv = h (Q − C + c), then q₁ = q + h q̇(q, v₁); for a Model with contacts at the
   file's own timestep.
+* ``"implicit2"`` or :class:`ImplicitContactROS2`: the second-order implicit contact step, fixed
+  steps: the two-stage Rosenbrock–W method ROS2 (γ = 1 + 1/√2, L-stable) on the same
+  linearisation and the same matrix as ``"implicit"`` (one factorisation, two solves, one more
+  evaluation of the vector field per step); contact points that do not push at the start of a
+  step stay out of its second stage.
 * ``saveat=None`` with an adaptive solver saves (t0, t1).
 * ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
   rk4 (``dt`` then required; used to measure convergence orders); ``adaptive=True`` with a
