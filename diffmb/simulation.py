@@ -58,8 +58,8 @@ any other runs with fixed steps.
 * ``"implicit2"`` or :class:`ImplicitContactROS2`: the second-order implicit contact step, fixed
   steps: the two-stage Rosenbrock–W method ROS2 (γ = 1 + 1/√2, L-stable) on the same
   linearisation and the same matrix as ``"implicit"`` (one factorisation, two solves, one more
-  evaluation of the vector field per step); contact points that do not push at the start of a
-  step stay out of its second stage.
+  evaluation of the vector field per step); contact points and soft limit rows that do not
+  push at the start of a step stay out of its second stage.
 * ``saveat=None`` with an adaptive solver saves (t0, t1).
 * ``adaptive=False`` runs tsit5/dopri5/dopri8/kvaerno5 with fixed steps on the same grid as
   rk4 (``dt`` then required; used to measure convergence orders); ``adaptive=True`` with a
@@ -410,7 +410,11 @@ class ImplicitContactROS2(diffrax.AbstractSolver):
     quaternions then projected as after every step). Both stages solve with the one matrix
     W = M − γh A of an Euler step of size γh (one factorisation per step); a stage's
     position and stiction-state parts are eliminated as in that step
-    (:meth:`~diffmb.systems.TreeSystem.linear_stages`).
+    (:meth:`~diffmb.systems.TreeSystem.linear_stages`). The second stage's f is the system's
+    vector field with the contact points and soft limit rows that do not push at y kept from
+    pushing: the linearisation has no block for them, so a contact or limit that engages
+    during a step starts to push at the next step (as in the Euler step) instead of entering
+    the stage as an unlinearised stiff spring.
 
     Second order for any J (a W-method: the order does not rest on the linearisation being
     exact, so contact Jacobians that change over the step, the velocity-product terms and

@@ -170,9 +170,10 @@ class LinearStages(NamedTuple):
     * ``rates``: the state rates at y as the step uses them (the structure of y[2]; None
       without state);
     * ``field(t, y)``: the vector field for the later stages: the system's, with the contact
-      points that do not push at y kept out of contact (the linearisation has no block for
-      them: a contact that closes during the step starts to push at the next step, as in the
-      Euler step, instead of entering a stage as an unlinearised stiff spring).
+      points and the soft limit rows (MuJoCo's constraint form) that do not push at y kept
+      from pushing (the linearisation has no block for them: a contact or limit that engages
+      during the step starts to push at the next step, as in the Euler step, instead of
+      entering a stage as an unlinearised stiff spring).
     """
 
     W: jnp.ndarray
@@ -449,7 +450,9 @@ class TreeSystem(AbstractSecondOrderSystem):
 
             return h * (F + cg), increment
 
-        masked = tuple(f.masked(lins[k].on) if k in lins else f
+        row_on = {k: rw.f > 0 for k, rw in zip(row_els, rows, strict=True) if rw is not None}
+        masked = tuple(f.masked(lins[k].on) if k in lins else
+                       f.masked(row_on[k]) if k in row_on else f
                        for k, f in enumerate(self.forces))
 
         def field(t_, y_):
