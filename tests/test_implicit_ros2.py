@@ -234,3 +234,26 @@ def test_gradient_is_finite_through_touch_down(box):
     J = np.asarray(jax.jacrev(end)(jnp.array([0.02, 0.5])))
     assert np.all(np.isfinite(J)), J
     assert abs(J[0, 0]) < 0.1, J
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", [0.005, 0.02])
+def test_bench_quadruped_settles_at_the_file_step_and_at_20ms(dt):
+    """The contact benchmark's quadruped (soft limits in MuJoCo's constraint form, servos,
+    stiction), dropped from the benchmark's random states: at the file's 5 ms and at MuJoCo's
+    20 ms every member ends in the benchmark's settle band, still."""
+    from diffmb.bench.contacts import BAND, QUADRUPED, VMAX, initial_states
+
+    model = diffmb.load_mjcf(QUADRUPED)
+    forces = diffmb.mjcf_forces(QUADRUPED)
+    q, v = initial_states(4)
+
+    def final(q0, v0):
+        tr = diffmb.simulate(model, q0, v0, t1=1.0, dt=dt, forces=forces, solver="implicit2",
+                             saveat=[1.0], throw=False)
+        return tr.q[-1], tr.v[-1], tr.status
+
+    qf, vf, st = jax.jit(jax.vmap(final))(jnp.asarray(q), jnp.asarray(v))
+    assert np.all(np.asarray(st) == 0)
+    assert np.all((BAND[0] < qf[:, 2]) & (qf[:, 2] < BAND[1])), qf[:, 2]
+    assert np.all(jnp.linalg.norm(vf[:, :3], axis=1) < VMAX)
