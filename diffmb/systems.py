@@ -310,8 +310,10 @@ class TreeSystem(AbstractSecondOrderSystem):
         return st.W, st.r, st.finish
 
     def linear_stages(self, t, y, params, h):
-        """The linearly implicit Euler step of the tree (see
-        :class:`~diffmb.simulation.ImplicitContactEuler`): with M the mass matrix, Q the
+        """The tree's stiff forces linearised over a step of size h from y, as a
+        :class:`LinearStages`: the linearly implicit Euler step (see
+        :class:`~diffmb.simulation.ImplicitContactEuler`) and any stage of a multi-stage one
+        (:class:`~diffmb.simulation.ImplicitContactROS2`). With M the mass matrix, Q the
         generalized forces at the start of the step, C the velocity-product and gravity terms,
         and the stiff forces linearised over the step as Q(end) ≈ Q + A Δv + c,
 
