@@ -36,6 +36,7 @@ from __future__ import annotations
 import abc
 import warnings
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -62,6 +63,7 @@ __all__ = [
     "AbstractDiscreteSystem",
     "AbstractSecondOrderSystem",
     "AbstractStatefulControl",
+    "LinearStages",
     "TreeSystem",
     "STATUS",
     "MAX_SPEED",
@@ -140,6 +142,48 @@ class AbstractSecondOrderSystem(AbstractODESystem):
         offer such a step override this."""
         raise TypeError(f"{self.name}: this system offers no linearly implicit step; use an "
                         "explicit solver or 'implicit_euler_v'")
+
+    def linear_stages(self, t, y, params, h):
+        """The linearisation of :meth:`linearly_implicit` for a multi-stage linearly implicit
+        step (:class:`~diffmb.simulation.ImplicitContactROS2`): a :class:`LinearStages`. Systems
+        that offer such a step override this."""
+        raise TypeError(f"{self.name}: this system offers no linearly implicit stages; use an "
+                        "explicit solver or 'implicit_euler_v'")
+
+
+class LinearStages(NamedTuple):
+    """A second-order system's stiff forces linearised once at a state y over a step of size
+    h, for every stage of a linearly implicit step that reuses the one matrix W.
+
+    A stage increment k = (k_q, k_v, k_s) (position rate in velocity coordinates, velocity
+    rate, element and control state rates) solves (I − h J) k = R for a right-hand side
+    R = (R_q, R_v, R_s), J the vector field linearised as the Euler step linearises it (the
+    stiff forces over positions that move by h (R_q + h k_v) and stiction states that move
+    implicitly; the other states explicit). ``stage(M R_v, R_q, R_s)`` reduces it to
+    W Δv = r and returns ``(r, increment)``; ``increment(Δv)`` is k, Δv = h k_v.
+
+    * ``W`` (nv, nv), ``r``, ``finish``: the Euler step of :meth:`~AbstractSecondOrderSystem.
+      linearly_implicit` (R = the vector field at y; ``finish(Δv)`` the state after it);
+    * ``M``: the mass matrix at y (``stage`` takes the force M R_v, not R_v);
+    * ``force``: M a at y, the generalized force of the Euler step (gravity, velocity
+      products and every element's force, the soft rows' included);
+    * ``rates``: the state rates at y as the step uses them (the structure of y[2]; None
+      without state);
+    * ``field(t, y)``: the vector field for the later stages: the system's, with the contact
+      points and the soft limit rows (MuJoCo's constraint form) that do not push at y kept
+      from pushing (the linearisation has no block for them: a contact or limit that engages
+      during the step starts to push at the next step, as in the Euler step, instead of
+      entering a stage as an unlinearised stiff spring).
+    """
+
+    W: jnp.ndarray
+    r: jnp.ndarray
+    finish: Callable
+    M: jnp.ndarray
+    force: jnp.ndarray
+    rates: object
+    stage: Callable
+    field: Callable
 
 
 class AbstractDiscreteSystem(AbstractSystem):
@@ -260,8 +304,16 @@ class TreeSystem(AbstractSecondOrderSystem):
         return qdot(self.model, q, v)
 
     def linearly_implicit(self, t, y, params, h):
-        """The linearly implicit Euler step of the tree (see
-        :class:`~diffmb.simulation.ImplicitContactEuler`): with M the mass matrix, Q the
+        """The linearly implicit Euler step of the tree: ``(W, r, finish)`` of
+        :meth:`linear_stages` (which says how they are built)."""
+        st = self.linear_stages(t, y, params, h)
+        return st.W, st.r, st.finish
+
+    def linear_stages(self, t, y, params, h):
+        """The tree's stiff forces linearised over a step of size h from y, as a
+        :class:`LinearStages`: the linearly implicit Euler step (see
+        :class:`~diffmb.simulation.ImplicitContactEuler`) and any stage of a multi-stage one
+        (:class:`~diffmb.simulation.ImplicitContactROS2`). With M the mass matrix, Q the
         generalized forces at the start of the step, C the velocity-product and gravity terms,
         and the stiff forces linearised over the step as Q(end) ≈ Q + A Δv + c,
 
@@ -320,6 +372,9 @@ class TreeSystem(AbstractSecondOrderSystem):
 
             Kq, Dv = jax.jacfwd(tau_of, argnums=(0, 1))(jnp.zeros(m.nv), v)
             A, c = A + Dv + h * Kq, c + h * (Kq @ v)
+        else:
+            Kq = None
+        A_pre = A
         A_rows, c_rows = A, c
         for rw in rows:
             tau = tau + rw.tau
@@ -351,7 +406,67 @@ class TreeSystem(AbstractSecondOrderSystem):
             sc1 = None if sc is None else jax.tree.map(lambda x, d: x + h * d, sc, dsc)
             return (q1, v1, (fs1, sc1))
 
-        return W, r, finish
+        rates = None
+        if s is not None:
+            fr = None
+            if fs is not None:
+                fr = [None] * len(self.forces)
+                for k, lin in lins.items():
+                    fr[k] = None if fs[k] is None else lin.zd
+                for j, k in enumerate(rest):
+                    if fs[k] is not None:
+                        fr[k] = ds[j]
+                fr = tuple(fr)
+            rates = (fr, dsc)
+
+        def stage(F, rate, srates):
+            # c with the positions moving at `rate` and the states at `srates` (Euler: v, ż)
+            rfs = None if srates is None else srates[0]
+            cg, dz0 = jnp.zeros(m.nv), {}
+            for k, lin in lins.items():
+                zr = lin.zd if rfs is None or rfs[k] is None else rfs[k]
+                ck, dz0[k] = lin.explicit_change(h, rate, zr)
+                cg = cg + ck
+            if Kq is not None:
+                cg = cg + h * (Kq @ rate)
+            c_pre = cg
+            for rw in rows:
+                cg = cg + rw.linearise(cho, A_pre, c_pre, rate, h)[1]
+
+            def increment(dv):
+                if Cx is not None:
+                    X = jax.scipy.linalg.cho_solve(cho, Cx.T)
+                    dv = dv - X @ jnp.linalg.solve(Cx @ X, Cx @ dv)
+                kq, kv = rate + dv, dv / h
+                if s is None:
+                    return (kq, kv)
+                kf = None
+                if fs is not None:
+                    kf = list(rfs)
+                    for k, lin in lins.items():
+                        if fs[k] is not None:
+                            kf[k] = (dz0[k] + jnp.einsum("pij,pjk,k->pi", lin.dz_du, lin.Jc,
+                                                         dv)) / h
+                    kf = tuple(kf)
+                return (kq, kv, (kf, srates[1]))
+
+            return h * (F + cg), increment
+
+        row_on = {k: rw.f > 0 for k, rw in zip(row_els, rows, strict=True) if rw is not None}
+        masked = tuple(f.masked(lins[k].on) if k in lins else
+                       f.masked(row_on[k]) if k in row_on else f
+                       for k, f in enumerate(self.forces))
+
+        def field(t_, y_):
+            s_ = y_[2] if len(y_) > 2 else None
+            q_ = normalize(m, y_[0]) if self.quaternion == "exact" else y_[0]
+            a_, ds_ = _accelerations(m, masked, self.control, t_, q_, y_[1], params, s_,
+                                     self.method)
+            dq_ = qdot(m, y_[0], y_[1])
+            return (dq_, a_) if s_ is None else (dq_, a_, ds_)
+
+        return LinearStages(W=W, r=r, finish=finish, M=M, force=tau + Qc - bias, rates=rates,
+                            stage=stage, field=field)
 
     def outputs(self, ys, params):
         q = ys[0]

@@ -395,7 +395,9 @@ def _body_spins(model, kin, bodies):
     return jnp.where(moving[:, None], w, 0.0)
 
 
-def _evaluate(el, model: Model, q, v, z) -> _Points:
+def _evaluate(el, model: Model, q, v, z, on=None) -> _Points:
+    """The element's points and forces at (q, v, z); ``on`` (nc,) bool: only those points
+    push (the others as out of contact)."""
     kin = kinematics(model, q, v)
     P, d, n, src, dst = _raw_points(el, model, kin)
     pi = np.asarray(el.point_geom)
@@ -404,6 +406,8 @@ def _evaluate(el, model: Model, q, v, z) -> _Points:
     pen = -d + el.margin[pi]
     ddelta = -jnp.sum(n * vrel, axis=-1)
     fn = _normal_force(el, pen, ddelta, pi)
+    if on is not None:
+        fn = jnp.where(on, fn, 0.0)
     ft, dz = L.tangential(el.friction, fn, vrel, n, z, el.mu[pi],
                           el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps)
     f = fn[:, None] * n + ft
@@ -425,7 +429,9 @@ class ContactLinearisation(eqx.Module):
     h, for an implicit step (:meth:`AbstractContacts.linearise`): the generalized contact force
     is ``Q`` at the start of the step and Q + A Δv + c at its end to first order, Δv the change
     of the generalized velocities over the step; the stiction state moves by
-    ``state_change(Δv)``."""
+    ``state_change(Δv)``. For a stage of a multi-stage step whose positions move at another
+    rate and whose stiction states at another rate than the element's own (a Rosenbrock
+    stage), :meth:`explicit_change` gives the terms that replace ``c`` and ``dz0``."""
 
     Q: jnp.ndarray  # (nv,)
     A: jnp.ndarray  # (nv, nv)
@@ -433,9 +439,30 @@ class ContactLinearisation(eqx.Module):
     dz0: jnp.ndarray  # (nc, 3): Δz at Δv = 0
     dz_du: jnp.ndarray  # (nc, 3, 3): Δz per change of the point's relative velocity
     Jc: jnp.ndarray  # (nc, 3, nv): the points' relative velocities per generalized velocity
+    zd: jnp.ndarray = None  # (nc, 3): the stiction rate ż at the start of the step
+    hS: jnp.ndarray = None  # (nc, 3, 3): h (I − h ∂ż/∂z)⁻¹
+    Fx: jnp.ndarray = None  # (nc, 3, 3): ∂f/∂x
+    Fz: jnp.ndarray = None  # (nc, 3, 3): ∂f/∂z
+    Gx: jnp.ndarray = None  # (nc, 3, 3): ∂ż/∂x
+    Jw: jnp.ndarray = None  # (nc, 3, nv): the points' relative spins (with spin friction)
+    Tx: jnp.ndarray = None  # (nc, 3, 3): ∂torque/∂x (with spin friction)
+    on: jnp.ndarray = None  # (nc,) bool: the points that push at the start of the step
 
     def state_change(self, dv):
         return self.dz0 + jnp.einsum("pij,pjk,k->pi", self.dz_du, self.Jc, dv)
+
+    def explicit_change(self, h, rate, zrate):
+        """``(c, dz0)`` when over the step the generalized positions move by h (``rate`` + Δv)
+        (``rate`` (nv,) in velocity coordinates) and the stiction states at the rate
+        ``zrate`` (nc, 3) before their own implicit part: with ``rate`` = v and ``zrate`` =
+        ż these are ``c`` and ``dz0``. The state moves by ``dz0 + dz_du Jc Δv``."""
+        mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
+        ru = jnp.einsum("pin,n->pi", self.Jc, rate)
+        dz0 = mv(self.hS, zrate + h * mv(self.Gx, ru))
+        c = jnp.einsum("pin,pi->n", self.Jc, h * mv(self.Fx, ru) + mv(self.Fz, dz0))
+        if self.Tx is not None:
+            c = c + h * jnp.einsum("pin,pi->n", self.Jw, mv(self.Tx, ru))
+        return c, dz0
 
 
 def _normal_force(el, pen, ddelta, pi, smoothing=True):
@@ -572,7 +599,10 @@ def _linearise(el, model: Model, q, v, z, h) -> ContactLinearisation:
         A = A + jnp.einsum("pin,pij,pjm->nm", Jw, Tu + h * Tx, Jc) \
             + jnp.einsum("pin,pij,pjm->nm", Jw, Tw, Jw)
         c = c + h * jnp.einsum("pin,pi->n", Jw, mv(Tx, u))
-    return ContactLinearisation(Q=Q, A=A, c=c, dz0=dz0, dz_du=dz_du, Jc=Jc)
+    return ContactLinearisation(Q=Q, A=A, c=c, dz0=dz0, dz_du=dz_du, Jc=Jc, zd=zd, hS=hS,
+                                Fx=Fx, Fz=Fz, Gx=Gx, Jw=Jw if el.spin else None,
+                                Tx=Tx if el.spin else None,
+                                on=jnp.any(f != 0.0, axis=-1))
 
 
 class AbstractContacts(AbstractGroundForce):
@@ -717,6 +747,12 @@ class AbstractContacts(AbstractGroundForce):
         :class:`ContactLinearisation`."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         return _linearise(self, model, q, v, z, h)
+
+    def masked(self, on) -> AbstractForce:
+        """This element with only the points ``on`` (nc,) bool pushing, the others as out of
+        contact (a later stage of a linearly implicit step keeps out the points that did not
+        push at its start, as its linearisation does)."""
+        return _MaskedContacts(self, on)
 
     def energy(self, model: Model, q, state=None):
         """Elastic energy stored in the contacts (J): the normal springs of every pair, and
@@ -1020,6 +1056,22 @@ class CoulombContacts(AbstractContacts, AbstractForce):
     def __call__(self, model, t, q, v, ctrl):
         r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))
         return jnp.zeros(model.nv), r.f_ext
+
+
+class _MaskedContacts(AbstractForce):
+    """A contact element of which only the points ``on`` push (:meth:`AbstractContacts.
+    masked`); evaluated with or without the element's state as the element is."""
+
+    el: AbstractContacts
+    on: jnp.ndarray
+
+    def __call__(self, model, t, q, v, ctrl):
+        r = _evaluate(self.el, model, q, v, jnp.zeros((self.el.n_points, 3)), self.on)
+        return jnp.zeros(model.nv), r.f_ext
+
+    def stateful_call(self, model, t, q, v, ctrl, state):
+        r = _evaluate(self.el, model, q, v, state, self.on)
+        return jnp.zeros(model.nv), r.f_ext, r.dz
 
 
 Contacts.__init__.__doc__ = _DOC_ARGS

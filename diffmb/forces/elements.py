@@ -838,10 +838,12 @@ class JointLimits(AbstractForce):
         linearises the rows with the load (:meth:`soft_rows`)."""
         return self if self.solref is None else None
 
-    def soft_rows(self, model, t, q, v, ctrl, tau, f_ext, dynamics=None) -> SoftRows | None:
+    def soft_rows(self, model, t, q, v, ctrl, tau, f_ext, dynamics=None, on=None
+                  ) -> SoftRows | None:
         """MuJoCo's constraint form: the rows (one per dof, on its violated side) and their
         forces under the load ``tau``/``f_ext`` (:class:`SoftRows`; ``dynamics``: see
-        :func:`soft_limit_rows`); None in the penalty form."""
+        :func:`soft_limit_rows`; ``on`` (ndof,) bool: only those rows may push); None in the
+        penalty form."""
         if self.solref is None:
             return None
         _indices("JointLimits", "dof", self.dof, model.nv, f"model nv = {model.nv}")
@@ -849,6 +851,8 @@ class JointLimits(AbstractForce):
         qa = jnp.stack([q[a] for a in self.qadr])
         idx = jnp.asarray(self.dof, dtype=jnp.int32)
         below, above = qa < self.lower, qa > self.upper
+        if on is not None:
+            below, above = below & on, above & on
         side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))  # the violated row's sign
         y = jnp.where(below, qa - self.lower, jnp.where(above, self.upper - qa, 1.0))
         J = side[:, None] * jnp.eye(model.nv)[idx]
@@ -860,6 +864,12 @@ class JointLimits(AbstractForce):
         f = jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(len(self.dof)))
         return SoftRows(J=J, y=y, f=f, invweight=self.invweight, solref=self.solref,
                         solimp=self.solimp)
+
+    def masked(self, on) -> AbstractForce:
+        """These limits (MuJoCo's constraint form) with only the rows ``on`` (ndof,) bool
+        allowed to push (a later stage of a linearly implicit step keeps out the rows that did
+        not push at its start, as its linearisation does)."""
+        return _MaskedLimits(self, on)
 
     def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
         """The limit forces with ``tau`` (nv,) and ``f_ext`` (nbody, 6 or None) acting besides
@@ -875,6 +885,24 @@ class JointLimits(AbstractForce):
             f = limit_force(qa, va, self.lower, self.upper, self.stiffness, self.damping)
             return jnp.zeros(model.nv).at[idx].add(f), None
         return self.soft_rows(model, t, q, v, ctrl, tau, f_ext).tau, None
+
+
+class _MaskedLimits(AbstractForce):
+    """Soft limits in MuJoCo's constraint form of which only the rows ``on`` may push (a later
+    stage of a linearly implicit step: :meth:`JointLimits.masked`)."""
+
+    el: JointLimits
+    on: jnp.ndarray
+
+    @property
+    def needs_load(self) -> bool:
+        return True
+
+    def __call__(self, model, t, q, v, ctrl):
+        return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
+
+    def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
+        return self.el.soft_rows(model, t, q, v, ctrl, tau, f_ext, on=self.on).tau, None
 
 
 class JointFriction(AbstractForce):
