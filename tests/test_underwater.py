@@ -172,17 +172,21 @@ def test_both_methods_call_one_objective(monkeypatch):
         return J
 
     monkeypatch.setattr(study, "gait_objective", fake_objective)
-    out = study.optimise_gait(None, (), seeds=(3, 4), budget_s=0.5, log=lambda *a: None)
+    out = study.optimise_gait(None, (), seeds=(3, 4), budget_s=1.0, clock="cpu",
+                              log=lambda *a: None)
     assert len(built) == 1
     out.pop("_batch")
-    assert out["seeds"] == [3, 4] and out["budget_s"] == 0.5
+    assert out["seeds"] == [3, 4] and out["budget_s"] == 1.0 and out["clock"] == "cpu_s"
     for name in ("gradient", "cmaes"):
         r = out[name]
         assert [s["seed"] for s in r["seeds"]] == [3, 4]
         assert r["compile_s"] > 0 and np.isfinite(r["median_J_final"])
         for s in r["seeds"]:
-            assert len(s["wall_s"]) == len(s["J"]) >= 1 and s["J_final"] >= -1.0
+            assert len(s["wall_s"]) == len(s["cpu_s"]) == len(s["J"]) >= 1
+            assert -1.0 <= s["J_final"] and s["J_final"] in s["J"]
             assert np.all(np.diff(s["J"]) <= 0) and np.all(np.diff(s["wall_s"]) > 0)
+    for s in out["gradient"]["seeds"]:  # Adam descends the bowl
+        assert s["J"][-1] < s["J"][0] - 0.5
     assert out["cmaes"]["population_size"] == 4 + int(3 * np.log(study.N_GAIT_PARAMS))
     assert "time_to_reach_cmaes_final_s" in out["gradient"]
     json.dumps(out)

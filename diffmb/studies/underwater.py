@@ -15,22 +15,15 @@ Dynamics: ABA with RK4; Kane's formulation (:mod:`diffmb.dynamics.kane`, built f
 its partial velocities; the free joint's generalized speeds) checked against ABA on random
 states with the same hydrodynamic forces and added inertia.
 
-Gait optimisation: with stiction, reverse-mode gradients of a multi-second walk are unusable
-(they explode, and the speed is a rough function of the gait). The optimiser therefore
-differentiates a *surrogate*: the same robot with regularised Coulomb friction (ε = 0.1 m/s) and
-a softer Hunt–Crossley floor (time constant 0.05 s; its force is continuous at touch-down, so the
-fixed-step trajectory is continuous in the parameters and reverse mode agrees with finite
-differences), speed and power measured over exactly one gait cycle after one cycle of start-up
-(t ∈ [1/f, 2/f], so the window does not cut a step), and gradients averaged over K Gaussian
-perturbations of the parameters (randomised smoothing; Duchi et al. 2012).
-
-The surrogate's one-cycle optimum is not the reference model's, so a second, forward-only stage
-judges candidates in the reference model: every Adam iterate of every restart (the starts
-included), and, for the gradient-free baseline, as many of the points it evaluated (the lowest
-surrogate J), each walked for the report's horizon in one batched call and scored by the same J
-over the report's window [2 s, horizon]; each method keeps its best. Every gait, before and
-after, is then reported from a walk in the reference model. The measurements behind these
-choices are in ``docs/performance.md`` (underwater gait optimisation).
+Gait optimisation (issue 31's proof): a knot table of 8 joints × 8 knots per cycle and a
+frequency (65 parameters, :func:`gait_params`) is optimised in the reference model (the file's
+contacts with stiction) by two methods that call one objective, :func:`gait_objective`
+(J = −v̄ + λ P̄/(m g) over a window of a walk with the implicit contact step): Adam on
+``jax.value_and_grad`` of J, the contacts' derivatives backward-smoothed
+(:func:`diffmb.contacts.backward_smoothed`), against CMA-ES (``cmaes.CMA``, ask/tell, a
+generation evaluated by ``jax.vmap`` of J), at equal wall time with each method's compile
+charged to every seed (:func:`optimise_gait`). The optimised gaits are then walked with RK4
+for the report's longer horizon and window.
 
 ``reproduce(out_dir, quick)`` writes ``results.json``, figures and ``report.md``;
 ``identify(data_csv, out_dir)`` fits drag and added mass of one module to a free-swimming record
@@ -73,9 +66,10 @@ N_GAIT_PARAMS = 1 + 8 * GAIT_KNOTS  # frequency logit and knots
 F_RANGE = (0.2, 1.0)  # Hz
 KNOT_SCALE = 0.1  # rad per unit of θ
 START_SPREAD_RAD = 0.05  # rad, seed-dependent perturbation of the start's knots
-GAIT = dict(T=4.0, window=1.0, solver="implicit", dt=0.002, width=1e-3, lr=0.1, sigma0=1.0)
-PROOF = {True: dict(seeds=(0, 1), budget_s=60.0), False: dict(seeds=(0, 1, 2, 3, 4),
-                                                             budget_s=120.0)}
+GAIT = dict(T=4.0, window=1.0, solver="implicit", dt=0.005, width=1e-3, lr=0.1, sigma0=1.0)
+# seeds and budget per method and seed [s, on the clock named, compile included]
+PROOF = {True: dict(seeds=(0, 1), budget_s=60.0, clock="cpu"),
+         False: dict(seeds=(0, 1, 2, 3, 4), budget_s=120.0, clock="cpu")}
 # identification: one module released at 0.8 m/s with a spin, 4 s at 20 Hz
 ID_T, ID_RATE = 4.0, 20.0
 ID_V0 = (0.8, 0.3, -0.2, 0.4, 1.0, -0.8)  # ṗ (world, m/s), ω (body, rad/s)
@@ -613,96 +607,122 @@ def _start(seed):
                            (START_SPREAD_RAD / KNOT_SCALE) * rng.normal(size=N_GAIT_PARAMS - 1)])
 
 
+def _now():
+    """(wall, CPU) seconds: ``time.perf_counter`` and this process's ``time.process_time``."""
+    return np.array([time.perf_counter(), time.process_time()])
+
+
 def _compile(fn, *args):
     """AOT-compile ``fn`` (jitted) for ``args`` with JAX's persistent cache off (a cold,
-    fresh-process compile); returns (compiled, seconds of tracing, lowering and compiling)."""
+    fresh-process compile); returns (compiled, (wall, CPU) seconds of tracing, lowering and
+    compiling)."""
     was = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
     try:
-        t0 = time.perf_counter()
+        t0 = _now()
         out = jax.jit(fn).lower(*args).compile()
-        return out, time.perf_counter() - t0
+        return out, _now() - t0
     finally:
         jax.config.update("jax_enable_compilation_cache", was)
 
 
-def _run_gradient(vg, theta0, compile_s, budget_s, lr, b1=0.9, b2=0.999, eps=1e-8):
+class _Run:
+    """One method's run on one seed: both clocks start at the method's compile time; the
+    budget applies to clock ``on`` (0 wall, 1 CPU); best-so-far J after every step."""
+
+    def __init__(self, compile_s, budget_s, on):
+        self.t, self.budget, self.on = np.array(compile_s, float), budget_s, on
+        self.wall, self.cpu, self.J, self.best, self.n = [], [], [], np.inf, 0
+        self.theta_best = None
+
+    def going(self):
+        return self.t[self.on] < self.budget
+
+    def record(self, dt, vals, thetas):
+        self.t = self.t + dt
+        self.n += len(vals)
+        i = int(np.argmin(vals))
+        if vals[i] < self.best:
+            self.best, self.theta_best = float(vals[i]), np.asarray(thetas[i])
+        self.wall.append(float(self.t[0]))
+        self.cpu.append(float(self.t[1]))
+        self.J.append(self.best)
+
+    def result(self):
+        return {"wall_s": self.wall, "cpu_s": self.cpu, "J": self.J, "evaluations": self.n,
+                "theta_best": self.theta_best}
+
+
+def _run_gradient(vg, theta0, compile_s, budget_s, lr, on=0, b1=0.9, b2=0.999, eps=1e-8):
     """Adam (Kingma & Ba 2015, its default moments) on the reverse-mode gradient ``vg``, from
-    ``theta0``, until the clock (starting at ``compile_s``) passes ``budget_s``; a non-finite
-    gradient entry counts as 0. Returns the best-so-far curve and the best θ."""
+    ``theta0``, until the budget clock passes ``budget_s`` (:class:`_Run`); a non-finite
+    gradient entry counts as 0. J is the value at each iterate."""
     th = np.asarray(theta0, float)
     m, v = np.zeros_like(th), np.zeros_like(th)
-    clock, best, best_th = compile_s, np.inf, th
-    wall, Js, n = [], [], 0
-    while clock < budget_s:
-        t0 = time.perf_counter()
+    run, k = _Run(compile_s, budget_s, on), 0
+    while run.going():
+        t0 = _now()
         val, g = vg(jnp.asarray(th))
         val, g = float(val), np.asarray(g)
         g = np.where(np.isfinite(g), g, 0.0)
-        n += 1
+        k += 1
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        th_next = th - lr * (m / (1 - b1**n)) / (np.sqrt(v / (1 - b2**n)) + eps)
-        clock += time.perf_counter() - t0
-        if val < best:
-            best, best_th = val, th
-        wall.append(clock)
-        Js.append(best)
+        th_next = th - lr * (m / (1 - b1**k)) / (np.sqrt(v / (1 - b2**k)) + eps)
+        run.record(_now() - t0, [val if np.isfinite(val) else np.inf], [th])
         th = th_next
-    return {"wall_s": wall, "J": Js, "evaluations": n, "theta_best": best_th}
+    return run.result()
 
 
-def _run_cmaes(fwd, theta0, compile_s, budget_s, sigma0, seed):
+def _run_cmaes(fwd, theta0, compile_s, budget_s, sigma0, seed, on=0):
     """``cmaes.CMA`` (its default population) from ``theta0``: each generation asked, evaluated
-    in one vmapped call, told; until the clock (starting at ``compile_s``) passes
-    ``budget_s``."""
+    in one vmapped call, told; until the budget clock passes ``budget_s`` (:class:`_Run`)."""
     from cmaes import CMA
 
     es = CMA(mean=np.asarray(theta0, float), sigma=sigma0, seed=seed)
-    clock, best, best_th = compile_s, np.inf, np.asarray(theta0)
-    wall, Js, n = [], [], 0
-    while clock < budget_s:
-        t0 = time.perf_counter()
+    run = _Run(compile_s, budget_s, on)
+    while run.going():
+        t0 = _now()
         xs = np.stack([es.ask() for _ in range(es.population_size)])
         vals = np.asarray(fwd(jnp.asarray(xs)))
         vals = np.where(np.isfinite(vals), vals, 1.0)
         es.tell(list(zip(xs, vals.tolist(), strict=True)))
-        clock += time.perf_counter() - t0
-        n += len(xs)
-        i = int(np.argmin(vals))
-        if vals[i] < best:
-            best, best_th = float(vals[i]), xs[i]
-        wall.append(clock)
-        Js.append(best)
-    return {"wall_s": wall, "J": Js, "evaluations": n, "theta_best": best_th,
-            "population": int(es.population_size)}
+        run.record(_now() - t0, vals, xs)
+    out = run.result()
+    out["population"] = int(es.population_size)
+    return out
 
 
-def _final(run, budget_s):
-    """Best-so-far J among the evaluations finished within ``budget_s``."""
-    js = [j for w, j in zip(run["wall_s"], run["J"], strict=True) if w <= budget_s]
+def _final(run, budget_s, clock="wall_s"):
+    """Best-so-far J among the evaluations finished within ``budget_s`` on ``clock``."""
+    js = [j for w, j in zip(run[clock], run["J"], strict=True) if w <= budget_s]
     return js[-1] if js else float("inf")
 
 
-def _time_to_reach(run, target):
-    """Clock [s] at which the best-so-far J first reached ``target`` (inf: never)."""
-    for w, j in zip(run["wall_s"], run["J"], strict=True):
+def _time_to_reach(run, target, clock="wall_s"):
+    """Time on ``clock`` [s] at which the best-so-far J first reached ``target`` (inf:
+    never)."""
+    for w, j in zip(run[clock], run["J"], strict=True):
         if j <= target:
             return w
     return float("inf")
 
 
-def optimise_gait(model, forces, *, seeds, budget_s, lr=None, sigma0=None, width=None,
-                  log=print):
+def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", lr=None, sigma0=None,
+                  width=None, log=print):
     """The gait proof: Adam on ``jax.value_and_grad`` of :func:`gait_objective` (contacts
     backward-smoothed by ``width`` m) against ``cmaes.CMA`` (ask/tell, default population, a
     generation evaluated by ``jax.vmap`` of the same J), both from the same seed-dependent
-    start (:func:`_start`), each for ``budget_s`` of wall time including its compile: each
-    method is compiled once (cold, :func:`_compile`) and that time is charged to every seed's
-    clock, as if each seed ran in a fresh process. Seeds are interleaved (gradient then CMA-ES
-    for each seed) so both share the machine's load. Returns per method every seed's
-    best-so-far J against wall time, final J, compile time; the gradient's time to reach
-    CMA-ES's final J."""
+    start (:func:`_start`), each for ``budget_s`` seconds including its compile: each method is
+    compiled once (cold, :func:`_compile`) and that time is charged to every seed's clock, as
+    if each seed ran in a fresh process. ``clock``: "wall" (``time.perf_counter``) or "cpu"
+    (this process's CPU time, which the load of other processes on a shared machine does not
+    inflate); both are recorded. Seeds are interleaved (gradient then CMA-ES for each seed) so
+    both share the machine's load. Returns per method every seed's best-so-far J against both
+    clocks, final J, compile times; the gradient's time to reach CMA-ES's final J."""
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"optimise_gait: clock = {clock!r}, expected 'wall' or 'cpu'")
+    on, key = (0, "wall_s") if clock == "wall" else (1, "cpu_s")
     lr = GAIT["lr"] if lr is None else lr
     sigma0 = GAIT["sigma0"] if sigma0 is None else sigma0
     width = GAIT["width"] if width is None else width
@@ -713,28 +733,31 @@ def optimise_gait(model, forces, *, seeds, budget_s, lr=None, sigma0=None, width
     lam = CMA(mean=np.zeros(N_GAIT_PARAMS), sigma=sigma0).population_size
     vg, c_grad = _compile(jax.value_and_grad(lambda th: J(th)[0]), th0)
     fwd, c_fwd = _compile(jax.vmap(lambda th: J(th)[0]), jnp.zeros((lam, N_GAIT_PARAMS)))
-    log(f"[underwater] gait proof: compile gradient {c_grad:.1f} s, CMA-ES batch of {lam} "
-        f"{c_fwd:.1f} s")
+    log(f"[underwater] gait proof: compile (wall, CPU) gradient {np.round(c_grad, 1)} s, "
+        f"CMA-ES batch of {lam} {np.round(c_fwd, 1)} s")
     runs = {"gradient": [], "cmaes": []}
     for s in seeds:
         start = _start(s)
-        g = _run_gradient(vg, start, c_grad, budget_s, lr)
-        c = _run_cmaes(fwd, start, c_fwd, budget_s, sigma0, s)
+        g = _run_gradient(vg, start, c_grad, budget_s, lr, on)
+        c = _run_cmaes(fwd, start, c_fwd, budget_s, sigma0, s, on)
         for name, r in (("gradient", g), ("cmaes", c)):
             r["seed"] = int(s)
-            r["J_final"] = _final(r, budget_s)
+            r["J_final"] = _final(r, budget_s, key)
             runs[name].append(r)
         log(f"[underwater] gait proof seed {s}: gradient J = {g['J_final']:.4f} "
             f"({g['evaluations']} gradients), CMA-ES J = {c['J_final']:.4f} "
             f"({c['evaluations']} walks)")
-    reach = [_time_to_reach(g, c["J_final"])
+    reach = [_time_to_reach(g, c["J_final"], key)
              for g, c in zip(runs["gradient"], runs["cmaes"], strict=True)]
     out = {}
     for name, rs in runs.items():
+        cs = c_grad if name == "gradient" else c_fwd
         out[name] = {
-            "seeds": [{"seed": r["seed"], "wall_s": r["wall_s"], "J": r["J"],
-                       "J_final": r["J_final"], "evaluations": r["evaluations"]} for r in rs],
-            "compile_s": c_grad if name == "gradient" else c_fwd,
+            "seeds": [{"seed": r["seed"], "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
+                       "J": r["J"], "J_final": r["J_final"], "evaluations": r["evaluations"]}
+                      for r in rs],
+            "compile_s": float(cs[on]), "compile_wall_s": float(cs[0]),
+            "compile_cpu_s": float(cs[1]),
             "median_J_final": float(np.median([r["J_final"] for r in rs])),
             "theta_best": [np.asarray(r["theta_best"]).tolist() for r in rs]}
     out["gradient"]["time_to_reach_cmaes_final_s"] = float(np.median(reach))
@@ -743,6 +766,7 @@ def optimise_gait(model, forces, *, seeds, budget_s, lr=None, sigma0=None, width
     out["cmaes"]["population_size"] = int(lam)
     out["cmaes"]["sigma0"] = sigma0
     out["budget_s"] = budget_s
+    out["clock"] = key
     out["seeds"] = [int(s) for s in seeds]
     out["smoothing_width_m"] = width
     out["_batch"] = (fwd, lam)  # the compiled batch of J, for the caller's checks
