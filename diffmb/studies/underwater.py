@@ -21,8 +21,9 @@ contacts with stiction) by two methods that call one objective, :func:`gait_obje
 (J = −v̄ + λ P̄/(m g) over a window of a walk with the implicit contact step): Adam on
 ``jax.value_and_grad`` of J, the contacts' derivatives backward-smoothed
 (:func:`diffmb.contacts.backward_smoothed`), against CMA-ES (``cmaes.CMA``, ask/tell, a
-generation evaluated by ``jax.vmap`` of J), at equal wall time with each method's compile
-charged to every seed (:func:`optimise_gait`). The optimised gaits are then walked with RK4
+generation evaluated by ``jax.vmap`` of J), at equal time with each method's compile charged
+to every seed (:func:`optimise_gait`; the budget on the process's CPU time, which the load of a
+shared machine does not inflate as it does wall time; both clocks recorded). The optimised gaits are then walked with RK4
 for the report's longer horizon and window.
 
 ``reproduce(out_dir, quick)`` writes ``results.json``, figures and ``report.md``;
