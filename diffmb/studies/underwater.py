@@ -617,14 +617,18 @@ def _compile(fn, *args):
     """AOT-compile ``fn`` (jitted) for ``args`` with JAX's persistent cache off (a cold,
     fresh-process compile); returns (compiled, (wall, CPU) seconds of tracing, lowering and
     compiling)."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
     was = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
+    cc.reset_cache()  # JAX decides once per process whether to use the cache: decide again
     try:
         t0 = _now()
         out = jax.jit(fn).lower(*args).compile()
         return out, _now() - t0
     finally:
         jax.config.update("jax_enable_compilation_cache", was)
+        cc.reset_cache()
 
 
 class _Run:
