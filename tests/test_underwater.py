@@ -114,29 +114,110 @@ def test_identify_cli_on_the_shipped_csv(tmp_path):
         assert abs(v["estimate"] - v["true"]) < 0.05 * v["true"] and 0 < v["std"] < np.inf
 
 
-def test_gait_parameters_round_trip_and_are_differentiable():
-    th = study.theta_from_gait(uw.NOMINAL_GAIT, 6.0)
-    p = study.gait_from_theta(jnp.asarray(th), 6.0)
-    for k, v in uw.NOMINAL_GAIT.items():
-        assert abs(float(p[k]) - v) < 1e-12
-    g = jax.grad(lambda t: study.gait_from_theta(t, 6.0)["frequency"])(jnp.asarray(th))
-    assert np.all(np.isfinite(np.asarray(g))) and float(g[0]) > 0
+def test_knot_table_at_theta_zero_is_the_nominal_cpg_walk():
+    """θ = 0 is the nominal lateral-sequence walk: at any time the knot table's targets equal
+    offset + amplitude cos(2π(f t + φ_leg)) for the hips and the same with the knee's lag for
+    the knees, written here from NOMINAL_GAIT (the CPG's limit cycle)."""
+    assert study.N_GAIT_PARAMS >= 64
+    g = uw.NOMINAL_GAIT
+    p = study.gait_params(jnp.zeros(study.N_GAIT_PARAMS))
+    assert abs(float(p[0]) - g["frequency"]) < 1e-12 and p[1].shape == (8, 8)
+    legs = (0.0, g["phase_rf"], g["phase_lh"], g["phase_rh"])
+    for t in (0.0, 0.37, 1.9, 3.14159):
+        u = np.asarray(study.knot_targets(t, None, None, p))
+        for i, ph in enumerate(legs):
+            a = 2 * np.pi * (g["frequency"] * t + ph)
+            assert abs(u[2 * i] - (g["off_hip"] + g["amp_hip"] * np.cos(a))) < 1e-12
+            assert abs(u[2 * i + 1] - (g["off_knee"] + g["amp_knee"]
+                                       * np.cos(a + g["knee_lag"]))) < 1e-12
 
 
-@pytest.mark.slow  # ~30 s: the stage's objective compiles; the fast suite walks the same gait
-def test_reference_stage_scores_the_reports_window():
-    """The forward-only stage that picks gaits in the stiction model measures what the report
-    does: its v̄ and P̄·Δt over [WINDOW_START, horizon] equal gait_metrics of a walk (the
-    nominal gait, 3 s), and J = −v̄ + λ P̄/(m g)."""
+def test_knot_table_passes_through_its_knots_and_is_periodic():
+    rng = np.random.default_rng(0)
+    K = rng.normal(size=(8, 8))
+    f = 0.7
+    for j in range(8):
+        t = j / 8 / f
+        assert np.allclose(np.asarray(study.knot_targets(t, None, None, (f, K))), K[:, j],
+                           atol=1e-12)
+        assert np.allclose(np.asarray(study.knot_targets(t + 3 / f, None, None, (f, K))),
+                           K[:, j], atol=1e-9)
+
+
+def test_gait_parameters_bounds_and_bad_shape():
+    lo, hi = study.F_RANGE
+    for x in (-50.0, 0.0, 50.0):
+        f = float(study.gait_params(jnp.full(study.N_GAIT_PARAMS, x))[0])
+        assert lo <= f <= hi
+    g = jax.grad(lambda th: study.gait_params(th)[0])(jnp.zeros(study.N_GAIT_PARAMS))
+    assert float(g[0]) > 0 and np.all(np.asarray(g[1:]) == 0)
+    with pytest.raises(ValueError, match=r"theta has shape \(9,\), expected \(65,\)"):
+        study.gait_params(jnp.zeros(9))
+    with pytest.raises(ValueError, match="window = 4.0 s must lie in"):
+        study.gait_objective(None, (), T=4.0, window=4.0)
+
+
+def test_both_methods_call_one_objective(monkeypatch):
+    """optimise_gait builds the objective once and both methods call that function: here a
+    quadratic bowl stands in for the walk (minimum J = -1 at θ = 0.3), so the run is short; the
+    result holds every contract key, every seed of both methods, J never below the bowl's
+    minimum and best-so-far curves that never rise."""
+    built = []
+
+    def fake_objective(model, forces, **kw):
+        def J(th):
+            return jnp.sum((th - 0.3) ** 2) - 1.0, (jnp.zeros(()), jnp.zeros(()))
+
+        built.append(J)
+        return J
+
+    monkeypatch.setattr(study, "gait_objective", fake_objective)
+    out = study.optimise_gait(None, (), seeds=(3, 4), budget_s=0.6, clock="cpu",
+                              log=lambda *a: None)
+    assert len(built) == 1
+    out.pop("_batch")
+    assert out["seeds"] == [3, 4] and out["budget_s"] == 0.6 and out["clock"] == "cpu_s"
+    for name in ("gradient", "cmaes"):
+        r = out[name]
+        assert [s["seed"] for s in r["seeds"]] == [3, 4]
+        assert r["compile_s"] > 0 and np.isfinite(r["median_J_final"])
+        for s in r["seeds"]:
+            assert len(s["wall_s"]) == len(s["cpu_s"]) == len(s["J"]) >= 1
+            assert -1.0 <= s["J_final"] and s["J_final"] in s["J"]
+            assert np.all(np.diff(s["J"]) <= 0) and np.all(np.diff(s["wall_s"]) > 0)
+    for s in out["gradient"]["seeds"]:  # Adam descends the bowl
+        assert s["J"][-1] < s["J"][0] - 0.5
+    assert out["cmaes"]["population_size"] == 4 + int(3 * np.log(study.N_GAIT_PARAMS))
+    assert "time_to_reach_cmaes_final_s" in out["gradient"]
+    json.dumps(out)
+
+
+def test_cmaes_is_imported_only_by_the_proof():
+    import subprocess
+    import sys
+
+    code = ("import sys, diffmb, diffmb.studies.underwater, diffmb.cli; "
+            "assert 'cmaes' not in sys.modules, 'cmaes imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.slow  # ~40 s: the objective and a walk compile
+def test_gait_objective_scores_the_walk():
+    """The objective measures what a walk of the same gait shows: its v̄ and P̄·Δt over
+    [window, T] equal gait_metrics of a walk (same solver and step) of a perturbed knot table,
+    and J = −v̄ + λ P̄/(m g)."""
     model, forces = uw.quadruped()
-    T, horizon = 6.0, 3.0
-    th = jnp.asarray(study.theta_from_gait(uw.NOMINAL_GAIT, T))
-    J, (v, P) = jax.jit(study._reference_objective(model, forces, T, horizon))(th)
-    met = study.gait_metrics(study.walk(model, forces, uw.NOMINAL_GAIT, horizon),
-                             uw.total_mass(model))
-    span = horizon - study.WINDOW_START
-    assert abs(float(v) - met["speed_mps"]) < 1e-9 and met["speed_mps"] > 0
-    assert abs(float(P) * span - met["energy_J"]) < 1e-6 * met["energy_J"]
+    T, window = 2.0, 0.5
+    th = jnp.asarray(study._start(7))
+    J, (v, P) = jax.jit(study.gait_objective(model, forces, T=T, window=window,
+                                             width=1e-3))(th)
+    f, K = study.gait_params(th)
+    run = study.walk(model, forces, {"frequency": float(f), "knots": np.asarray(K)}, T,
+                     dt=study.GAIT["dt"], solver=study.GAIT["solver"])
+    met = study.gait_metrics(run, uw.total_mass(model), start=window)
+    assert run["ok"] and abs(float(v) - met["speed_mps"]) < 1e-9
+    assert abs(float(P) * (T - window) - met["energy_J"]) < 1e-6 * met["energy_J"]
     mg = uw.total_mass(model) * 9.81
     assert abs(float(J) - (-float(v) + study.LAMBDA * float(P) / mg)) < 1e-12
 
@@ -178,8 +259,3 @@ def test_study_docking_in_phases():
     assert dk["kinetic_energy_J"]["after"] < 0.2 * dk["kinetic_energy_J"]["before"]
     xa, xb = dk["final_root_positions_m"]["snake_a"], dk["final_root_positions_m"]["snake_b"]
     assert xb[0] - xa[0] > 3 * 0.6  # b's start lies beyond a's three modules
-
-
-def test_a_gait_outside_the_optimisers_bounds_is_refused_by_name():
-    with pytest.raises(ValueError, match="frequency = 0.4 is outside"):
-        study.theta_from_gait(uw.NOMINAL_GAIT, 4.0)  # two cycles need f > 2.2/T = 0.55 Hz
