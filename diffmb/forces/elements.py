@@ -630,7 +630,7 @@ def soft_row_gains(solref, solimp, invweight):
 
 
 def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
-                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, rows=1.0):
+                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81):
     """Per-point normal stiffness k and damping b that rest a contact pair as MuJoCo's contact
     rows rest it. ``m_eff`` = 1/(``body_invweight0`` of one body + of the other) is the pair's
     effective mass and ``n_points`` the number of its points that carry it at once (a capsule
@@ -639,22 +639,16 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
     MuJoCo gives every contact row the pair's whole inverse weight, R = (1 − d)/d / m_eff,
     whatever the number of contacts, and a_ref = −b' ẏ − k' d y (:func:`soft_limit_force`),
     so a row at rest pushes with f = m_eff k' d²/(1 − d) r at depth r, d = d(r)
-    (:func:`soft_impedance`), times ``rows``: the normal force of all the contact's rows over
-    that of one normal row. ``rows`` is 1 for an elliptic cone and a frictionless contact;
-    MuJoCo's pyramidal cone (its default) has 2 (condim − 1) edge rows sharing
-    R = 2 μ² (1 + μ²)/impratio · (1 − d)/d / m_eff (μ the sliding friction), so
-    ``rows`` = (condim − 1) impratio/(μ² (1 + μ²)): a friction of 1.5 makes the contact 3.7
-    times softer, one of 0.5 6.4 times stiffer. The linear spring
-    k = rows m_eff k' d*²/(1 − d*) has that force at the depth r* where each of the n_points
-    points carries m_eff g/n_points (a free body resting on them, ``gravity`` = |g|), so it
-    rests there as MuJoCo does. b = 2 ζ √(k m_eff/n_points) damps the body on its n_points
-    points critically (ζ = 1; ``solref``'s ζ when positive). Every input is concrete; arrays
-    broadcast."""
+    (:func:`soft_impedance`). The linear spring k = m_eff k' d*²/(1 − d*) has that force at
+    the depth r* where each of the n_points points carries m_eff g/n_points (a free body
+    resting on them, ``gravity`` = |g|), so it rests there as MuJoCo does. b = 2 ζ √(k m_eff/
+    n_points) damps the body on its n_points points critically (ζ = 1; ``solref``'s ζ when
+    positive). Every input is concrete; arrays broadcast."""
     m = np.asarray(m_eff, float)
     n = np.asarray(n_points, float)
     sr = np.asarray(solref, float)
     si = np.broadcast_to(np.asarray(solimp, float), np.broadcast(m, n).shape + (5,))
-    K = np.asarray(_soft_gains(sr, si[..., :2])[0], float) * np.asarray(rows, float)
+    K = np.asarray(_soft_gains(sr, si[..., :2])[0], float)
     target = np.broadcast_to(float(gravity) / n, si.shape[:-1])
 
     def rest_force(r):  # force per unit of m_eff of one row at depth r

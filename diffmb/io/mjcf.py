@@ -936,16 +936,6 @@ def _point_invweight(mj, p) -> float:
     return float(np.sum(J * MinvJ)) / 3.0
 
 
-def _pyramid_rows(mj, p) -> float:
-    """The normal force of a contact's rows over that of one normal row at the same depth
-    (:func:`~diffmb.forces.elements.mujoco_contact_gains`): (condim − 1) impratio/(μ² (1 + μ²))
-    for MuJoCo's pyramidal cone with friction (μ at least MuJoCo's 1e-5), else 1."""
-    if int(mj.opt.cone) != 0 or p["condim"] == 1:
-        return 1.0
-    mu = max(float(p["friction"][0]), 1e-5)
-    return (p["condim"] - 1) * float(mj.opt.impratio) / (mu * mu * (1.0 + mu * mu))
-
-
 def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False,
                        overrides=None, ignore=()) -> tuple:
     """The contact element (one :class:`~diffmb.contacts.Contacts` holding every pair, ground
@@ -959,10 +949,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     where both are 0, the inverse weight of the two bodies' relative motion at the geom's
     centre, and a pair that no joint can move is left out) on every one of the pair's
     ``n_active`` points, as MuJoCo gives each contact row the pair's whole inverse weight, and
-    the impedance at the depth where they carry it, and with the pyramidal cone the normal
-    force of its edge rows, which depends on the friction (MuJoCo's rest penetration: a free
-    sphere 0.37 mm, a capsule lying flat 0.21 mm, a box on a face 0.11 mm with the defaults;
-    a sphere with friction 1.5 0.79 mm, with 0.5 0.07 mm). The
+    the impedance at the depth where they carry it (MuJoCo's rest penetration: a free sphere
+    0.37 mm, a capsule lying flat 0.21 mm, a box on a face 0.11 mm with the defaults). The
     stiction spring takes the same stiffness and the damping. ``margin``
     shifts the penetration (the contact acts from that distance, as MuJoCo's
     ``includemargin``); the geoms keep their size. Meshes collide as their convex hulls, as
@@ -1044,8 +1032,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         na = pair_n_active(a, b)
         m_pt = 1.0 / w / na
         k, d = (float(x) for x in mujoco_contact_gains(
-            1.0 / w, na, _solref(mj, p["solref"]), p["solimp"], np.linalg.norm(mj.opt.gravity),
-            _pyramid_rows(mj, p)))
+            1.0 / w, na, _solref(mj, p["solref"]), p["solimp"], np.linalg.norm(mj.opt.gravity)))
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
         geoms.append(a)
         others.append(b)
