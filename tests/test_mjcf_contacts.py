@@ -294,3 +294,12 @@ def test_bodies_on_one_two_and_four_contacts_rest_at_mujocos_heights(tmp_path):
                          forces=diffmb.mjcf_forces(f), solver="implicit")
     np.testing.assert_allclose(np.asarray(tr.q[-1]).reshape(3, 7)[:, 2],
                                np.asarray(d.qpos).reshape(3, 7)[:, 2], atol=2e-6)
+
+
+@pytest.mark.parametrize("m_eff, n_points, name", [(0.0, 1, "m_eff"), (1.0, 0, "n_points"),
+                                                   (float("nan"), 2, "m_eff")])
+def test_contact_gains_refuse_meaningless_masses_and_counts(m_eff, n_points, name):
+    from diffmb.forces.elements import mujoco_contact_gains
+
+    with pytest.raises(ValueError, match=name):
+        mujoco_contact_gains(m_eff, n_points)

@@ -643,9 +643,16 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
     the depth r* where each of the n_points points carries m_eff g/n_points (a free body
     resting on them, ``gravity`` = |g|), so it rests there as MuJoCo does. b = 2 ζ √(k m_eff/
     n_points) damps the body on its n_points points critically (ζ = 1; ``solref``'s ζ when
-    positive). Every input is concrete; arrays broadcast."""
+    positive). A contact that carries more than m_eff g/n_points (a foot under a robot) sits
+    deeper in MuJoCo, where d is larger: there this spring is softer than MuJoCo's row, by up
+    to the ratio of d²/(1 − d) at d_max and at d*. Every input is concrete; arrays broadcast.
+    Raises ValueError unless m_eff and n_points are finite and positive."""
     m = np.asarray(m_eff, float)
     n = np.asarray(n_points, float)
+    for name, x in (("m_eff", m), ("n_points", n)):
+        if not (np.all(np.isfinite(x)) and np.all(x > 0)):
+            raise ValueError(f"mujoco_contact_gains: {name} = {x.tolist()} must be finite and "
+                             "> 0")
     sr = np.asarray(solref, float)
     si = np.broadcast_to(np.asarray(solimp, float), np.broadcast(m, n).shape + (5,))
     K = np.asarray(_soft_gains(sr, si[..., :2])[0], float)
