@@ -630,7 +630,7 @@ def soft_row_gains(solref, solimp, invweight):
 
 
 def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
-                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81):
+                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None):
     """Per-point normal stiffness k and damping b that rest a contact pair as MuJoCo's contact
     rows rest it. ``m_eff`` = 1/(``body_invweight0`` of one body + of the other) is the pair's
     effective mass and ``n_points`` the number of its points that carry it at once (a capsule
@@ -640,12 +640,13 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
     whatever the number of contacts, and a_ref = −b' ẏ − k' d y (:func:`soft_limit_force`),
     so a row at rest pushes with f = m_eff k' d²/(1 − d) r at depth r, d = d(r)
     (:func:`soft_impedance`). The linear spring k = m_eff k' d*²/(1 − d*) has that force at
-    the depth r* where each of the n_points points carries m_eff g/n_points (a free body
-    resting on them, ``gravity`` = |g|), so it rests there as MuJoCo does. b = 2 ζ √(k m_eff/
+    the depth r* where each of the n_points points carries ``load`` g/n_points (``load``
+    [kg], default m_eff: a free body resting on them; ``gravity`` = |g|), so a body that
+    puts that load on them rests there as MuJoCo does. b = 2 ζ √(k m_eff/
     n_points) damps the body on its n_points points critically (ζ = 1; ``solref``'s ζ when
-    positive). A contact that carries more than m_eff g/n_points (a foot under a robot) sits
-    deeper in MuJoCo, where d is larger: there this spring is softer than MuJoCo's row, by up
-    to the ratio of d²/(1 − d) at d_max and at d*. Every input is concrete; arrays broadcast.
+    positive). A contact that carries less than ``load`` sits shallower in MuJoCo, where d is
+    smaller: there this spring is stiffer than MuJoCo's row, by up to the ratio of
+    d²/(1 − d) at d* and at d_min. Every input is concrete; arrays broadcast.
     Raises ValueError unless m_eff and n_points are finite and positive."""
     m = np.asarray(m_eff, float)
     n = np.asarray(n_points, float)
@@ -656,7 +657,8 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
     sr = np.asarray(solref, float)
     si = np.broadcast_to(np.asarray(solimp, float), np.broadcast(m, n).shape + (5,))
     K = np.asarray(_soft_gains(sr, si[..., :2])[0], float)
-    target = np.broadcast_to(float(gravity) / n, si.shape[:-1])
+    carried = m if load is None else np.asarray(load, float)
+    target = np.broadcast_to(float(gravity) * carried / (m * n), si.shape[:-1])
 
     def rest_force(r):  # force per unit of m_eff of one row at depth r
         d = np.asarray(soft_impedance(r, si), float)

@@ -1020,6 +1020,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         return made[g]
 
     iw = np.asarray(mj.body_invweight0, float)[:, 0]
+    tree = np.asarray(mj.body_subtreemass, float)[np.asarray(mj.body_rootid, int)]
     geoms, others, ks, bs, mus, m_pts, margins, tors, rolls = ([] for _ in range(9))
     for p in pairs:
         a = geom(p["geom"])
@@ -1031,8 +1032,12 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
             continue  # nothing can move the contact point: the pair exerts no force
         na = pair_n_active(a, b)
         m_pt = 1.0 / w / na
+        # the most a pair can carry: the trees (free-floating or welded to the world) of its
+        # bodies, the whole robot on a foot
+        load = max(tree[p["body"]], 0.0 if p["terrain"] else tree[p["other_body"]])
         k, d = (float(x) for x in mujoco_contact_gains(
-            1.0 / w, na, _solref(mj, p["solref"]), p["solimp"], np.linalg.norm(mj.opt.gravity)))
+            1.0 / w, na, _solref(mj, p["solref"]), p["solimp"], np.linalg.norm(mj.opt.gravity),
+            load=max(load, 1.0 / w)))
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
         geoms.append(a)
         others.append(b)
