@@ -949,7 +949,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     where both are 0, the inverse weight of the two bodies' relative motion at the geom's
     centre, and a pair that no joint can move is left out) on every one of the pair's
     ``n_active`` points, as MuJoCo gives each contact row the pair's whole inverse weight, and
-    the impedance at the depth where they carry it (MuJoCo's rest penetration: a free sphere
+    MuJoCo's impedance at the depth where those points carry the heavier of the two bodies'
+    trees (a free object: itself; a foot: the whole robot) (MuJoCo's rest penetration: a free sphere
     0.37 mm, a capsule lying flat 0.21 mm, a box on a face 0.11 mm with the defaults). The
     stiction spring takes the same stiffness and the damping. ``margin``
     shifts the penetration (the contact acts from that distance, as MuJoCo's
