@@ -241,3 +241,65 @@ def test_height_field_has_no_ground_outside_its_extent_as_mujoco(tmp_path, x, to
     zf = z0 - 0.5 * G * 0.2**2  # free fall
     assert float(traj.q[-1, 2]) == pytest.approx(zf, abs=1e-9)
     assert float(jnp.max(res.fn)) == 0.0
+
+
+
+_RESTING = """<mujoco><option timestep="0.002"/>
+  <default><geom contype="2" conaffinity="1"/></default><worldbody>
+  <geom type="plane" size="5 5 .1" contype="1"/>
+  <body name="ball" pos="0 0 0.1004"><freejoint/><geom type="sphere" size=".1" mass="2"/></body>
+  <body name="rod" pos="1 0 0.0502"><freejoint/>
+    <geom type="capsule" fromto="-.2 0 0 .2 0 0" size=".05" mass="7"
+          solref="0.01 0.7" solimp="0.8 0.99 0.004 0.3 3"/></body>
+  <body name="crate" pos="2 0 0.1002"><freejoint/>
+    <geom type="box" size=".1 .1 .1" mass="0.5"/></body>
+  </worldbody></mujoco>"""
+
+
+
+def _mujoco_rest(f, steps=750):
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    d = mujoco.MjData(mj)
+    for _ in range(steps):
+        mujoco.mj_step(mj, d)
+    return mj, d
+
+
+def test_rest_depth_is_mujocos_on_one_two_and_four_contacts(tmp_path):
+    """MuJoCo gives each contact the pair's whole inverse weight and its impedance at the
+    contact's own depth: with the same solref/solimp a sphere (1 contact) rests 3.4 times
+    deeper than a box on a face (4 contacts); a capsule lying flat (2) has its own
+    solref/solimp. At MuJoCo's rest depths, diffmb's contact springs carry each body's weight
+    (to 1 %)."""
+    f = tmp_path / "rest.xml"
+    f.write_text(_RESTING)
+    mj, d = _mujoco_rest(f)
+    depth = np.array([0.1, 0.05, 0.1]) - np.asarray(d.qpos).reshape(3, 7)[:, 2]
+    assert depth[2] < 0.5 * depth[0]
+    (c,) = diffmb.io.mjcf.contacts_from_mjcf(f)
+    assert c.pair_active == (1, 2, 4)
+    carried = np.asarray(c.stiffness) * depth * np.array(c.pair_active)
+    np.testing.assert_allclose(carried, np.asarray(mj.body_mass[1:]) * G, rtol=0.01)
+
+
+@pytest.mark.slow
+def test_bodies_on_one_two_and_four_contacts_rest_at_mujocos_heights(tmp_path):
+    """The bodies above, dropped from 0.2–0.4 mm above their rest, come to rest at MuJoCo's
+    heights (to 2 µm) under the implicit contact step."""
+    f = tmp_path / "rest.xml"
+    f.write_text(_RESTING)
+    mj, d = _mujoco_rest(f)
+    model = diffmb.load_mjcf(f)
+    tr = diffmb.simulate(model, jnp.asarray(mj.qpos0), None, t1=1.5, dt=2e-3,
+                         forces=diffmb.mjcf_forces(f), solver="implicit")
+    np.testing.assert_allclose(np.asarray(tr.q[-1]).reshape(3, 7)[:, 2],
+                               np.asarray(d.qpos).reshape(3, 7)[:, 2], atol=2e-6)
+
+
+@pytest.mark.parametrize("m_eff, n_points, name", [(0.0, 1, "m_eff"), (1.0, 0, "n_points"),
+                                                   (float("nan"), 2, "m_eff")])
+def test_contact_gains_refuse_meaningless_masses_and_counts(m_eff, n_points, name):
+    from diffmb.forces.elements import mujoco_contact_gains
+
+    with pytest.raises(ValueError, match=name):
+        mujoco_contact_gains(m_eff, n_points)

@@ -68,6 +68,7 @@ __all__ = [
     "friction_slope",
     "limit_force",
     "soft_impedance",
+    "mujoco_contact_gains",
     "soft_limit_force",
     "soft_limit_rows",
     "soft_row_gains",
@@ -626,6 +627,54 @@ def soft_row_gains(solref, solimp, invweight):
     k, b = _soft_gains(solref, si)
     d = jnp.clip(0.5 * (si[..., 0] + si[..., 1]), 1e-4, 0.9999)
     return d * d * k / invweight, d * b / invweight
+
+
+def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
+                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None):
+    """Per-point normal stiffness k and damping b that rest a contact pair as MuJoCo's contact
+    rows rest it. ``m_eff`` = 1/(``body_invweight0`` of one body + of the other) is the pair's
+    effective mass and ``n_points`` the number of its points that carry it at once (a capsule
+    lying flat: 2, a box's face: 4).
+
+    MuJoCo gives every contact row the pair's whole inverse weight, R = (1 − d)/d / m_eff,
+    whatever the number of contacts, and a_ref = −b' ẏ − k' d y (:func:`soft_limit_force`),
+    so a row at rest pushes with f = m_eff k' d²/(1 − d) r at depth r, d = d(r)
+    (:func:`soft_impedance`). The linear spring k = m_eff k' d*²/(1 − d*) has that force at
+    the depth r* where each of the n_points points carries ``load`` g/n_points (``load``
+    [kg], default m_eff: a free body resting on them; ``gravity`` = |g|), so a body that
+    puts that load on them rests there as MuJoCo does. b = 2 ζ √(k m_eff/
+    n_points) damps the body on its n_points points critically (ζ = 1; ``solref``'s ζ when
+    positive). A contact that carries less than ``load`` sits shallower in MuJoCo, where d is
+    smaller: there this spring is stiffer than MuJoCo's row, by up to the ratio of
+    d²/(1 − d) at d* and at d_min. Every input is concrete; arrays broadcast.
+    Raises ValueError unless m_eff and n_points are finite and positive."""
+    m = np.asarray(m_eff, float)
+    n = np.asarray(n_points, float)
+    for name, x in (("m_eff", m), ("n_points", n)):
+        if not (np.all(np.isfinite(x)) and np.all(x > 0)):
+            raise ValueError(f"mujoco_contact_gains: {name} = {x.tolist()} must be finite and "
+                             "> 0")
+    sr = np.asarray(solref, float)
+    si = np.broadcast_to(np.asarray(solimp, float), np.broadcast(m, n).shape + (5,))
+    K = np.asarray(_soft_gains(sr, si[..., :2])[0], float)
+    carried = m if load is None else np.asarray(load, float)
+    target = np.broadcast_to(float(gravity) * carried / (m * n), si.shape[:-1])
+
+    def rest_force(r):  # force per unit of m_eff of one row at depth r
+        d = np.asarray(soft_impedance(r, si), float)
+        return K * d * d / (1.0 - d) * r
+
+    lo, hi = np.zeros(target.shape), np.full(target.shape, 1e-3)
+    while np.any(rest_force(hi) < target):
+        hi = np.where(rest_force(hi) < target, 2.0 * hi, hi)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        below = rest_force(mid) < target
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    d = np.asarray(soft_impedance(0.5 * (lo + hi), si), float)
+    k = m * K * d * d / (1.0 - d)
+    zeta = np.where(sr[..., 0] > 0, sr[..., 1], 1.0)
+    return k, 2.0 * zeta * np.sqrt(k * m / n)
 
 
 def soft_limit_force(y, yd, ydd_free, invweight, solref, solimp):

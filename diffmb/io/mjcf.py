@@ -773,7 +773,7 @@ def _mixed_contact_params(mj, g1, g2, pair):
     if pair >= 0:
         return dict(friction=np.array(mj.pair_friction[pair][:3], float),
                     solref=np.array(mj.pair_solref[pair], float),
-                    solimp=np.array(mj.pair_solimp[pair][:2], float),
+                    solimp=np.array(mj.pair_solimp[pair], float),
                     margin=float(mj.pair_margin[pair]), condim=int(mj.pair_dim[pair]))
     margin = float(mj.geom_margin[g1]) + float(mj.geom_margin[g2])
     p1, p2 = int(mj.geom_priority[g1]), int(mj.geom_priority[g2])
@@ -781,7 +781,7 @@ def _mixed_contact_params(mj, g1, g2, pair):
         g = g1 if p1 > p2 else g2
         return dict(friction=np.array(mj.geom_friction[g], float),
                     solref=np.array(mj.geom_solref[g], float),
-                    solimp=np.array(mj.geom_solimp[g][:2], float),
+                    solimp=np.array(mj.geom_solimp[g], float),
                     margin=margin, condim=int(mj.geom_condim[g]))
     m1, m2 = float(mj.geom_solmix[g1]), float(mj.geom_solmix[g2])
     mix = 0.5 if m1 + m2 < 1e-15 else (1.0 if m2 < 1e-15 else 0.0 if m1 < 1e-15
@@ -791,7 +791,8 @@ def _mixed_contact_params(mj, g1, g2, pair):
     solref = mix * r1 + (1 - mix) * r2 if r1[0] > 0 and r2[0] > 0 else np.minimum(r1, r2)
     return dict(friction=np.maximum(mj.geom_friction[g1], mj.geom_friction[g2]).astype(float),
                 solref=solref,
-                solimp=(mix * np.asarray(mj.geom_solimp[g1]) + (1 - mix) * np.asarray(mj.geom_solimp[g2]))[:2],
+                solimp=mix * np.asarray(mj.geom_solimp[g1], float)
+                + (1 - mix) * np.asarray(mj.geom_solimp[g2], float),
                 margin=margin,
                 condim=max(int(mj.geom_condim[g1]), int(mj.geom_condim[g2])))
 
@@ -943,12 +944,15 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
 
     Per pair, as MuJoCo combines the two geoms (:func:`_mixed_contact_params`): the sliding
     friction μ = ``friction[0]`` (0 for ``condim`` 1), and normal stiffness and damping from
-    ``solref``/``solimp`` by :func:`~diffmb.forces.elements.soft_constraint_gains` with the
+    ``solref``/``solimp`` by :func:`~diffmb.forces.elements.mujoco_contact_gains` with the
     pair's effective mass 1/(``body_invweight0`` of one body + of the other; 0 for the world;
     where both are 0, the inverse weight of the two bodies' relative motion at the geom's
-    centre, and a pair that no joint can move is left out) shared among the pair's
-    ``n_active`` points (MuJoCo's rest penetration, ~0.3 mm with the
-    defaults). The stiction spring takes the same stiffness and critical damping. ``margin``
+    centre, and a pair that no joint can move is left out) on every one of the pair's
+    ``n_active`` points, as MuJoCo gives each contact row the pair's whole inverse weight, and
+    MuJoCo's impedance at the depth where those points carry the heavier of the two bodies'
+    trees (a free object: itself; a foot: the whole robot) (MuJoCo's rest penetration: a free sphere
+    0.37 mm, a capsule lying flat 0.21 mm, a box on a face 0.11 mm with the defaults). The
+    stiction spring takes the same stiffness and the damping. ``margin``
     shifts the penetration (the contact acts from that distance, as MuJoCo's
     ``includemargin``); the geoms keep their size. Meshes collide as their convex hulls, as
     in MuJoCo (a concave mesh too). Unsupported pairs (SDF and plugin geoms, a plane or height
@@ -970,7 +974,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     import warnings
 
     from ..contacts.element import Contacts, follow_solref, pair_n_active
-    from ..forces.elements import soft_constraint_gains
+    from ..forces.elements import mujoco_contact_gains
 
     mj, where = _as_mjmodel(src)
     ignore = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
@@ -1020,6 +1024,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         return made[g]
 
     iw = np.asarray(mj.body_invweight0, float)[:, 0]
+    tree = np.asarray(mj.body_subtreemass, float)[np.asarray(mj.body_rootid, int)]
     geoms, others, ks, bs, mus, m_pts, margins, tors, rolls, refs, follow = (
         [] for _ in range(11))
     for p in pairs:
@@ -1030,9 +1035,15 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
             w = _point_invweight(mj, p)
         if not w > 0:
             continue  # nothing can move the contact point: the pair exerts no force
-        m_pt = 1.0 / w / pair_n_active(a, b)
+        na = pair_n_active(a, b)
+        m_pt = 1.0 / w / na
         solref = _solref(mj, p["solref"])
-        k, d = soft_constraint_gains(m_pt, solref, p["solimp"])
+        # the most a pair can carry: the trees (free-floating or welded to the world) of its
+        # bodies, the whole robot on a foot
+        load = max(tree[p["body"]], 0.0 if p["terrain"] else tree[p["other_body"]])
+        k, d = (float(x) for x in mujoco_contact_gains(
+            1.0 / w, na, solref, p["solimp"], np.linalg.norm(mj.opt.gravity),
+            load=max(load, 1.0 / w)))
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
         # the pair's gains follow a fitted solref unless the file gives them directly
         # (negative solref) or an override replaces them
