@@ -685,7 +685,9 @@ class AbstractContacts(AbstractGroundForce):
         one per pair, > 0; traceable) changed, and the parameters that follow solref rescaled
         to them: those built mass-normalised (the defaults of a linear law, or a file's
         solref, :func:`~diffmb.io.mjcf.contacts_from_mjcf`): k, k_t ∝ 1/(T ζ)², b ∝ 1/T, b_t ∝
-        1/T (defaults) or 1/(T ζ) (a file's critical stiction damper). Raises ValueError when
+        1/T (defaults) or 1/(T ζ) (a file's critical stiction damper), the impedance at the
+        file's rest depth held (within about 1 % of a file compiled with the new solref, whose
+        rest depth moves with it). Raises ValueError when
         no parameter follows solref (stiffness and damping given, or Hunt–Crossley)."""
         owner = type(self).__name__
         if not self.solref_fields:
