@@ -310,14 +310,7 @@ def mujoco_problem(xml, data, names, guess):
                                        [(j, sysid.SignalType.MjStateQPos) for j in JOINTS])
     seq = sysid.ModelSequences("ur5", spec, "excitation", x0, ctrl_ts, q_ts,
                                allow_missing_sensors=True)
-    inner = sysid.build_residual_fn(models_sequences=[seq])
-    count = {"rollouts": 0}
-
-    def residual_fn(x, p, **kw):
-        count["rollouts"] += 1 if np.ndim(x) == 1 else np.shape(x)[1]
-        return inner(x, p, **kw)
-
-    return params, residual_fn, count
+    return (params, *_counted_residual(sysid, seq))
 
 
 def run_mujoco(xml, data, names, guess, truth, max_iters=100) -> dict:
@@ -577,6 +570,12 @@ def mujoco_cube_problem(data, guess, measured="q"):
     q_ts = sysid.TimeSeries.from_names(t, data[measured], mj,
                                        [("cube", sysid.SignalType.MjStateQPos)])
     seq = sysid.ModelSequences("cube", spec, "throw", x0, ctrl, q_ts, allow_missing_sensors=True)
+    return (params, *_counted_residual(sysid, seq))
+
+
+def _counted_residual(sysid, seq):
+    """mujoco.sysid's residual of ``seq`` and a dict counting the rollouts it simulates (one
+    per column of a batched call)."""
     inner = sysid.build_residual_fn(models_sequences=[seq])
     count = {"rollouts": 0}
 
@@ -584,7 +583,7 @@ def mujoco_cube_problem(data, guess, measured="q"):
         count["rollouts"] += 1 if np.ndim(x) == 1 else np.shape(x)[1]
         return inner(x, p, **kw)
 
-    return params, residual_fn, count
+    return residual_fn, count
 
 
 def run_mujoco_cube(data, guess, max_iters: int = 100) -> dict:
