@@ -17,10 +17,10 @@ install: $(STAMP)
 # Every study at the size that shows its result (`--quick`: shorter horizons, fewer seeds and
 # restarts, the same results keys); `make demo-full` runs the studies' full sizes into out-full/.
 demo: $(STAMP)
-	$(BIN)/diffmb reproduce all --quick --out out
+	$(BIN)/diffmb reproduce all --quick --jobs 2 --out out
 
 demo-full: $(STAMP)
-	$(BIN)/diffmb reproduce all --out out-full
+	$(BIN)/diffmb reproduce all --jobs 2 --out out-full
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests

@@ -1,6 +1,6 @@
 """The ``diffmb`` command line: reproduce the studies, identify parameters from data, benchmark.
 
-    diffmb reproduce <study>|all --out DIR [--quick]
+    diffmb reproduce <study>|all --out DIR [--quick] [--jobs N]
     diffmb identify <study> --data FILE.csv --out DIR [--resume]
     diffmb identify --model ROBOT.xml|.urdf --data FILE.csv --out DIR [--params P] [--sensors S]
                     [--floating-base] [--max-steps N] [--max-sim-steps N] [--replay] [--check-gradient]
@@ -118,8 +118,13 @@ def _reproduce(args) -> int:
     names = list(STUDIES) if args.study == "all" else [args.study]
     for n in names:
         _study_module(n)  # fail fast on unknown names
+    jobs = getattr(args, "jobs", 1)
+    if jobs < 1:
+        raise CLIError(f"--jobs {jobs}: expected a positive number of processes")
     out = _out_dir(args.out)
     failed = []
+    if args.study == "all" and jobs > 1:
+        return _reproduce_parallel(args, out, names, failed, jobs)
     args.on_interrupt = lambda how: _reproduce_interrupted(args, out, names, failed, how)
     for n in names:
         mod = _study_module(n)
@@ -138,19 +143,90 @@ def _reproduce(args) -> int:
         print(f"[diffmb] {n}: done in {time.perf_counter() - t0:.1f} s", flush=True)
     if args.study == "all":
         _write_index(out, names, failed)
+    return _report_failed(failed)
+
+
+def _report_failed(failed) -> int:
     if failed:
         print(f"[diffmb] failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 
 
-def _write_index(out: Path, names, failed, interrupted=None):
+# `reproduce all --jobs N` starts the longest studies first (their quick CPU time, longest first)
+LONGEST_FIRST = ("rover", "contact-gradients", "excitation", "underwater", "chain", "uav", "arm",
+                 "flexible-arm")
+
+
+def _reproduce_parallel(args, out: Path, names, failed, jobs: int) -> int:
+    """Every study in its own ``diffmb reproduce`` child process, ``jobs`` at a time, longest
+    first; each child's output goes to ``<out>/<study>/reproduce.log`` (its tail is printed
+    when a study fails). An interruption terminates the children and keeps what they wrote."""
+    import subprocess
+
+    rank = {n: i for i, n in enumerate(LONGEST_FIRST)}
+    pending = sorted(names, key=lambda n: rank.get(n, len(rank)))
+    running = {}  # study -> (process, start time, log file)
+    finished = set()
+
+    def interrupted(how):
+        for p, _, _ in running.values():
+            p.terminate()
+        for p, _, log in running.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            log.close()
+        _write_index(out, names, failed, interrupted=tuple(running),
+                     not_run=tuple(n for n in names if n not in finished and n not in running))
+        what = ", ".join(repr(n) for n in running) or "none"
+        return (f"diffmb: reproduce {how}; the output in {out} is incomplete (running: {what}); "
+                "the files already written are kept")
+
+    args.on_interrupt = interrupted
+    mode = "quick" if args.quick else "full"
+    print(f"[diffmb] reproduce all -> {out} ({mode}, {jobs} processes)", flush=True)
+    while pending or running:
+        while pending and len(running) < jobs:
+            n = pending.pop(0)
+            d = _out_dir(out / n)
+            log = open(d / "reproduce.log", "w")  # noqa: SIM115 - closed when the child ends
+            p = subprocess.Popen(_study_command(n, d, args.quick), stdout=log,
+                                 stderr=subprocess.STDOUT)
+            running[n] = (p, time.perf_counter(), log)
+            print(f"[diffmb] {n}: started -> {d} (log: {d / 'reproduce.log'})", flush=True)
+        time.sleep(0.2)
+        for n, (p, t0, log) in list(running.items()):
+            if p.poll() is None:
+                continue
+            log.close()
+            del running[n]
+            finished.add(n)
+            if p.returncode == 0:
+                print(f"[diffmb] {n}: done in {time.perf_counter() - t0:.1f} s", flush=True)
+                continue
+            failed.append(n)
+            tail = (out / n / "reproduce.log").read_text(errors="replace").splitlines()[-15:]
+            print(f"[diffmb] {n}: FAILED (exit {p.returncode}) after "
+                  f"{time.perf_counter() - t0:.1f} s; the end of its log:", file=sys.stderr)
+            print("\n".join("    " + line for line in tail), file=sys.stderr, flush=True)
+    _write_index(out, names, failed)
+    return _report_failed(failed)
+
+
+def _study_command(name: str, out_dir: Path, quick: bool) -> list:
+    """The command line of one study's child process."""
+    cmd = [sys.executable, "-m", "diffmb.cli", "reproduce", name, "--out", str(out_dir)]
+    return cmd + (["--quick"] if quick else [])
+
+
+def _write_index(out: Path, names, failed, interrupted=(), not_run=()):
     lines = ["# diffmb studies", ""]
-    later = False
     for n in names:
-        if n == interrupted:
-            status, later = "INTERRUPTED (its output is incomplete)", True
-        elif later:
+        if n in interrupted:
+            status = "INTERRUPTED (its output is incomplete)"
+        elif n in not_run:
             status = "not run (interrupted before)"
         else:
             status = "FAILED" if n in failed else f"[report]({n}/report.md)"
@@ -162,7 +238,8 @@ def _reproduce_interrupted(args, out: Path, names, failed, how: str) -> str:
     """After an interruption: nothing written is deleted; the index says what is missing."""
     n = getattr(args, "running", None)
     if args.study == "all" and n is not None:
-        _write_index(out, names, failed, interrupted=n)
+        _write_index(out, names, failed, interrupted=(n,),
+                     not_run=tuple(names[names.index(n) + 1:]))
     what = f"study {n!r} did not finish" if n else "no study started"
     return (f"diffmb: reproduce {how}; the output in {out} is incomplete ({what}); the files "
             "already written are kept")
@@ -587,6 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("study", help=f"one of {', '.join(STUDIES)}, or all")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--quick", action="store_true", help="shorter horizons, same contract keys")
+    r.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="with 'all': run N studies at once, each in its own process (default 1)")
     i = sub.add_parser("identify", help="fit parameters of a study or of any robot file to "
                        "measured data (CSV)")
     i.add_argument("study", nargs="?", default=None,

@@ -523,3 +523,25 @@ def test_the_command_line_imports_no_plotting_until_a_command_needs_it():
                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout
+
+
+def test_reproduce_all_in_parallel_processes(tmp_path, monkeypatch, capsys):
+    """``--jobs 2``: each study in its own process, its output in its log; a failing study is
+    reported with the end of its log and the exit code is 1; the index links the others."""
+    scripts = {"one": "open('report.md', 'w').write('one'); print('one ran')",
+               "two": "import sys; print('two broke here'); sys.exit(3)",
+               "three": "open('report.md', 'w').write('three')"}
+    monkeypatch.setattr(cli, "STUDIES", dict.fromkeys(scripts, "x"))
+    monkeypatch.setattr(cli, "_study_module", lambda n: None)
+    monkeypatch.setattr(cli, "_study_command",
+                        lambda n, d, quick: [sys.executable, "-c",
+                                             f"import os; os.chdir({str(d)!r}); {scripts[n]}"])
+    assert main(["reproduce", "all", "--jobs", "2", "--out", str(tmp_path)]) == 1
+    cap = capsys.readouterr()
+    assert "two: FAILED (exit 3)" in cap.err and "two broke here" in cap.err, cap.err
+    assert (tmp_path / "one" / "reproduce.log").read_text().strip() == "one ran"
+    index = (tmp_path / "README.md").read_text()
+    assert "**one**: [report](one/report.md)" in index and "**two**: FAILED" in index
+    assert "**three**: [report](three/report.md)" in index
+    assert (tmp_path / "three" / "report.md").read_text() == "three"
+    assert main(["reproduce", "all", "--jobs", "0", "--out", str(tmp_path)]) == 2
