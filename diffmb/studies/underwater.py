@@ -918,9 +918,10 @@ def _time_to_reach(run, target, clock="wall_s"):
 def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", gradient=None, lr=None,
                   sigma0=None, width=None, log=print):
     """The gait proof: a gradient method (``gradient``, a name in :data:`GRADIENT_METHODS`,
-    default ``GAIT["gradient"]``: Adam on ``jax.value_and_grad`` of :func:`gait_objective`, the
-    contacts backward-smoothed by ``width`` m, a batch of gradients per step in one
-    ``jax.vmap``; :func:`_adam_runs`; ``lr`` overrides its step) against ``cmaes.CMA``
+    default ``GAIT["gradient"]``) on ``jax.value_and_grad`` of :func:`gait_objective`, the
+    contacts backward-smoothed by ``width`` m (Adam runs, :func:`_adam_runs`, ``lr``
+    overriding their step; or a batched line search along the gradient,
+    :func:`_line_search_runs`), against ``cmaes.CMA``
     (ask/tell, default population, a generation evaluated by ``jax.vmap`` of the same J), both
     from the same seed-dependent start (:func:`_start`), each for ``budget_s`` seconds including
     its compile: each method is compiled once (cold, :func:`_compile`) and that time is charged
@@ -1270,9 +1271,10 @@ def _gait_section(res, model, forces, mass, quick, timings):
                             f"interpolation) and the frequency in {list(F_RANGE)} Hz",
         "start": f"the nominal walk, knots moved by N(0, ({START_SPREAD_RAD} rad)^2), frequency "
                  "logit by N(0, 0.25^2), from the seed; the same start for both methods",
-        "compile_charging": "each method is compiled once with the persistent cache off; that "
-                            "compile time is charged to every seed's clock (as if each seed ran "
-                            "in a fresh process)",
+        "compile_charging": "each method is compiled once with the persistent cache off (the "
+                            "line search: its gradient and its batch of steps); that compile "
+                            "time is charged to every seed's clock (as if each seed ran in a "
+                            "fresh process)",
         "interleaving": "for each seed the gradient method runs, then CMA-ES",
         "solver_check": solver_check,
         "walked_gaits": {"after": {"method": "gradient", "seed": best_of("gradient")[1]},
@@ -1549,13 +1551,30 @@ def _gait_figure(out_dir, go, plt):
     ax.set_xlabel(("process CPU time" if go["clock"] == "cpu_s" else "wall time")
                   + ", compile included [s]")
     ax.set_ylabel("best J so far (reference model)")
-    ax.set_title("gait: Adam on the gradient vs CMA-ES (dotted: compile time)")
+    ax.set_title(f"gait: gradient ({go['gradient']['method']}) vs CMA-ES (dotted: compile "
+                 "time)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out_dir / "fig_gait_optimisation.png", dpi=100)
     plt.close(fig)
     return ("fig_gait_optimisation.png", "objective against time, every seed of both methods "
             "(thin) and their medians (thick)")
+
+
+def _gradient_method_line(g) -> str:
+    """The gradient method and its settings, in words (``results.json``'s ``method``,
+    ``settings``)."""
+    st = g["settings"]
+    if st["kind"] == "adam":
+        runs = ("one Adam run" if st["batch"] == 1 else
+                f"{st['batch']} Adam runs in one `jax.vmap`, started {st['spread']:g} θ units "
+                "(N(0, I) times that) about the seed's start")
+        return f"`{g['method']}`: {runs}, lr {st['lr']:g}"
+    return (f"`{g['method']}`: gradient descent with a batched line search: at θ the gradient "
+            f"g, then {st['batch']} step sizes along −g/max|g| (geometric, ratio "
+            f"{st['ratio']:g}, about the last accepted step, first {st['alpha0']:g} θ units) "
+            "walked in one `jax.vmap` and the best taken if it lowers J; where none does, the "
+            f"next gradient is taken at θ + {st['jitter']:g} ε, ε ~ N(0, I)")
 
 
 def _gait_report(go, m, res) -> list:
@@ -1569,12 +1588,13 @@ def _gait_report(go, m, res) -> list:
     lines = [
         f"Objective: {go['objective']}, in the {go['model']}, {go['solver']} contact step at "
         f"{go['dt_s'] * 1e3:.0f} ms. Gait: {go['parameterisation']}: {go['parameters']} "
-        f"parameters. Start: {go['start']}. Gradient method: Adam (lr {g['adam_lr']}) on "
+        f"parameters. Start: {go['start']}. Gradient method {_gradient_method_line(g)}; "
         "`jax.value_and_grad` of J, reverse mode through `simulate`, the contacts' derivatives "
         f"backward-smoothed over {go['smoothing_width_m'] * 1e3:g} mm (the walk itself is "
         "unchanged; `diffmb.optim.check_gradient` on a start of seed 100 with and without it: "
-        "docs/performance.md). Adam's lr and CMA-ES's σ₀ were set before the reported seeds "
-        "ran and not tuned on them. Peer: `cmaes.CMA` (ask/tell, its default population of "
+        "docs/performance.md). The gradient method and its settings were chosen on seeds 100 "
+        "and 101 (docs/performance.md), CMA-ES's σ₀ before any seed ran; neither on the "
+        "reported seeds. Peer: `cmaes.CMA` (ask/tell, its default population of "
         f"{c['population_size']}, σ₀ = {c['sigma0']} in θ units = "
         f"{c['sigma0'] * KNOT_SCALE:g} rad per knot), each generation evaluated in one "
         "`jax.vmap` of the same J. Both call one function (`gait_objective`). Budget: "
@@ -1588,14 +1608,19 @@ def _gait_report(go, m, res) -> list:
            if clock.startswith("process") else
            "The machine's cores may have been shared with other work: wall times carry its "
            "load. "), "",
-        "| seed | gradient J | gradients | CMA-ES J | CMA-ES walks | gradient reaches "
+        "| seed | gradient J | gradients / walks | CMA-ES J | CMA-ES walks | gradient reaches "
         "CMA-ES's final J at |", "| --- | --- | --- | --- | --- | --- |"]
     for rg, rc, t in zip(g["seeds"], c["seeds"], reach, strict=True):
-        lines.append(f"| {rg['seed']} | {rg['J_final']:.4f} | {rg['evaluations']} | "
-                     f"{rc['J_final']:.4f} | {rc['evaluations']} | {fmt_t(t)} |")
+        lines.append(f"| {rg['seed']} | {rg['J_final']:.4f} | {rg['gradients']} / "
+                     f"{rg['evaluations']} | {rc['J_final']:.4f} | {rc['evaluations']} | "
+                     f"{fmt_t(t)} |")
     lines += [
         f"| median | {g['median_J_final']:.4f} | | {c['median_J_final']:.4f} | | "
-        f"{fmt_t(g['time_to_reach_cmaes_final_s'])} |", "",
+        f"{fmt_t(g['time_to_reach_cmaes_final_s'])} |", ""]
+    if any(not r["J"] for r in g["seeds"]):
+        lines.append(f"- The gradient method's compile ({g['compile_s']:.1f} s) took its whole "
+                     f"budget of {B:.0f} s: it walked nothing within it (J = inf).")
+    lines += [
         f"- At equal time ({B:.0f} s, {clock}), median J: gradient {g['median_J_final']:.4f}, CMA-ES "
         f"{c['median_J_final']:.4f}: **" + ("the gradient method wins" if
                                               go["gradient_wins_at_equal_time"] else
