@@ -172,10 +172,18 @@ def test_both_methods_call_one_objective(monkeypatch, gradient):
         built.append(J)
         return J
 
+    compiled, compile_ = [], study._compile
+
+    def counted_compile(fn, *args):  # every compile charged is a function of its own
+        compiled.append(fn)
+        return compile_(fn, *args)
+
     monkeypatch.setattr(study, "gait_objective", fake_objective)
+    monkeypatch.setattr(study, "_compile", counted_compile)
     out = study.optimise_gait(None, (), seeds=(3, 4), budget_s=0.6, clock="cpu",
                               gradient=gradient, log=lambda *a: None)
     assert len(built) == 1
+    assert len({id(f) for f in compiled}) == len(compiled) >= 2
     out.pop("_batch")
     assert out["seeds"] == [3, 4] and out["budget_s"] == 0.6 and out["clock"] == "cpu_s"
     for name in ("gradient", "cmaes"):
