@@ -846,9 +846,8 @@ def _line_search_runs(vg, fwd, theta0, compile_s, budget_s, *, batch, alpha0, ra
     walked in one vmapped call (``fwd``); the best step is taken if it lowers J. Where none
     does, the next direction is the gradient at θ + ``jitter`` ε (ε ~ N(0, I)) and the steps are
     tried again from θ (or from that neighbour, where it walks better): a stationary or
-    misleading gradient does not stall the search. Until
-    the budget clock passes ``budget_s`` (:class:`_Run`); every walk counts towards the best
-    J."""
+    misleading gradient does not stall the search. Until the budget clock passes ``budget_s``
+    (:class:`_Run`); every walk counts towards the best J."""
     rng = np.random.default_rng(seed)
     th = np.asarray(theta0, float)
     run = _Run(compile_s, budget_s, on, theta0)
