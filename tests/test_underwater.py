@@ -157,11 +157,12 @@ def test_gait_parameters_bounds_and_bad_shape():
         study.gait_objective(None, (), T=4.0, window=4.0)
 
 
-def test_both_methods_call_one_objective(monkeypatch):
+@pytest.mark.parametrize("gradient", sorted(study.GRADIENT_METHODS))
+def test_both_methods_call_one_objective(monkeypatch, gradient):
     """optimise_gait builds the objective once and both methods call that function: here a
     quadratic bowl stands in for the walk (minimum J = -1 at θ = 0.3), so the run is short; the
     result holds every contract key, every seed of both methods, J never below the bowl's
-    minimum and best-so-far curves that never rise."""
+    minimum and best-so-far curves that never rise; every gradient method descends the bowl."""
     built = []
 
     def fake_objective(model, forces, **kw):
@@ -171,10 +172,18 @@ def test_both_methods_call_one_objective(monkeypatch):
         built.append(J)
         return J
 
+    compiled, compile_ = [], study._compile
+
+    def counted_compile(fn, *args):  # every compile charged is a function of its own
+        compiled.append(fn)
+        return compile_(fn, *args)
+
     monkeypatch.setattr(study, "gait_objective", fake_objective)
+    monkeypatch.setattr(study, "_compile", counted_compile)
     out = study.optimise_gait(None, (), seeds=(3, 4), budget_s=0.6, clock="cpu",
-                              log=lambda *a: None)
+                              gradient=gradient, log=lambda *a: None)
     assert len(built) == 1
+    assert len({id(f) for f in compiled}) == len(compiled) >= 2
     out.pop("_batch")
     assert out["seeds"] == [3, 4] and out["budget_s"] == 0.6 and out["clock"] == "cpu_s"
     for name in ("gradient", "cmaes"):
@@ -185,11 +194,24 @@ def test_both_methods_call_one_objective(monkeypatch):
             assert len(s["wall_s"]) == len(s["cpu_s"]) == len(s["J"]) >= 1
             assert -1.0 <= s["J_final"] and s["J_final"] in s["J"]
             assert np.all(np.diff(s["J"]) <= 0) and np.all(np.diff(s["wall_s"]) > 0)
-    for s in out["gradient"]["seeds"]:  # Adam descends the bowl
-        assert s["J"][-1] < s["J"][0] - 0.5
+    g = out["gradient"]
+    assert g["method"] == gradient and g["settings"]["kind"] in ("adam", "line-search")
+    for s in g["seeds"]:  # the gradient method descends the bowl
+        assert s["J"][-1] < s["J"][0] - 0.5 and s["gradients"] >= 1
     assert out["cmaes"]["population_size"] == 4 + int(3 * np.log(study.N_GAIT_PARAMS))
-    assert "time_to_reach_cmaes_final_s" in out["gradient"]
+    assert "time_to_reach_cmaes_final_s" in g
     json.dumps(out)
+
+
+def test_optimise_gait_rejects_bad_settings():
+    with pytest.raises(ValueError, match="gradient = 'newton', expected one of"):
+        study.optimise_gait(None, (), seeds=(0,), budget_s=1.0, gradient="newton")
+    with pytest.raises(ValueError, match="clock = 'gpu'"):
+        study.optimise_gait(None, (), seeds=(0,), budget_s=1.0, clock="gpu")
+    with pytest.raises(ValueError, match="need seeds and budget_s > 0"):
+        study.optimise_gait(None, (), seeds=(), budget_s=1.0)
+    with pytest.raises(ValueError, match="'line-search' has none"):
+        study.optimise_gait(None, (), seeds=(0,), budget_s=1.0, gradient="line-search", lr=0.1)
 
 
 def test_cmaes_is_imported_only_by_the_proof():

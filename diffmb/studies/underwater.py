@@ -20,10 +20,12 @@ states with the same hydrodynamic forces and added inertia.
 Gait optimisation (issue 31's proof): a knot table of 8 joints × 8 knots per cycle and a
 frequency (65 parameters, :func:`gait_params`) is optimised in the reference model (the file's
 contacts with stiction) by two methods that call one objective, :func:`gait_objective`
-(J = −v̄ + λ P̄/(m g) over a window of a walk with the implicit contact step): Adam on
-``jax.value_and_grad`` of J, the contacts' derivatives backward-smoothed
-(:func:`diffmb.contacts.backward_smoothed`), against CMA-ES (``cmaes.CMA``, ask/tell, a
-generation evaluated by ``jax.vmap`` of J), at equal time with each method's compile charged
+(J = −v̄ + λ P̄/(m g) over a window of a walk with the implicit contact step): a gradient
+method on ``jax.value_and_grad`` of J, the contacts' derivatives backward-smoothed
+(:func:`diffmb.contacts.backward_smoothed`), a named option (:data:`GRADIENT_METHODS`; by
+default a gradient, then 16 step sizes along it walked in one ``jax.vmap``, the best taken;
+Adam, one run or a vmapped batch of runs, the others), against CMA-ES (``cmaes.CMA``, ask/tell,
+a generation evaluated by ``jax.vmap`` of J), at equal time with each method's compile charged
 to every seed (:func:`optimise_gait`; the budget on the process's CPU time, which the load of a
 shared machine does not inflate as it does wall time; both clocks recorded). The optimised gaits are then walked with RK4
 for the report's longer horizon and window.
@@ -54,7 +56,7 @@ __all__ = ["reproduce", "identify", "kane_vs_aba", "path_results", "walk", "gait
            "ring_docking_run",
            "optimise_gait", "module_record", "fit_module", "module_csv_path", "write_module_csv",
            "gait_objective", "gait_params", "knot_targets", "nominal_knots", "objective_of_run",
-           "N_GAIT_PARAMS", "GAIT", "PROOF", "DT", "KP", "KV", "LAMBDA",
+           "N_GAIT_PARAMS", "GAIT", "GRADIENT_METHODS", "PROOF", "DT", "KP", "KV", "LAMBDA",
            "shared_parameters_run"]
 
 DT = 2e-3  # s, RK4 step of the walking runs
@@ -64,15 +66,26 @@ WALK_T = {True: 6.0, False: 10.0}  # s, walking horizons (quick, full)
 WINDOW_START = 2.0  # s, speeds and cost of transport averaged over [2 s, end]
 LAMBDA = 0.5  # energy penalty: J = −v̄ + λ P̄/(m g)
 # the gait proof (issue 31): a knot table of 8 joints x 8 knots and a frequency, optimised in the
-# reference model by gradient against CMA-ES at equal wall time
+# reference model by a gradient method (GAIT["gradient"]) against CMA-ES at equal time
 GAIT_KNOTS = 8  # knots per joint per cycle
 N_GAIT_PARAMS = 1 + 8 * GAIT_KNOTS  # frequency logit and knots
 F_RANGE = (0.2, 1.0)  # Hz
 KNOT_SCALE = 0.1  # rad per unit of θ
 START_SPREAD_RAD = 0.05  # rad, seed-dependent perturbation of the start's knots
-GAIT = dict(T=4.0, window=1.0, solver="implicit", dt=0.005, width=1e-3, lr=0.1, sigma0=1.0)
+GAIT = dict(T=4.0, window=1.0, solver="implicit", dt=0.005, width=1e-3, sigma0=1.0,
+            gradient="line-search")
+# the gradient methods. Adam (:func:`_adam_runs`): its step lr [θ units], the runs in one vmapped
+# call (batch) and the spread of their starts about the seed's start [θ units]. Line search
+# (:func:`_line_search_runs`): the step sizes walked per gradient in one vmapped call (batch),
+# the first largest move alpha0 [θ units], the grid's ratio and the jitter [θ units] of the next
+# gradient after a failed search
+GRADIENT_METHODS = {
+    "adam": dict(kind="adam", lr=0.1, batch=1, spread=0.0),  # the first proof's
+    "adam-batch": dict(kind="adam", lr=0.5, batch=8, spread=1.0),
+    "line-search": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0, jitter=1.0),
+}
 # seeds and budget per method and seed [s, on the clock named, compile included]
-PROOF = {True: dict(seeds=(0, 1), budget_s=65.0, clock="cpu"),
+PROOF = {True: dict(seeds=(0,), budget_s=35.0, clock="cpu"),
          False: dict(seeds=(0, 1, 2, 3, 4), budget_s=120.0, clock="cpu")}
 # identification: one module released at 0.8 m/s with a spin, 4 s at 20 Hz
 ID_T, ID_RATE = 4.0, 20.0
@@ -776,6 +789,7 @@ class _Run:
     def __init__(self, compile_s, budget_s, on, theta0):
         self.t, self.budget, self.on = np.array(compile_s, float), budget_s, on
         self.wall, self.cpu, self.J, self.best, self.n = [], [], [], np.inf, 0
+        self.gradients = 0
         self.theta_best = np.asarray(theta0, float)  # kept when nothing ran within budget
 
     def going(self):
@@ -793,27 +807,78 @@ class _Run:
 
     def result(self):
         return {"wall_s": self.wall, "cpu_s": self.cpu, "J": self.J, "evaluations": self.n,
-                "theta_best": self.theta_best}
+                "gradients": self.gradients, "theta_best": self.theta_best}
 
 
-def _run_gradient(vg, theta0, compile_s, budget_s, lr, on=0, b1=0.9, b2=0.999, eps=1e-8):
-    """Adam (Kingma & Ba 2015, its default moments) on the reverse-mode gradient ``vg``, from
-    ``theta0``, until the budget clock passes ``budget_s`` (:class:`_Run`); a non-finite
-    gradient entry counts as 0. J is the value at each iterate."""
-    th = np.asarray(theta0, float)
+def _adam_runs(vg, theta0, compile_s, budget_s, *, lr, batch, spread, seed, on=0, b1=0.9,
+               b2=0.999, eps=1e-8):
+    """``batch`` independent runs of Adam (Kingma & Ba 2015, its default moments) on
+    reverse-mode gradients, the first from ``theta0`` and the others from ``theta0 + spread ε``
+    (ε ~ N(0, I)), each step one call of ``vg`` (``jax.vmap`` of ``value_and_grad`` of J over
+    the batch), until the budget clock passes ``budget_s`` (:class:`_Run`). J is the value at
+    each iterate, the best over the batch counts; a non-finite gradient entry counts as 0."""
+    rng = np.random.default_rng(seed)
+    th0 = np.asarray(theta0, float)
+    th = th0 + spread * rng.normal(size=(batch, th0.size))
+    th[0] = th0
     m, v = np.zeros_like(th), np.zeros_like(th)
     run, k = _Run(compile_s, budget_s, on, theta0), 0
     while run.going():
         t0 = _now()
-        val, g = vg(jnp.asarray(th))
-        val, g = float(val), np.asarray(g)
+        vals, g = vg(jnp.asarray(th))
+        vals, g = np.asarray(vals, float), np.asarray(g, float)
         g = np.where(np.isfinite(g), g, 0.0)
         k += 1
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
         th_next = th - lr * (m / (1 - b1**k)) / (np.sqrt(v / (1 - b2**k)) + eps)
-        run.record(_now() - t0, [val if np.isfinite(val) else np.inf], [th])
+        run.record(_now() - t0, np.where(np.isfinite(vals), vals, np.inf), th)
+        run.gradients += len(th)
         th = th_next
+    return run.result()
+
+
+def _line_search_runs(vg, fwd, theta0, compile_s, budget_s, *, batch, alpha0, ratio, jitter,
+                      seed, on=0):
+    """Gradient descent with a batched line search: at θ the reverse-mode gradient g (``vg``,
+    ``value_and_grad`` of J), then ``batch`` step sizes α along −g/max|g| (α the largest move of
+    one entry of θ; geometric, ratio ``ratio``, about the last accepted α, first ``alpha0``)
+    walked in one vmapped call (``fwd``); the best step is taken if it lowers J. Where none
+    does, the next direction is the gradient at θ + ``jitter`` ε (ε ~ N(0, I)) and the steps are
+    tried again from θ (or from that neighbour, where it walks better): a stationary or
+    misleading gradient does not stall the search. Until the budget clock passes ``budget_s``
+    (:class:`_Run`); every walk counts towards the best J."""
+    rng = np.random.default_rng(seed)
+    th = np.asarray(theta0, float)
+    run = _Run(compile_s, budget_s, on, theta0)
+    offsets = np.arange(batch) - batch // 2
+    alpha, val, g = alpha0, np.inf, None
+    x = th
+    while run.going():
+        t0 = _now()
+        if g is None:  # a gradient at x: θ, or its jittered neighbour after a failed search
+            vx, gx = vg(jnp.asarray(x))
+            vx, g = float(vx), np.asarray(gx, float)
+            g = np.where(np.isfinite(g), g, 0.0)
+            run.record(_now() - t0, [vx if np.isfinite(vx) else np.inf], [x])
+            run.gradients += 1
+            vx = vx if np.isfinite(vx) else np.inf
+            if x is th or vx < val:  # a jittered neighbour that walks better is kept
+                th, val = x, vx
+            continue
+        scale = np.max(np.abs(g))
+        d = g / scale if scale > 0 else rng.normal(size=th.size)
+        alphas = alpha * ratio ** offsets
+        xs = th - alphas[:, None] * d
+        vals = np.asarray(fwd(jnp.asarray(xs)), float)
+        vals = np.where(np.isfinite(vals), vals, np.inf)
+        run.record(_now() - t0, vals, xs)
+        i = int(np.argmin(vals))
+        if vals[i] < val:
+            th, alpha, x = xs[i], float(alphas[i]), xs[i]
+        else:
+            x = th + jitter * rng.normal(size=th.size)
+        g = None
     return run.result()
 
 
@@ -851,44 +916,75 @@ def _time_to_reach(run, target, clock="wall_s"):
     return float("inf")
 
 
-def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", lr=None, sigma0=None,
-                  width=None, log=print):
-    """The gait proof: Adam on ``jax.value_and_grad`` of :func:`gait_objective` (contacts
-    backward-smoothed by ``width`` m) against ``cmaes.CMA`` (ask/tell, default population, a
-    generation evaluated by ``jax.vmap`` of the same J), both from the same seed-dependent
-    start (:func:`_start`), each for ``budget_s`` seconds including its compile: each method is
-    compiled once (cold, :func:`_compile`) and that time is charged to every seed's clock, as
-    if each seed ran in a fresh process. ``clock``: "wall" (``time.perf_counter``) or "cpu"
-    (this process's CPU time, which the load of other processes on a shared machine does not
-    inflate); both are recorded. Seeds are interleaved (gradient then CMA-ES for each seed) so
-    both share the machine's load. Returns per method every seed's best-so-far J against both
-    clocks, final J, compile times; the gradient's time to reach CMA-ES's final J."""
+def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", gradient=None, lr=None,
+                  sigma0=None, width=None, log=print):
+    """The gait proof: a gradient method (``gradient``, a name in :data:`GRADIENT_METHODS`,
+    default ``GAIT["gradient"]``) on ``jax.value_and_grad`` of :func:`gait_objective`, the
+    contacts backward-smoothed by ``width`` m (Adam runs, :func:`_adam_runs`, ``lr``
+    overriding their step; or a batched line search along the gradient,
+    :func:`_line_search_runs`), against ``cmaes.CMA``
+    (ask/tell, default population, a generation evaluated by ``jax.vmap`` of the same J), both
+    from the same seed-dependent start (:func:`_start`), each for ``budget_s`` seconds including
+    its compile: each method is compiled once (cold, :func:`_compile`) and that time is charged
+    to every seed's clock, as if each seed ran in a fresh process. ``clock``: "wall"
+    (``time.perf_counter``) or "cpu" (this process's CPU time, which the load of other processes
+    on a shared machine does not inflate); both are recorded. Seeds are interleaved (gradient
+    then CMA-ES for each seed) so both share the machine's load. Returns per method every seed's
+    best-so-far J against both clocks, final J, compile times; the gradient's time to reach
+    CMA-ES's final J."""
     if clock not in ("wall", "cpu"):
         raise ValueError(f"optimise_gait: clock = {clock!r}, expected 'wall' or 'cpu'")
+    gradient = GAIT["gradient"] if gradient is None else gradient
+    if gradient not in GRADIENT_METHODS:
+        raise ValueError(f"optimise_gait: gradient = {gradient!r}, expected one of "
+                         f"{sorted(GRADIENT_METHODS)}")
+    if not seeds or budget_s <= 0:
+        raise ValueError(f"optimise_gait: need seeds and budget_s > 0, got seeds = {seeds}, "
+                         f"budget_s = {budget_s}")
     on, key = (0, "wall_s") if clock == "wall" else (1, "cpu_s")
-    lr = GAIT["lr"] if lr is None else lr
+    gm = dict(GRADIENT_METHODS[gradient])
+    kind = gm.pop("kind")
+    if lr is not None:
+        if kind != "adam":
+            raise ValueError(f"optimise_gait: lr is Adam's step; {gradient!r} has none")
+        gm["lr"] = lr
     sigma0 = GAIT["sigma0"] if sigma0 is None else sigma0
     width = GAIT["width"] if width is None else width
     J = gait_objective(model, forces, width=width)
-    th0 = jnp.zeros(N_GAIT_PARAMS)
     from cmaes import CMA
 
     lam = CMA(mean=np.zeros(N_GAIT_PARAMS), sigma=sigma0).population_size
-    vg, c_grad = _compile(jax.value_and_grad(lambda th: J(th)[0]), th0)
+    value_grad = jax.value_and_grad(lambda th: J(th)[0])
+    batched = jax.vmap(lambda th: J(th)[0])
+    if kind == "adam":
+        vg, c_grad = _compile(jax.vmap(value_grad), jnp.zeros((gm["batch"], N_GAIT_PARAMS)))
+
+        def descend(start, s):
+            return _adam_runs(vg, start, c_grad, budget_s, seed=s, on=on, **gm)
+    else:  # one gradient, then a batch of steps along it: both compiles are the method's
+        vg, c1 = _compile(value_grad, jnp.zeros(N_GAIT_PARAMS))
+        steps, c2 = _compile(batched, jnp.zeros((gm["batch"], N_GAIT_PARAMS)))
+        c_grad = c1 + c2
+
+        def descend(start, s):
+            return _line_search_runs(vg, steps, start, c_grad, budget_s, seed=s, on=on, **gm)
+    # CMA-ES's batch from its own function: JAX would otherwise reuse the line search's
+    # compiled batch of the same shape, and CMA-ES's compile would cost it nothing
     fwd, c_fwd = _compile(jax.vmap(lambda th: J(th)[0]), jnp.zeros((lam, N_GAIT_PARAMS)))
-    log(f"[underwater] gait proof: compile (wall, CPU) gradient {np.round(c_grad, 1)} s, "
-        f"CMA-ES batch of {lam} {np.round(c_fwd, 1)} s")
+    log(f"[underwater] gait proof: compile (wall, CPU) gradient ({gradient}, batch of "
+        f"{gm['batch']}) {np.round(c_grad, 1)} s, CMA-ES batch of {lam} {np.round(c_fwd, 1)} s")
     runs = {"gradient": [], "cmaes": []}
     for s in seeds:
         start = _start(s)
-        g = _run_gradient(vg, start, c_grad, budget_s, lr, on)
+        g = descend(start, s)
         c = _run_cmaes(fwd, start, c_fwd, budget_s, sigma0, s, on)
         for name, r in (("gradient", g), ("cmaes", c)):
             r["seed"] = int(s)
             r["J_final"] = _final(r, budget_s, key)
             runs[name].append(r)
         log(f"[underwater] gait proof seed {s}: gradient J = {g['J_final']:.4f} "
-            f"({g['evaluations']} gradients), CMA-ES J = {c['J_final']:.4f} "
+            f"({g['gradients']} gradients, {g['evaluations']} walks), CMA-ES J = "
+            f"{c['J_final']:.4f} "
             f"({c['evaluations']} walks)")
     reach = [_time_to_reach(g, c["J_final"], key)
              for g, c in zip(runs["gradient"], runs["cmaes"], strict=True)]
@@ -897,15 +993,18 @@ def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", lr=None, sigm
         cs = c_grad if name == "gradient" else c_fwd
         out[name] = {
             "seeds": [{"seed": r["seed"], "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                       "J": r["J"], "J_final": r["J_final"], "evaluations": r["evaluations"]}
-                      for r in rs],
+                       "J": r["J"], "J_final": r["J_final"], "evaluations": r["evaluations"],
+                       "gradients": r["gradients"]} for r in rs],
             "compile_s": float(cs[on]), "compile_wall_s": float(cs[0]),
             "compile_cpu_s": float(cs[1]),
             "median_J_final": float(np.median([r["J_final"] for r in rs])),
             "theta_best": [np.asarray(r["theta_best"]).tolist() for r in rs]}
     out["gradient"]["time_to_reach_cmaes_final_s"] = float(np.median(reach))
     out["gradient"]["time_to_reach_cmaes_final_per_seed_s"] = reach
-    out["gradient"]["adam_lr"] = lr
+    out["gradient"]["method"] = gradient
+    out["gradient"]["settings"] = dict(gm, kind=kind)
+    if kind == "adam":
+        out["gradient"]["adam_lr"] = gm["lr"]
     out["cmaes"]["population_size"] = int(lam)
     out["cmaes"]["sigma0"] = sigma0
     out["budget_s"] = budget_s
@@ -1122,11 +1221,12 @@ def _gait_section(res, model, forces, mass, quick, timings):
     """The gait proof (:func:`optimise_gait`, :data:`PROOF`) and the walks of the nominal gait
     and each method's best gait for the report's horizon (RK4): fills ``res`` (``walk``,
     ``gait_optimisation``, speeds, costs of transport) and returns the walks."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     pc = PROOF[quick]
     go = optimise_gait(model, forces, **pc)
     fwd, lam = go.pop("_batch")
     timings["gait_optimisation_s"] = time.perf_counter() - t0
+    timings["gait_optimisation_cpu_s"] = time.process_time() - c0
     horizon = WALK_T[quick]
 
     def best_of(name):  # the method's best gait by the optimised J, over all seeds
@@ -1174,9 +1274,10 @@ def _gait_section(res, model, forces, mass, quick, timings):
                             f"interpolation) and the frequency in {list(F_RANGE)} Hz",
         "start": f"the nominal walk, knots moved by N(0, ({START_SPREAD_RAD} rad)^2), frequency "
                  "logit by N(0, 0.25^2), from the seed; the same start for both methods",
-        "compile_charging": "each method is compiled once with the persistent cache off; that "
-                            "compile time is charged to every seed's clock (as if each seed ran "
-                            "in a fresh process)",
+        "compile_charging": "each method is compiled once with the persistent cache off (the "
+                            "line search: its gradient and its batch of steps); that compile "
+                            "time is charged to every seed's clock (as if each seed ran in a "
+                            "fresh process)",
         "interleaving": "for each seed the gradient method runs, then CMA-ES",
         "solver_check": solver_check,
         "walked_gaits": {"after": {"method": "gradient", "seed": best_of("gradient")[1]},
@@ -1188,6 +1289,7 @@ def _gait_section(res, model, forces, mass, quick, timings):
         "gradient_wins_at_equal_time": bool(g["median_J_final"] < c["median_J_final"]),
         "gradient_reaches_cmaes_final_in_half_the_time": bool(
             g["time_to_reach_cmaes_final_s"] <= 0.5 * go["budget_s"])})
+    timings["gait_section_cpu_s"] = time.process_time() - c0
     res["gait_optimisation"] = go
     return runs
 
@@ -1452,13 +1554,30 @@ def _gait_figure(out_dir, go, plt):
     ax.set_xlabel(("process CPU time" if go["clock"] == "cpu_s" else "wall time")
                   + ", compile included [s]")
     ax.set_ylabel("best J so far (reference model)")
-    ax.set_title("gait: Adam on the gradient vs CMA-ES (dotted: compile time)")
+    ax.set_title(f"gait: gradient ({go['gradient']['method']}) vs CMA-ES (dotted: compile "
+                 "time)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out_dir / "fig_gait_optimisation.png", dpi=100)
     plt.close(fig)
     return ("fig_gait_optimisation.png", "objective against time, every seed of both methods "
             "(thin) and their medians (thick)")
+
+
+def _gradient_method_line(g) -> str:
+    """The gradient method and its settings, in words (``results.json``'s ``method``,
+    ``settings``)."""
+    st = g["settings"]
+    if st["kind"] == "adam":
+        runs = ("one Adam run" if st["batch"] == 1 else
+                f"{st['batch']} Adam runs in one `jax.vmap`, started {st['spread']:g} θ units "
+                "(N(0, I) times that) about the seed's start")
+        return f"`{g['method']}`: {runs}, lr {st['lr']:g}"
+    return (f"`{g['method']}`: gradient descent with a batched line search: at θ the gradient "
+            f"g, then {st['batch']} step sizes along −g/max|g| (geometric, ratio "
+            f"{st['ratio']:g}, about the last accepted step, first {st['alpha0']:g} θ units) "
+            "walked in one `jax.vmap` and the best taken if it lowers J; where none does, the "
+            f"next gradient is taken at θ + {st['jitter']:g} ε, ε ~ N(0, I)")
 
 
 def _gait_report(go, m, res) -> list:
@@ -1472,12 +1591,13 @@ def _gait_report(go, m, res) -> list:
     lines = [
         f"Objective: {go['objective']}, in the {go['model']}, {go['solver']} contact step at "
         f"{go['dt_s'] * 1e3:.0f} ms. Gait: {go['parameterisation']}: {go['parameters']} "
-        f"parameters. Start: {go['start']}. Gradient method: Adam (lr {g['adam_lr']}) on "
+        f"parameters. Start: {go['start']}. Gradient method {_gradient_method_line(g)}; "
         "`jax.value_and_grad` of J, reverse mode through `simulate`, the contacts' derivatives "
         f"backward-smoothed over {go['smoothing_width_m'] * 1e3:g} mm (the walk itself is "
         "unchanged; `diffmb.optim.check_gradient` on a start of seed 100 with and without it: "
-        "docs/performance.md). Adam's lr and CMA-ES's σ₀ were set before the reported seeds "
-        "ran and not tuned on them. Peer: `cmaes.CMA` (ask/tell, its default population of "
+        "docs/performance.md). The gradient method and its settings were chosen on seeds 100 "
+        "and 101 (docs/performance.md), CMA-ES's σ₀ before any seed ran; neither on the "
+        "reported seeds. Peer: `cmaes.CMA` (ask/tell, its default population of "
         f"{c['population_size']}, σ₀ = {c['sigma0']} in θ units = "
         f"{c['sigma0'] * KNOT_SCALE:g} rad per knot), each generation evaluated in one "
         "`jax.vmap` of the same J. Both call one function (`gait_objective`). Budget: "
@@ -1491,14 +1611,19 @@ def _gait_report(go, m, res) -> list:
            if clock.startswith("process") else
            "The machine's cores may have been shared with other work: wall times carry its "
            "load. "), "",
-        "| seed | gradient J | gradients | CMA-ES J | CMA-ES walks | gradient reaches "
+        "| seed | gradient J | gradients / walks | CMA-ES J | CMA-ES walks | gradient reaches "
         "CMA-ES's final J at |", "| --- | --- | --- | --- | --- | --- |"]
     for rg, rc, t in zip(g["seeds"], c["seeds"], reach, strict=True):
-        lines.append(f"| {rg['seed']} | {rg['J_final']:.4f} | {rg['evaluations']} | "
-                     f"{rc['J_final']:.4f} | {rc['evaluations']} | {fmt_t(t)} |")
+        lines.append(f"| {rg['seed']} | {rg['J_final']:.4f} | {rg['gradients']} / "
+                     f"{rg['evaluations']} | {rc['J_final']:.4f} | {rc['evaluations']} | "
+                     f"{fmt_t(t)} |")
     lines += [
         f"| median | {g['median_J_final']:.4f} | | {c['median_J_final']:.4f} | | "
-        f"{fmt_t(g['time_to_reach_cmaes_final_s'])} |", "",
+        f"{fmt_t(g['time_to_reach_cmaes_final_s'])} |", ""]
+    if any(not r["J"] for r in g["seeds"]):
+        lines.append(f"- The gradient method's compile ({g['compile_s']:.1f} s) took its whole "
+                     f"budget of {B:.0f} s: it walked nothing within it (J = inf).")
+    lines += [
         f"- At equal time ({B:.0f} s, {clock}), median J: gradient {g['median_J_final']:.4f}, CMA-ES "
         f"{c['median_J_final']:.4f}: **" + ("the gradient method wins" if
                                               go["gradient_wins_at_equal_time"] else
