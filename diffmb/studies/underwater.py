@@ -85,7 +85,7 @@ GRADIENT_METHODS = {
     "line-search": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0, jitter=1.0),
 }
 # seeds and budget per method and seed [s, on the clock named, compile included]
-PROOF = {True: dict(seeds=(0,), budget_s=35.0, clock="cpu"),
+PROOF = {True: dict(seeds=(0,), budget_s=75.0, clock="cpu"),
          False: dict(seeds=(0, 1, 2, 3, 4), budget_s=120.0, clock="cpu")}
 # identification: one module released at 0.8 m/s with a spin, 4 s at 20 Hz
 ID_T, ID_RATE = 4.0, 20.0
