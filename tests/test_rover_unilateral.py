@@ -123,12 +123,6 @@ def _geometry(model, q):
     return np.asarray(pb) + org, np.asarray(body_coms(model, kin)) + org
 
 
-def _subtree(model, names, bodies):
-    """Mass and its first moment in x about x0 of ``bodies`` of the model (by name)."""
-    idx = [model.body_index(b) for b in bodies]
-    return np.asarray(model.body_mass)[idx], idx
-
-
 def test_statics_on_flat_ground_matches_the_hand_load_split():
     """At rest on flat ground with the rockers held to the differential's shafts and the
     bogies free, the rocker–bogie is statically determinate: Σ N, the moments about x and y,
@@ -136,10 +130,13 @@ def test_statics_on_flat_ground_matches_the_hand_load_split():
     give the six normal forces (solved here from the bodies' masses and positions)."""
     model, forces, _ = rover.load()
     z0 = _z0(model)
-    el = UnilateralWheelSoil(_wheels(), Plane(), tm.SOILS[study.SOIL], z0, model=model)
+    # flat ground as the lifted-wheel test's height field and a third lock on a wheel's spin
+    # (at rest it carries no load): the same shapes, one compilation for both tests
+    el = UnilateralWheelSoil(_wheels(), _pit(0.0, 0.0, depth=0.0), tm.SOILS[study.SOIL], z0,
+                             model=model)
     q = study._settled_q0(model)  # the file's pose lowered by z0: every separation 0
     np.testing.assert_allclose(np.asarray(el.separation(model, q)), 0.0, atol=1e-12)
-    lock = _locks(model, forces, ("rocker_l", "rocker_r"))
+    lock = _locks(model, forces, ("rocker_l", "rocker_r", "wheel_lf"))
     f = np.asarray(_forces_at(model, q, (lock, el)))
     mass = np.asarray(model.body_mass)
     weight = float(np.sum(mass)) * G
