@@ -217,8 +217,8 @@ def test_checks_its_arguments():
 @pytest.mark.slow
 def test_short_run_is_finite_and_differentiable_in_the_soil():
     """0.1 s of the straight drive on the unilateral contact (explicit Euler, 5 ms): no NaN,
-    and a finite, nonzero derivative of the final forward position with respect to k_phi...
-    through the traction ratios (the sinkage z0 is held)."""
+    and a finite, nonzero derivative of the final forward position with respect to the soil's
+    cohesion c (through the traction ratios; the sinkage z0 is held)."""
     import diffrax
 
     model, forces, _ = rover.load()
