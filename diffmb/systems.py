@@ -534,7 +534,9 @@ def _accelerations(model, forces, control, t, q, v, params, s, method):
     C = _exact_coupling_matrix(forces)
     rows = _unilateral_rows(model, forces, t, q, v)
     if rows is not None:
-        a, _ = unilateral_forward_dynamics(model, q, v, tau, f_ext, C, rows, method)
+        a, f = unilateral_forward_dynamics(model, q, v, tau, f_ext, C, rows, method)
+        if fs is not None:
+            dfs = _impulse_rates(model, forces, fs, dfs, f)
     elif C is None:
         a = forward_dynamics(model, q, v, tau, f_ext, method=method)
     elif method == "aba":
@@ -552,6 +554,19 @@ def _unilateral_rows(model, forces, t, q, v):
     if not rs:
         return None
     return UnilateralRows(*(jnp.concatenate(x, axis=0) for x in zip(*rs, strict=True)))
+
+
+def _impulse_rates(model, forces, fs, dfs, f):
+    """The state rates ``dfs`` with those of the stateful unilateral elements set to their
+    multipliers (their states are the impulses ∫ f dt)."""
+    out, k = list(dfs), 0
+    for i, el in enumerate(forces):
+        if isinstance(el, AbstractUnilateral):
+            m = el.n_rows(model)
+            if fs[i] is not None:
+                out[i] = f[k:k + m]
+            k += m
+    return tuple(out)
 
 
 def unilateral_forward_dynamics(model: Model, q, v, tau, f_ext, C, rows, method="aba"):

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..dynamics.configuration import qdot
 from ..dynamics.kinematics import body_coms, body_frames, kinematics, point_velocities
+from ..forces.elements import AbstractStatefulForce
 from ..forces.unilateral import AbstractUnilateral, UnilateralRows
 from ..model import Model
 from ..spatial.safe import safe_div
@@ -57,7 +58,7 @@ def _unit(x, fallback):
     return jnp.where(ok, x / jnp.sqrt(jnp.where(ok, s, 1.0)), fallback)
 
 
-class UnilateralWheelSoil(AbstractUnilateral):
+class UnilateralWheelSoil(AbstractUnilateral, AbstractStatefulForce):
     """The paper's unilateral wheel–ground contact (eqs. 33–42) as a force element.
 
     Per wheel i, with the geometry of :class:`~diffmb.contacts.terramechanics.WheelSoil`
@@ -80,7 +81,9 @@ class UnilateralWheelSoil(AbstractUnilateral):
     J = ∂s/∂q q̇(q, ·) and J̇v come from forward-mode derivatives of s along the motion (exact
     for any terrain with a C¹ surface; a Catmull–Rom height field's curvature jumps at cell
     edges). The multipliers are solved with the couplings held (:func:`diffmb.forces.unilateral.
-    solve_lcp`: exact enumeration of the 2^nw active sets). Stateless.
+    solve_lcp`: exact enumeration of the 2^nw active sets). Its state (nw,) [N s] is the
+    impulse of each wheel's normal force, ∫ f dt (zero at the start): the mean normal forces
+    between saves are its differences over the save interval.
 
     Checked: wheels are :class:`~diffmb.contacts.terramechanics.Wheel`, one soil (or one per
     wheel), 0 ≤ z₀ < r, τ > 0, margin ≥ 0, v_eps > 0, n_nodes ≥ 1, at most 10 wheels.
@@ -143,6 +146,19 @@ class UnilateralWheelSoil(AbstractUnilateral):
     def wheel_names(self) -> tuple:
         return tuple(w.name if w.name is not None else f"wheel{i}"
                      for i, w in enumerate(self.wheels))
+
+    def n_rows(self, model: Model) -> int:
+        return len(self.wheels)
+
+    def init_state(self, model):
+        return jnp.zeros(len(self.wheels))
+
+    def stateful_call(self, model, t, q, v, ctrl, state):
+        # the rate of the impulses is set to the multipliers by the solve (AbstractUnilateral)
+        return jnp.zeros(model.nv), None, jnp.zeros(len(self.wheels))
+
+    def __call__(self, model, t, q, v, ctrl):
+        return AbstractUnilateral.__call__(self, model, t, q, v, ctrl)
 
     def _bodies(self, model):
         return [body_index(model, w.body) for w in self.wheels]

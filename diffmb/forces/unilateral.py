@@ -49,10 +49,20 @@ class UnilateralRows(NamedTuple):
 
 class AbstractUnilateral(AbstractForce):
     """A force element whose force is the multiplier of unilateral rows (see the module
-    docstring): ``rows(model, t, q, v) -> UnilateralRows``. Its ``__call__`` adds nothing."""
+    docstring): ``rows(model, t, q, v) -> UnilateralRows``. Its ``__call__`` adds nothing.
+
+    One that also derives from :class:`~diffmb.forces.AbstractStatefulForce` carries the
+    impulses ∫ f dt (m,) of its rows as its state: the solve sets their rate to f (its
+    ``stateful_call`` returns a placeholder), so a trajectory's saved states give the mean
+    multipliers between saves without evaluating them again."""
 
     @abc.abstractmethod
     def rows(self, model: Model, t, q, v) -> UnilateralRows:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def n_rows(self, model: Model) -> int:
+        """m, the number of rows (static)."""
         raise NotImplementedError
 
     def __call__(self, model: Model, t, q, v, ctrl):

@@ -27,8 +27,9 @@ why), ``lift_wheel_normal_N`` (which wheel the lift takes off the ground),
 ``traction_vs_K`` (the zero-drawbar-pull slip against the shear deformation modulus) and
 ``fig7_scenario`` (the paper's Fig. 7 scenario, an arc on rough ground, and its statements
 about Figs. 9–14 beside ours), ``contact_model_comparison`` (the paper's 10 ms step tried, eq. 32's lateral force against the
-lateral shear, the linearised eq. 26 stresses against Wong–Reece's on the straight drive, what
-separates the compliant normal law from eqs. 33–42),
+lateral shear, the linearised eq. 26 stresses against Wong–Reece's on the straight drive, the
+paper's unilateral contact of eqs. 33–42 against the compliant law on the Fig. 7 scenario:
+:func:`unilateral_comparison`, ``fig_unilateral_normal.png``),
 ``identified_cross_model`` (the linearised eq. 26 model fitted to Wong–Reece records with AR(1)
 noise: estimates, standard errors, which parameters and combinations the data determine, and
 the acceptance level ``XM_ACCEPT``).
@@ -53,12 +54,13 @@ from ..optim.batch import available_cpus
 from ..optim.lsq import least_squares
 from ..simulation import ImplicitVelocityEuler, simulate
 from ..spatial.rotation import rpy_from_quat
-from ..systems import STATUS, unilateral_forces
+from ..systems import STATUS
 
 __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
            "wheel_csv_path", "record_wheel_csv", "steady_window", "turn_rate",
            "drawbar_pull_crossing", "traction_vs_K", "cross_model_records", "cross_model_fit",
-           "ar1_noise", "SOIL", "DT", "SOLVER"]
+           "ar1_noise", "rover_unilateral", "run_unilateral", "unilateral_comparison",
+           "nominal_sinkage", "SOIL", "DT", "SOLVER"]
 
 SOIL = "regolith_simulant"
 SOLVER = "implicit_euler_v"  # the behaviours' method: Euler linearly implicit in the velocities
@@ -145,29 +147,28 @@ def rover_unilateral(model, terrain, soil=None):
 
 
 @eqx.filter_jit
-def _unilateral_series(model, forces, el, p, ts, q, v):
-    """Normal forces (ns, 6) and separations (ns, 6) along saved states (one compilation)."""
-    def one(t, qq, vv):
-        f = unilateral_forces(model, qq, vv, t=t, forces=forces, ctrl=rover.drive_controls(t, p))
-        return f, el.separation(model, qq)
-
-    return jax.vmap(one)(ts, q, v)
+def _separations(model, el, q):
+    """The unilateral gaps (ns, 6) [m] along saved positions."""
+    return jax.vmap(lambda qq: el.separation(model, qq))(q)
 
 
 def run_unilateral(model, forces, el, name, horizon, dt=DT, solver=None):
     """:func:`run_behaviour` with the unilateral contact ``el`` (:func:`rover_unilateral`) in
-    place of WheelSoil: a dict of output series (``normal`` the multipliers, ``separation``
-    the gaps' drift) and the trajectory; ``status`` the run's (no exception on failure)."""
+    place of WheelSoil: a dict of output series and the trajectory. ``normal`` (ns − 1, 6)
+    [N]: the mean normal forces over each output interval (the impulses' differences, the
+    element's state), at the intervals' midpoints ``t_mid``; ``separation`` (ns, 6) the gaps;
+    ``status`` the run's (no exception on failure)."""
     q0 = _settled_q0(model)
     ts = np.round(np.arange(int(round(horizon / OUT_DT)) + 1) * OUT_DT, 10)
     p = rover.behaviour_params(name)
-    fs = forces + (el,)
-    tr = simulate(model, q0, None, t1=horizon, dt=dt, solver=_solver(solver), forces=fs,
-                  control=rover.drive_control, params=p, saveat=ts, throw=False)
-    normal, sep = _unilateral_series(model, fs, el, p, jnp.asarray(ts), tr.q, tr.v)
+    tr = simulate(model, q0, None, t1=horizon, dt=dt, solver=_solver(solver),
+                  forces=forces + (el,), control=rover.drive_control, params=p, saveat=ts,
+                  throw=False)
+    imp = np.asarray(tr.aux[0][len(forces)])
     vdx = {j: model.joint_v[model.joint_index(j)] for j in model.joint_names}
-    return {"t": ts, "traj": tr, "status": int(tr.status), "normal": np.asarray(normal),
-            "separation": np.asarray(sep),
+    return {"t": ts, "t_mid": 0.5 * (ts[1:] + ts[:-1]), "traj": tr, "status": int(tr.status),
+            "normal": np.diff(imp, axis=0) / np.diff(ts)[:, None],
+            "separation": np.asarray(_separations(model, el, tr.q)),
             "wheel_speed": np.asarray(tr.v[:, [vdx[f"wheel_{w}"] for w in rover.WHEELS]]),
             "pos": np.asarray(tr.q[:, :3]), "quat": np.asarray(tr.q[:, 3:7]),
             "vel": np.asarray(tr.v[:, :3])}
@@ -385,12 +386,12 @@ UNILATERAL_DIFFERENCES = [
 
 
 def contact_model_comparison(model, forces, horizon, rough_run, arc_run, straight_run,
-                             fig7_run=None, out_dir=None):
+                             fig7_run=None, out_dir=None, unilateral_10ms=True):
     """The paper's 10 ms step tried on the rough straight drive (against ``rough_run`` at DT),
     eq. 32's lateral force against the lateral shear on the flat arc (against ``arc_run``),
     the linearised eq. 26 stresses on the flat straight drive (against ``straight_run``), and
     the paper's unilateral contact against the compliant law on the Fig. 7 scenario (against
-    ``fig7_run``, :func:`unilateral_comparison`)."""
+    ``fig7_run``, :func:`unilateral_comparison`; its 10 ms step with ``unilateral_10ms``)."""
     out = {}
     rough = rover_wheel_soil(model, rough_terrain(**ROUGH))
     t0 = time.perf_counter()
@@ -457,16 +458,19 @@ def contact_model_comparison(model, forces, horizon, rough_run, arc_run, straigh
     out["linearised_stresses"] = {"behaviour": "straight on flat ground",
                                   "linearised": steady(sl), "wong_reece": steady(straight_run)}
     out["unilateral_contact"] = unilateral_comparison(model, forces, horizon, fig7_run,
-                                                      out_dir)
+                                                      out_dir, paper_step=unilateral_10ms)
     return out
 
 
-def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None):
+def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None,
+                          paper_step=True):
     """The paper's unilateral contact (eqs. 33–42, :func:`rover_unilateral`) against the
     compliant WheelSoil on the Fig. 7 scenario (``FIG7``: the arc on rough ground; ``fig7_run``
     the compliant run of :func:`run_behaviour`, run here if None) over ``horizon``, at ``DT``
-    with ``SOLVER``, and the paper's 10 ms step tried on it. With ``out_dir``, the six normal
-    forces of both laws are drawn to ``fig_unilateral_normal.png`` there."""
+    with ``SOLVER``, and (``paper_step``) the paper's 10 ms step tried on it. Normal forces
+    are compared as means over each output interval (the unilateral law's impulses; the
+    compliant law's samples by the trapezoidal rule). With ``out_dir``, the six normal forces
+    of both laws are drawn to ``fig_unilateral_normal.png`` there."""
     weight = float(np.sum(model.body_mass)) * rover.MARS_G
     rough = rough_terrain(**ROUGH)
     if fig7_run is None:
@@ -476,11 +480,9 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None):
     t0 = time.perf_counter()
     uni = run_unilateral(model, forces, el, FIG7["behaviour"], horizon)
     wall = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    u10 = run_unilateral(model, forces, el, FIG7["behaviour"], horizon, dt=0.01)
-    wall10 = time.perf_counter() - t0
-    comp_n = np.asarray(fig7_run["eval"].normal)
-    t = uni["t"]
+    comp = np.asarray(fig7_run["eval"].normal)
+    comp_n = 0.5 * (comp[1:] + comp[:-1])
+    t = uni["t_mid"]
     win, (w0, w1) = steady_window(t)
     after = t >= 0.5  # after the command ramp (and the start on rough ground)
 
@@ -507,8 +509,8 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None):
     lc = law(fig7_run["pos"], fig7_run["quat"], comp_n)
     res = {
         "run": True, "behaviour": "Fig. 7: arc of 2 m radius on rough ground",
-        "horizon_s": float(t[-1]), "dt_s": DT, "solver": SOLVER, "window_s": [w0, w1],
-        "jump_sample_dt_s": OUT_DT,
+        "horizon_s": float(uni["t"][-1]), "dt_s": DT, "solver": SOLVER, "window_s": [w0, w1],
+        "interval_s": OUT_DT,
         "status": STATUS[uni["status"]],
         "model": "eqs. 33-42: per wheel a unilateral row on the normal acceleration of its "
                  "contact point, w = J a + Jdot v + 2 sdot/tau + s/tau^2 >= 0, f >= 0, f w = 0; "
@@ -527,18 +529,27 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None):
         "final_position_diff_m": float(np.linalg.norm(uni["pos"][-1] - fig7_run["pos"][-1])),
         "final_xy_diff_m": (uni["pos"][-1, :2] - fig7_run["pos"][-1, :2]).tolist(),
         "final_yaw_diff_rad": lu["final_yaw_rad"] - lc["final_yaw_rad"],
-        "max_abs_separation_m": float(np.max(np.abs(np.where(uni["normal"] > 0,
-                                                             uni["separation"], 0.0)[after]))),
+        "max_abs_separation_m": float(np.max(np.abs(np.where(
+            uni["normal"] > 0, uni["separation"][:-1], 0.0)[after]))),
         "wall_s": wall,
     }
-    ok10 = u10["status"] == 0 and bool(np.all(np.isfinite(u10["pos"])))
-    res["paper_step_10ms"] = {
-        "dt_s": 0.01, "finished": ok10, "status": STATUS[u10["status"]], "wall_s": wall10,
-        "max_pos_dev_m": float(np.max(np.abs(u10["pos"] - uni["pos"]))) if ok10 else None,
-        "final_yaw_dev_rad": float(np.unwrap(_rpy(u10["quat"])[:, 2])[-1]
-                                   - lu["final_yaw_rad"]) if ok10 else None,
-        "sum_normal_over_weight_mean": float(np.mean(np.sum(u10["normal"][win], axis=1))
-                                             / weight) if ok10 else None}
+    if paper_step:
+        t0 = time.perf_counter()
+        u10 = run_unilateral(model, forces, el, FIG7["behaviour"], horizon, dt=0.01)
+        wall10 = time.perf_counter() - t0
+        ok = u10["status"] == 0 and bool(np.all(np.isfinite(u10["pos"])))
+        res["paper_step_10ms"] = {
+            "dt_s": 0.01, "run": True, "finished": ok, "status": STATUS[u10["status"]],
+            "wall_s": wall10,
+            "max_pos_dev_m": float(np.max(np.abs(u10["pos"] - uni["pos"]))) if ok else None,
+            "final_yaw_dev_rad": float(np.unwrap(_rpy(u10["quat"])[:, 2])[-1]
+                                       - lu["final_yaw_rad"]) if ok else None,
+            "sum_normal_over_weight_mean": float(np.mean(np.sum(u10["normal"][win], axis=1))
+                                                 / weight) if ok else None}
+    else:
+        res["paper_step_10ms"] = {"dt_s": 0.01, "run": False,
+                                  "why_not": "--quick: it would compile the unilateral rover "
+                                             "once more; the full study runs it"}
     res["differences"] = UNILATERAL_DIFFERENCES
     if out_dir is not None:
         import matplotlib.pyplot as plt
@@ -1141,7 +1152,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     runs["fig7_rough_arc"] = run_behaviour(model, forces, rough, FIG7["behaviour"], horizon)
     res["contact_model_comparison"] = contact_model_comparison(
         model, forces, horizon, runs["rough_straight"], runs["arc"], st,
-        fig7_run=runs["fig7_rough_arc"], out_dir=out_dir)
+        fig7_run=runs["fig7_rough_arc"], out_dir=out_dir, unilateral_10ms=not quick)
     uc = res["contact_model_comparison"]["unilateral_contact"]
     figs.append((uc["figure"], "Fig. 7 scenario: normal forces, compliant and unilateral "
                                "contact"))
@@ -1345,24 +1356,28 @@ def _unilateral_lines(u):
                 f"{v:.1f}" for v in x["mean_normal_N"].values())),
             ("share of the window without load (per wheel)", lambda x: ", ".join(
                 f"{k} {v:.2f}" for k, v in x["time_without_load"].items())),
-            (f"largest normal-force jump in {u['jump_sample_dt_s']:g} s [N]",
+            (f"largest change between {u['interval_s']:g} s intervals [N]",
              lambda x: f"{x['max_normal_jump_N']:.1f} ({x['max_normal_jump_wheel']})")]
     out = ["", "### The paper's unilateral contact (eqs. 33–42) on the Fig. 7 scenario", "",
            f"{u['behaviour']}, {u['horizon_s']:g} s at {u['dt_s']} s ({u['solver']}; status "
            f"{u['status']}), steady window t = {u['window_s'][0]:g}–{u['window_s'][1]:g} s. "
            f"Model: {u['model']}. LCP: {u['lcp_solver']}. Stabilisation: {u['stabilisation']}. "
-           f"Sinkage: {u['sinkage_rule']}.", "",
+           f"Sinkage: {u['sinkage_rule']}. Normal forces are means over "
+           f"{u['interval_s']:g} s intervals.", "",
            "| | unilateral | compliant |", "| --- | --- | --- |"]
     out += [f"| {lab} | {fn(lu)} | {fn(lc)} |" for lab, fn in rows]
-    step = (f"runs to the end: largest position difference {p10['max_pos_dev_m']:.2e} m and "
-            f"final yaw {p10['final_yaw_dev_rad']:+.2e} rad against 5 ms, mean Σ N / m g "
-            f"{p10['sum_normal_over_weight_mean']:.4f}" if p10["finished"]
-            else f"fails ({p10['status']})")
+    if not p10["run"]:
+        step = "not run: " + p10["why_not"]
+    elif p10["finished"]:
+        step = (f"runs to the end: largest position difference {p10['max_pos_dev_m']:.2e} m "
+                f"and final yaw {p10['final_yaw_dev_rad']:+.2e} rad against 5 ms, mean Σ N / "
+                f"m g {p10['sum_normal_over_weight_mean']:.4f} (wall {p10['wall_s']:.1f} s)")
+    else:
+        step = f"fails ({p10['status']})"
     out += ["", f"Final positions {u['final_position_diff_m']:.3f} m apart, yaw "
             f"{u['final_yaw_diff_rad']:+.4f} rad; largest gap drift of a loaded wheel "
             f"{1e3 * u['max_abs_separation_m']:.2f} mm; wall {u['wall_s']:.1f} s (with "
-            f"compilation). The paper's 10 ms step: {step} (wall "
-            f"{p10['wall_s']:.1f} s). What differs: " + "; ".join(u["differences"]) + "."]
+            f"compilation). The paper's 10 ms step: {step}. What differs: " + "; ".join(u["differences"]) + "."]
     return out
 
 
