@@ -182,10 +182,22 @@ class UnilateralWheelSoil(AbstractUnilateral, AbstractStatefulForce):
         un = jnp.sqrt(jnp.maximum(jnp.sum(u * u, axis=-1), 1e-24))
         return d - r * un + self.sinkage
 
+    def _sdot(self, model, q, v):
+        """ṡ (nw,) at (q, v): the separations' rate along q̇(q, v) (linear in v)."""
+        return jax.jvp(lambda x: self.separation(model, x), (q,), (qdot(model, q, v),))[1]
+
+    def _jacobian(self, model, q):
+        """J (nw, nv) = ∂ṡ/∂v, taken at v = 0 (ṡ is linear in v), so that it does not depend
+        on v (an implicit step's ∂a/∂v then does not differentiate it again)."""
+        return jax.jacfwd(lambda vv: self._sdot(model, q, vv))(jnp.zeros(model.nv))
+
     def evaluate(self, model: Model, q, v) -> UnilateralWheelResult:
         """Every per-wheel quantity at (q, v) (per unit normal force)."""
+        return self._evaluate(model, q, v, self._jacobian(model, q))[0]
+
+    def _evaluate(self, model, q, v, J):
         nw = len(self.wheels)
-        s, sd = jax.jvp(lambda qq: self.separation(model, qq), (q,), (qdot(model, q, v),))
+        s, sd = self.separation(model, q), J @ v
         kin = kinematics(model, q, v)
         c, a = self._centres(model, kin)
         bodies = self._bodies(model)
@@ -220,22 +232,17 @@ class UnilateralWheelSoil(AbstractUnilateral, AbstractStatefulForce):
                                wf * F.torque - wb * G.torque, wf * F.lateral + wb * G.lateral)
 
         F = jax.lax.cond(jnp.any(wf < 1.0), blended, lambda F: F, at(sl))
-        return UnilateralWheelResult(
+        ev = UnilateralWheelResult(
             s, sd, sl, beta, safe_div(F.drawbar_pull, F.load), safe_div(F.lateral, F.load),
             safe_div(F.torque, F.load), jnp.stack([xh, y, n], axis=-1), c + kin.origin)
+        return ev, kin, c, a
 
     def rows(self, model: Model, t, q, v) -> UnilateralRows:
-        ev = self.evaluate(model, q, v)
-
-        def sdot(qq, vv):
-            return jax.jvp(lambda x: self.separation(model, x), (qq,), (qdot(model, qq, vv),))[1]
-
-        J = jax.jacfwd(lambda vv: sdot(q, vv))(v)  # ṡ is linear in v
-        Jdv = jax.jvp(lambda qq: sdot(qq, v), (q,), (qdot(model, q, v),))[1]
+        J = self._jacobian(model, q)
+        ev, kin, c, a = self._evaluate(model, q, v, J)
+        Jdv = jax.jvp(lambda qq: self._sdot(model, qq, v), (q,), (qdot(model, q, v),))[1]
         tc = self.time_constant
         drift = Jdv + 2.0 * ev.separation_rate / tc + ev.separation / (tc * tc)
-        kin = kinematics(model, q, jnp.zeros(model.nv))
-        c, a = self._centres(model, kin)
         bodies = np.asarray(self._bodies(model))
         xh, y, n = ev.frame[..., 0], ev.frame[..., 1], ev.frame[..., 2]
         force = n + ev.traction[:, None] * xh + ev.lateral[:, None] * y
