@@ -93,6 +93,11 @@ STEADY_AFTER = 1.0  # s: the commands ramp up over 0.5 s (rover.drive_controls);
 STEADY_SPAN = 2.0  # s: the steady-state means are over the last 2 s, never before STEADY_AFTER
 TRACTION_K = (0.005, 0.01, 0.02, 0.036, 0.06)  # m, shear deformation moduli of traction_vs_K
 UNILATERAL_TIME_CONSTANT = 0.02  # s, Baumgarte's (critically damped) on the unilateral gaps
+# The unilateral law's runs: explicit Euler at 2.5 ms. The velocity-implicit Euler works too
+# (5 and 10 ms, docs/rover.md), but its ∂a/∂v through the rows compiles for over a minute more;
+# at 2.5 ms the slip modes (-330 ... -720 1/s, see DT) are stable (h λ < 2).
+UNILATERAL_SOLVER = "euler"
+UNILATERAL_DT = 2.5e-3  # s
 UNILATERAL_MARGIN = 5e-3  # m, a wheel within this of its contact depth is a candidate row
 PAPER = {
     "wheel_speed_deg_s": 2.0,  # Fig. 11 as printed, ±2 °/s
@@ -152,7 +157,8 @@ def _separations(model, el, q):
     return jax.vmap(lambda qq: el.separation(model, qq))(q)
 
 
-def run_unilateral(model, forces, el, name, horizon, dt=DT, solver=None):
+def run_unilateral(model, forces, el, name, horizon, dt=UNILATERAL_DT,
+                   solver=UNILATERAL_SOLVER):
     """:func:`run_behaviour` with the unilateral contact ``el`` (:func:`rover_unilateral`) in
     place of WheelSoil: a dict of output series and the trajectory. ``normal`` (ns − 1, 6)
     [N]: the mean normal forces over each output interval (the impulses' differences, the
@@ -466,8 +472,9 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None,
                           paper_step=True):
     """The paper's unilateral contact (eqs. 33–42, :func:`rover_unilateral`) against the
     compliant WheelSoil on the Fig. 7 scenario (``FIG7``: the arc on rough ground; ``fig7_run``
-    the compliant run of :func:`run_behaviour`, run here if None) over ``horizon``, at ``DT``
-    with ``SOLVER``, and (``paper_step``) the paper's 10 ms step tried on it. Normal forces
+    the compliant run of :func:`run_behaviour`, run here if None) over ``horizon``, at
+    ``UNILATERAL_DT`` with ``UNILATERAL_SOLVER``, and (``paper_step``) the paper's 10 ms step
+    tried on it with the behaviours' ``SOLVER``. Normal forces
     are compared as means over each output interval (the unilateral law's impulses; the
     compliant law's samples by the trapezoidal rule). With ``out_dir``, the six normal forces
     of both laws are drawn to ``fig_unilateral_normal.png`` there."""
@@ -509,7 +516,8 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None,
     lc = law(fig7_run["pos"], fig7_run["quat"], comp_n)
     res = {
         "run": True, "behaviour": "Fig. 7: arc of 2 m radius on rough ground",
-        "horizon_s": float(uni["t"][-1]), "dt_s": DT, "solver": SOLVER, "window_s": [w0, w1],
+        "horizon_s": float(uni["t"][-1]), "dt_s": UNILATERAL_DT, "solver": UNILATERAL_SOLVER,
+        "compliant_dt_s": DT, "compliant_solver": SOLVER, "window_s": [w0, w1],
         "interval_s": OUT_DT,
         "status": STATUS[uni["status"]],
         "model": "eqs. 33-42: per wheel a unilateral row on the normal acceleration of its "
@@ -535,11 +543,13 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None,
     }
     if paper_step:
         t0 = time.perf_counter()
-        u10 = run_unilateral(model, forces, el, FIG7["behaviour"], horizon, dt=0.01)
+        u10 = run_unilateral(model, forces, el, FIG7["behaviour"], horizon, dt=0.01,
+                             solver=SOLVER)
         wall10 = time.perf_counter() - t0
         ok = u10["status"] == 0 and bool(np.all(np.isfinite(u10["pos"])))
         res["paper_step_10ms"] = {
-            "dt_s": 0.01, "run": True, "finished": ok, "status": STATUS[u10["status"]],
+            "dt_s": 0.01, "solver": SOLVER, "run": True, "finished": ok,
+            "status": STATUS[u10["status"]],
             "wall_s": wall10,
             "max_pos_dev_m": float(np.max(np.abs(u10["pos"] - uni["pos"]))) if ok else None,
             "final_yaw_dev_rad": float(np.unwrap(_rpy(u10["quat"])[:, 2])[-1]
@@ -1360,7 +1370,8 @@ def _unilateral_lines(u):
              lambda x: f"{x['max_normal_jump_N']:.1f} ({x['max_normal_jump_wheel']})")]
     out = ["", "### The paper's unilateral contact (eqs. 33–42) on the Fig. 7 scenario", "",
            f"{u['behaviour']}, {u['horizon_s']:g} s at {u['dt_s']} s ({u['solver']}; status "
-           f"{u['status']}), steady window t = {u['window_s'][0]:g}–{u['window_s'][1]:g} s. "
+           f"{u['status']}; the compliant law {u['compliant_solver']} at "
+           f"{u['compliant_dt_s']} s), steady window t = {u['window_s'][0]:g}–{u['window_s'][1]:g} s. "
            f"Model: {u['model']}. LCP: {u['lcp_solver']}. Stabilisation: {u['stabilisation']}. "
            f"Sinkage: {u['sinkage_rule']}. Normal forces are means over "
            f"{u['interval_s']:g} s intervals.", "",
@@ -1369,8 +1380,9 @@ def _unilateral_lines(u):
     if not p10["run"]:
         step = "not run: " + p10["why_not"]
     elif p10["finished"]:
-        step = (f"runs to the end: largest position difference {p10['max_pos_dev_m']:.2e} m "
-                f"and final yaw {p10['final_yaw_dev_rad']:+.2e} rad against 5 ms, mean Σ N / "
+        step = (f"with {p10['solver']}, runs to the end: largest position difference "
+                f"{p10['max_pos_dev_m']:.2e} m and final yaw {p10['final_yaw_dev_rad']:+.2e} rad "
+                f"against the {u['dt_s']} s run, mean Σ N / "
                 f"m g {p10['sum_normal_over_weight_mean']:.4f} (wall {p10['wall_s']:.1f} s)")
     else:
         step = f"fails ({p10['status']})"
