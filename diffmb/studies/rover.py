@@ -560,7 +560,17 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None,
         res["paper_step_10ms"] = {"dt_s": 0.01, "run": False,
                                   "why_not": "--quick: it would compile the unilateral rover "
                                              "once more; the full study runs it"}
-    res["differences"] = UNILATERAL_DIFFERENCES
+    unloaded = [w for w, x in lu["time_without_load"].items() if x > 0]
+    res["differences"] = UNILATERAL_DIFFERENCES + [
+        f"measured here: final positions {res['final_position_diff_m']:.4f} m apart "
+        f"({uni['pos'][-1, 2] - fig7_run['pos'][-1, 2]:+.4f} m in height), yaw "
+        f"{res['final_yaw_diff_rad']:+.4f} rad; the sum of the support forces spans "
+        f"{lu['sum_normal_over_weight']['min']:.3f}-{lu['sum_normal_over_weight']['max']:.3f} "
+        f"m g against {lc['sum_normal_over_weight']['min']:.3f}-"
+        f"{lc['sum_normal_over_weight']['max']:.3f} m g; wheels without load in the window: "
+        + (", ".join(f"{w} ({lu['time_without_load'][w]:.0%} of it)" for w in unloaded)
+           or "none") + f" (the compliant law's smallest mean load "
+        f"{min(lc['mean_normal_per_wheel_N'].values()):.1f} N)"]
     if out_dir is not None:
         import matplotlib.pyplot as plt
 
