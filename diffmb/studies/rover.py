@@ -16,8 +16,8 @@ single-wheel test bed. Behaviours use ABA with the velocity-implicit Euler (``SO
 ``t, slip, sinkage, drawbar_pull, torque`` (the shipped ``rover_wheel.csv`` was recorded from
 the dynamic rig at constant-slip segments). ``--quick`` shortens the behaviours to 2 s, the
 traverse fit to 1 s, the batched runs to 64 rovers over 0.25 s of simulated time and the
-realtime factor to the best of 2 runs (the keys keep their meaning; the realtime factor is
-always the 5 s traverse). Steady-state means are over
+realtime factor to the best of 2 runs, and leaves out the unilateral law's 10 ms try (the keys
+keep their meaning; the realtime factor is always the 5 s traverse). Steady-state means are over
 :func:`steady_window` (the last 2 s, never before 1 s: 1–2 s with ``--quick``), stated as
 ``straight_window_s``.
 
