@@ -219,6 +219,10 @@ def test_checks_its_arguments():
         UnilateralWheelSoil(_wheels(), Plane(), "regolith", 0.01)
     with pytest.raises(ValueError, match="margin"):
         UnilateralWheelSoil(_wheels(), Plane(), soil, 0.01, margin=-1.0)
+    el = UnilateralWheelSoil(_wheels(), Plane(), soil, 0.01, model=model)
+    system = diffmb.TreeSystem(model, forces=(el,))
+    with pytest.raises(TypeError, match="no linearly implicit step"):
+        system.linear_stages(0.0, (jnp.asarray(model.qpos0), jnp.zeros(model.nv)), None, 0.01)
     with pytest.raises(ValueError, match="nope"):
         UnilateralWheelSoil([tm.Wheel("nope", 0.15, 0.15)], Plane(), soil, 0.01, model=model)
 
