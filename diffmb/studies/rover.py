@@ -1398,8 +1398,9 @@ def _unilateral_lines(u):
         step = f"fails ({p10['status']})"
     out += ["", f"Final positions {u['final_position_diff_m']:.3f} m apart, yaw "
             f"{u['final_yaw_diff_rad']:+.4f} rad; largest gap drift of a loaded wheel "
-            f"{1e3 * u['max_abs_separation_m']:.2f} mm; wall {u['wall_s']:.1f} s (with "
-            f"compilation). The paper's 10 ms step: {step}. What differs: " + "; ".join(u["differences"]) + "."]
+            f"{1e3 * u['max_abs_separation_m']:.2f} mm; wall {u['wall_s']:.1f} s (with its "
+            f"compilation, or its load from the compilation cache). The paper's 10 ms step: "
+            f"{step}. What differs: " + "; ".join(u["differences"]) + "."]
     return out
 
 
