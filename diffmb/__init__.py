@@ -116,6 +116,7 @@ from .systems import AbstractStatefulControl as AbstractStatefulControl
 from .systems import AbstractSystem as AbstractSystem
 from .systems import TreeSystem as TreeSystem
 from .systems import forward as forward
+from .systems import unilateral_forces as unilateral_forces
 
 def __getattr__(name):  # studies, benchmarks and viz import plotting and peers: load on demand
     if name in ("studies", "bench", "cli", "viz"):

@@ -55,6 +55,7 @@ from .forces.elements import (
     init_states,
     total_force,
 )
+from .forces.unilateral import AbstractUnilateral, UnilateralRows, solve_lcp
 from .model import Model
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "STATUS",
     "MAX_SPEED",
     "forward",
+    "unilateral_forces",
     "check_initial",
     "concrete",
 ]
@@ -331,6 +333,10 @@ class TreeSystem(AbstractSecondOrderSystem):
         states (Euler). Exact couplings hold v₁ on C v = 0 (the M-orthogonal projection).
         ``method`` is not used: M and C come from CRBA and RNEA."""
         m = self.model
+        if any(isinstance(f, AbstractUnilateral) for f in self.forces):
+            raise TypeError(f"{self.name}: unilateral elements (diffmb.forces.unilateral) have "
+                            "no linearly implicit step; use an explicit solver or "
+                            "'implicit_euler_v'")
         q, v = y[0], y[1]
         s = y[2] if len(y) > 2 else None
         fs, sc = (None, None) if s is None else s
@@ -526,7 +532,12 @@ def _accelerations(model, forces, control, t, q, v, params, s, method):
             )
         tau = tau + ctrl
     C = _exact_coupling_matrix(forces)
-    if C is None:
+    rows = _unilateral_rows(model, forces, t, q, v)
+    if rows is not None:
+        a, f = unilateral_forward_dynamics(model, q, v, tau, f_ext, C, rows, method)
+        if fs is not None:
+            dfs = _impulse_rates(model, forces, fs, dfs, f)
+    elif C is None:
         a = forward_dynamics(model, q, v, tau, f_ext, method=method)
     elif method == "aba":
         a = coupled_forward_dynamics(model, q, v, tau, f_ext, C)
@@ -534,6 +545,53 @@ def _accelerations(model, forces, control, t, q, v, params, s, method):
         a = project_accelerations(model, q, forward_dynamics(model, q, v, tau, f_ext,
                                                              method=method), C)
     return a, (None if s is None else (dfs, dsc))
+
+
+def _unilateral_rows(model, forces, t, q, v):
+    """The stacked :class:`~diffmb.forces.unilateral.UnilateralRows` of the unilateral
+    elements among ``forces``, or None."""
+    rs = [f.rows(model, t, q, v) for f in forces if isinstance(f, AbstractUnilateral)]
+    if not rs:
+        return None
+    return UnilateralRows(*(jnp.concatenate(x, axis=0) for x in zip(*rs, strict=True)))
+
+
+def _impulse_rates(model, forces, fs, dfs, f):
+    """The state rates ``dfs`` with those of the stateful unilateral elements set to their
+    multipliers (their states are the impulses ∫ f dt)."""
+    out, k = list(dfs), 0
+    for i, el in enumerate(forces):
+        if isinstance(el, AbstractUnilateral):
+            m = el.n_rows(model)
+            if fs[i] is not None:
+                out[i] = f[k:k + m]
+            k += m
+    return tuple(out)
+
+
+def unilateral_forward_dynamics(model: Model, q, v, tau, f_ext, C, rows, method="aba"):
+    """The accelerations with unilateral rows (:mod:`diffmb.forces.unilateral`) and the exact
+    linear couplings C v = 0 (None: none) held, and the multipliers f (m,).
+
+    One forward dynamics over 1 + nc + m right-hand sides (``vmap``) gives a₀ = FD(τ, f_ext)
+    and X = FD(τ + Q_j) − a₀ = M⁻¹Q_j for the couplings' rows and each row's force per unit
+    multiplier; the couplings are held by Gauss's principle on a₀ and X (as
+    :func:`coupled_forward_dynamics`), then f solves the LCP (J X) f + (J a₀ + drift) ≥ 0,
+    f ≥ 0, complementary (:func:`~diffmb.forces.unilateral.solve_lcp`) and a = a₀ + X f."""
+    nc = 0 if C is None else C.shape[0]
+    fe = jnp.zeros((model.n_bodies, 6)) if f_ext is None else f_ext
+    taus = [tau[None]] + ([] if C is None else [tau[None] + C]) + [tau[None] + rows.tau]
+    fes = [fe[None], jnp.broadcast_to(fe, (nc, *fe.shape)), fe[None] + rows.f_ext]
+    A = jax.vmap(lambda t_, f_: forward_dynamics(model, q, v, t_, f_, method=method))(
+        jnp.concatenate(taus, axis=0), jnp.concatenate(fes, axis=0))
+    a0, X = A[0], (A[1:] - A[0]).T  # X (nv, nc + m)
+    Xu = X[:, nc:]
+    if C is not None:
+        Xc = X[:, :nc]
+        K = jnp.linalg.solve(C @ Xc, jnp.concatenate([(C @ a0)[:, None], C @ Xu], axis=1))
+        a0, Xu = a0 - Xc @ K[:, 0], Xu - Xc @ K[:, 1:]
+    f, _ = solve_lcp(rows.J @ Xu, rows.J @ a0 + rows.drift, rows.active)
+    return a0 + Xu @ f, f
 
 
 def _exact_coupling_matrix(forces):
@@ -588,6 +646,27 @@ def _project_initial(model: Model, forces, q0, v0):
         warnings.warn(f"{model.name}: q0/v0 violate the exact couplings {names} (by up to "
                       f"{float(np.max(moved)):.3g}); projected onto them", stacklevel=4)
     return q1, v1
+
+
+def unilateral_forces(model: Model, q, v, *, t=0.0, forces=(), ctrl=None, state=None,
+                      method="aba"):
+    """The multipliers f (m,) of the unilateral elements among ``forces`` (in their order) at
+    (t, q, v), as :func:`diffmb.simulate` solves them (arguments as :func:`forward`; the
+    normal forces of :class:`~diffmb.contacts.UnilateralWheelSoil`)."""
+    forces = tuple(forces)
+    if not any(isinstance(f, AbstractUnilateral) for f in forces):
+        raise ValueError(f"{model.name}: no unilateral element among the forces")
+    q = check_initial(model.name, "q", q, (model.nq,))
+    v = check_initial(model.name, "v", v, (model.nv,))
+    fs = None
+    if any(_has_state(f) for f in forces):
+        fs = init_states(forces, model) if state is None else tuple(state)
+    tau, f_ext, _ = total_force(forces, model, t, q, v, ctrl, fs)
+    if ctrl is not None and not _consumes_ctrl(forces):
+        tau = tau + jnp.asarray(ctrl)
+    rows = _unilateral_rows(model, forces, t, q, v)
+    return unilateral_forward_dynamics(model, q, v, tau, f_ext,
+                                       _exact_coupling_matrix(forces), rows, method)[1]
 
 
 def forward(model: Model, q, v, *, t=0.0, forces=(), ctrl=None, state=None, method="aba"):

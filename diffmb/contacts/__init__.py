@@ -9,7 +9,10 @@
   spring–damper stiction friction;
 * :mod:`~diffmb.contacts.element`: :class:`Contacts` (stateful, stiction) and
   :class:`CoulombContacts` (stateless) force elements holding pairs of a geom and a terrain or
-  another geom, :func:`soft_contact_params`, :func:`effective_mass`, :func:`contact_forces`.
+  another geom, :func:`soft_contact_params`, :func:`effective_mass`, :func:`contact_forces`;
+* :mod:`~diffmb.contacts.terramechanics`: :class:`WheelSoil` (compliant wheel–soil forces);
+  :mod:`~diffmb.contacts.unilateral`: :class:`UnilateralWheelSoil` (the wheel–ground contact
+  as a unilateral constraint, its traction proportional to the normal force).
 
 Example: a box on the ground, simulated with the default solver::
 
@@ -60,3 +63,4 @@ from .terramechanics import SOILS as SOILS
 from .terramechanics import Soil as Soil
 from .terramechanics import Wheel as Wheel
 from .terramechanics import WheelSoil as WheelSoil
+from .unilateral import UnilateralWheelSoil as UnilateralWheelSoil

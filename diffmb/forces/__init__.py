@@ -25,3 +25,6 @@ from .hydro import MujocoEllipsoidFluid as MujocoEllipsoidFluid
 from .hydro import MujocoInertiaBoxFluid as MujocoInertiaBoxFluid
 from .hydro import ellipsoid_added_mass as ellipsoid_added_mass
 from .hydro import lamb_k_factors as lamb_k_factors
+from .unilateral import AbstractUnilateral as AbstractUnilateral
+from .unilateral import UnilateralRows as UnilateralRows
+from .unilateral import solve_lcp as solve_lcp

@@ -15,9 +15,10 @@ single-wheel test bed. Behaviours use ABA with the velocity-implicit Euler (``SO
 ``identify(data_csv, out_dir)`` fits soil parameters to a single-wheel CSV with columns
 ``t, slip, sinkage, drawbar_pull, torque`` (the shipped ``rover_wheel.csv`` was recorded from
 the dynamic rig at constant-slip segments). ``--quick`` shortens the behaviours to 2 s, the
-traverse fit to 1 s (explicit Euler at 2.5 ms), the batched runs to 64 rovers over 0.25 s of simulated time and the
-realtime factor to the best of 2 runs (the keys keep their meaning; the realtime factor is
-always the 5 s traverse). Steady-state means are over
+traverse fit to 1 s (explicit Euler at 2.5 ms), the batched runs to 64 rovers over 0.25 s of
+simulated time and the realtime factor to the best of 2 runs, and leaves out the unilateral
+law's 10 ms try (the keys keep their meaning; the realtime factor is always the 5 s traverse).
+Steady-state means are over
 :func:`steady_window` (the last 2 s, never before 1 s: 1–2 s with ``--quick``), stated as
 ``straight_window_s``.
 
@@ -27,8 +28,9 @@ why), ``lift_wheel_normal_N`` (which wheel the lift takes off the ground),
 ``traction_vs_K`` (the zero-drawbar-pull slip against the shear deformation modulus) and
 ``fig7_scenario`` (the paper's Fig. 7 scenario, an arc on rough ground, and its statements
 about Figs. 9–14 beside ours), ``contact_model_comparison`` (the paper's 10 ms step tried, eq. 32's lateral force against the
-lateral shear, the linearised eq. 26 stresses against Wong–Reece's on the straight drive, what
-separates the compliant normal law from eqs. 33–42),
+lateral shear, the linearised eq. 26 stresses against Wong–Reece's on the straight drive, the
+paper's unilateral contact of eqs. 33–42 against the compliant law on the Fig. 7 scenario:
+:func:`unilateral_comparison`, ``fig_unilateral_normal.png``),
 ``identified_cross_model`` (the linearised eq. 26 model fitted to Wong–Reece records with AR(1)
 noise: estimates, standard errors, which parameters and combinations the data determine, and
 the acceptance level ``XM_ACCEPT``).
@@ -45,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..contacts import Plane, rough_terrain
+from ..contacts import Plane, UnilateralWheelSoil, rough_terrain
 from ..contacts import terramechanics as tm
 from ..io.csvdata import read_csv, write_csv
 from ..models import rover
@@ -53,11 +55,13 @@ from ..optim.batch import available_cpus
 from ..optim.lsq import least_squares
 from ..simulation import ImplicitVelocityEuler, simulate
 from ..spatial.rotation import rpy_from_quat
+from ..systems import STATUS
 
 __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
            "wheel_csv_path", "record_wheel_csv", "steady_window", "turn_rate",
            "drawbar_pull_crossing", "traction_vs_K", "cross_model_records", "cross_model_fit",
-           "ar1_noise", "SOIL", "DT", "SOLVER"]
+           "ar1_noise", "rover_unilateral", "run_unilateral", "unilateral_comparison",
+           "nominal_sinkage", "SOIL", "DT", "SOLVER"]
 
 SOIL = "regolith_simulant"
 SOLVER = "implicit_euler_v"  # the behaviours' method: Euler linearly implicit in the velocities
@@ -89,6 +93,13 @@ STEADY_AFTER = 1.0  # s: the commands ramp up over 0.5 s (rover.drive_controls);
 #                     drive's speed is within 1 % of its steady value from 0.75 s
 STEADY_SPAN = 2.0  # s: the steady-state means are over the last 2 s, never before STEADY_AFTER
 TRACTION_K = (0.005, 0.01, 0.02, 0.036, 0.06)  # m, shear deformation moduli of traction_vs_K
+UNILATERAL_TIME_CONSTANT = 0.02  # s, Baumgarte's (critically damped) on the unilateral gaps
+# The unilateral law's runs: explicit Euler at 2.5 ms. The velocity-implicit Euler works too
+# (5 and 10 ms, docs/rover.md), but its ∂a/∂v through the rows compiles for over a minute more;
+# at 2.5 ms the slip modes (-330 ... -720 1/s, see DT) are stable (h λ < 2).
+UNILATERAL_SOLVER = "euler"
+UNILATERAL_DT = 2.5e-3  # s
+UNILATERAL_MARGIN = 5e-3  # m, a wheel within this of its contact depth is a candidate row
 PAPER = {
     "wheel_speed_deg_s": 2.0,  # Fig. 11 as printed, ±2 °/s
     "straight_speed_m_s": 0.1,
@@ -111,14 +122,63 @@ def rover_wheel_soil(model, terrain, soil=None, n_nodes=N_NODES, v_eps=V_EPS,
                         memory_rate=memory_rate)
 
 
+def nominal_sinkage(model, soil=None):
+    """The static sinkage [m] of a rover wheel under its share of the weight (W/6) at zero
+    slip (Wong–Reece, :func:`~diffmb.contacts.terramechanics.static_sinkage`)."""
+    w = float(np.sum(model.body_mass)) * rover.MARS_G / 6
+    soil = tm.SOILS[SOIL] if soil is None else soil
+    t1 = tm.static_sinkage(soil, rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, w, 0.0)
+    return float(tm.sinkage_from_angle(t1, rover.WHEEL_RADIUS))
+
+
 def _settled_q0(model):
     """The file's pose lowered onto the soil (the wheels' static sinkage under their share of
     the weight), at rest."""
     q0 = np.array(model.qpos0)
-    w = float(np.sum(model.body_mass)) * rover.MARS_G / 6
-    t1 = tm.static_sinkage(tm.SOILS[SOIL], rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, w, 0.0)
-    q0[2] -= float(tm.sinkage_from_angle(t1, rover.WHEEL_RADIUS))
+    q0[2] -= nominal_sinkage(model)
     return jnp.asarray(q0)
+
+
+def rover_unilateral(model, terrain, soil=None):
+    """The paper's unilateral contact (eqs. 33–42) for the rover's six wheels on ``terrain``:
+    :class:`~diffmb.contacts.UnilateralWheelSoil` with the sinkage held at
+    :func:`nominal_sinkage`, Baumgarte time constant ``UNILATERAL_TIME_CONSTANT``, candidate
+    margin ``UNILATERAL_MARGIN`` and the behaviours' ``V_EPS``, ``N_NODES``."""
+    soil = tm.SOILS[SOIL] if soil is None else soil
+    wheels = [tm.Wheel(f"wheel_{w}", rover.WHEEL_RADIUS, rover.WHEEL_WIDTH, axis=(0, 1, 0),
+                       name=w) for w in rover.WHEELS]
+    return UnilateralWheelSoil(wheels, terrain, soil, nominal_sinkage(model, soil), model=model,
+                               time_constant=UNILATERAL_TIME_CONSTANT, margin=UNILATERAL_MARGIN,
+                               v_eps=V_EPS, n_nodes=N_NODES)
+
+
+@eqx.filter_jit
+def _separations(model, el, q):
+    """The unilateral gaps (ns, 6) [m] along saved positions."""
+    return jax.vmap(lambda qq: el.separation(model, qq))(q)
+
+
+def run_unilateral(model, forces, el, name, horizon, dt=UNILATERAL_DT,
+                   solver=UNILATERAL_SOLVER):
+    """:func:`run_behaviour` with the unilateral contact ``el`` (:func:`rover_unilateral`) in
+    place of WheelSoil: a dict of output series and the trajectory. ``normal`` (ns − 1, 6)
+    [N]: the mean normal forces over each output interval (the impulses' differences, the
+    element's state), at the intervals' midpoints ``t_mid``; ``separation`` (ns, 6) the gaps;
+    ``status`` the run's (no exception on failure)."""
+    q0 = _settled_q0(model)
+    ts = np.round(np.arange(int(round(horizon / OUT_DT)) + 1) * OUT_DT, 10)
+    p = rover.behaviour_params(name)
+    tr = simulate(model, q0, None, t1=horizon, dt=dt, solver=_solver(solver),
+                  forces=forces + (el,), control=rover.drive_control, params=p, saveat=ts,
+                  throw=False)
+    imp = np.asarray(tr.aux[0][len(forces)])
+    vdx = {j: model.joint_v[model.joint_index(j)] for j in model.joint_names}
+    return {"t": ts, "t_mid": 0.5 * (ts[1:] + ts[:-1]), "traj": tr, "status": int(tr.status),
+            "normal": np.diff(imp, axis=0) / np.diff(ts)[:, None],
+            "separation": np.asarray(_separations(model, el, tr.q)),
+            "wheel_speed": np.asarray(tr.v[:, [vdx[f"wheel_{w}"] for w in rover.WHEELS]]),
+            "pos": np.asarray(tr.q[:, :3]), "quat": np.asarray(tr.q[:, 3:7]),
+            "vel": np.asarray(tr.v[:, :3])}
 
 
 def _solver(solver=None):
@@ -314,32 +374,31 @@ def eq32_B(soil=None, r=None, b=None, load=None, slip=0.27, betas_deg=(0.5, 10.0
     return float(np.exp(sol.x[0])), float(np.sqrt(np.mean(res(sol.x) ** 2)))
 
 
-UNILATERAL_NOT_RUN = (
-    "Eqs. 33-42 make each wheel-ground contact a unilateral constraint on the contact point's "
-    "normal acceleration (C a >= 0, f >= 0, f C a = 0: a complementarity problem per step), "
-    "with the traction and lateral forces proportional to the constraint's normal force. Not "
-    "implemented: it needs a complementarity (LCP) solve inside every step and a rule for the "
-    "sinkage that a rigid, non-penetrating contact does not have (the paper gives neither "
-    "the solver nor how its eq. 28 sinkage and the constraint are reconciled), and its "
-    "derivatives through contact switches need their own treatment.")
 UNILATERAL_DIFFERENCES = [
-    "normal force: ours N = max(lambda W_b(z) + d zdot r b sin(theta1), 0) from the sinkage "
-    "(Bekker/Wong-Reece loading, elastic unloading ratio 5, damping 4.5e4 Pa s/m, soil memory "
-    "200 1/s); the paper's N is the multiplier of a non-penetration constraint (no sinkage "
-    "dynamics, no damping or unloading parameters)",
-    "contact switching: ours is smooth (N -> 0 as the sinkage -> 0, the slip regularised below "
-    "v_eps = 0.03 m/s); the paper's is a complementarity condition (eq. 42): impacts and "
-    "lift-off are instantaneous",
-    "tangential forces: both scale with N (ours by N/W_b of the Wong-Reece stresses; the "
-    "paper's eqs. 28-32 as functions of N), so on steady ground with N = W_b they coincide",
+    "normal force: the compliant law's N = max(lambda W_b(z) + d zdot r b sin(theta1), 0) "
+    "comes from the sinkage (Bekker/Wong-Reece loading, elastic unloading ratio 5, damping "
+    "4.5e4 Pa s/m, soil memory 200 1/s); the unilateral law's N is the multiplier of a "
+    "constraint on the normal acceleration (eqs. 40-42), its sinkage held at the static "
+    "sinkage under W/6 and its gap held by Baumgarte's stabilisation",
+    "load sharing: the compliant law spreads the load by the soil's stiffness; with rigid "
+    "contacts the six wheels on the servo-held rocker-bogie are a statically indeterminate "
+    "support, and the forces follow the suspension's servo deflections and the terrain under "
+    "each wheel: a wheel can carry nothing for seconds while its neighbours carry it",
+    "contact switching: the compliant law is smooth (N -> 0 as the sinkage -> 0); the "
+    "unilateral law switches by complementarity, so the normal forces jump when a wheel's "
+    "row enters or leaves the active set",
+    "tangential forces: both scale with N through the Wong-Reece stresses per unit load, the "
+    "unilateral law's at the fixed sinkage, the compliant law's at the current one",
 ]
 
 
-def contact_model_comparison(model, forces, horizon, rough_run, arc_run, straight_run):
+def contact_model_comparison(model, forces, horizon, rough_run, arc_run, straight_run,
+                             fig7_run=None, out_dir=None, unilateral_10ms=True):
     """The paper's 10 ms step tried on the rough straight drive (against ``rough_run`` at DT),
     eq. 32's lateral force against the lateral shear on the flat arc (against ``arc_run``),
     the linearised eq. 26 stresses on the flat straight drive (against ``straight_run``), and
-    what separates the compliant normal law from the paper's unilateral contact."""
+    the paper's unilateral contact against the compliant law on the Fig. 7 scenario (against
+    ``fig7_run``, :func:`unilateral_comparison`; its 10 ms step with ``unilateral_10ms``)."""
     out = {}
     rough = rover_wheel_soil(model, rough_terrain(**ROUGH))
     t0 = time.perf_counter()
@@ -405,9 +464,133 @@ def contact_model_comparison(model, forces, horizon, rough_run, arc_run, straigh
 
     out["linearised_stresses"] = {"behaviour": "straight on flat ground",
                                   "linearised": steady(sl), "wong_reece": steady(straight_run)}
-    out["unilateral_contact"] = {"run": False, "why_not": UNILATERAL_NOT_RUN,
-                                 "differences": UNILATERAL_DIFFERENCES}
+    out["unilateral_contact"] = unilateral_comparison(model, forces, horizon, fig7_run,
+                                                      out_dir, paper_step=unilateral_10ms)
     return out
+
+
+def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None,
+                          paper_step=True):
+    """The paper's unilateral contact (eqs. 33–42, :func:`rover_unilateral`) against the
+    compliant WheelSoil on the Fig. 7 scenario (``FIG7``: the arc on rough ground; ``fig7_run``
+    the compliant run of :func:`run_behaviour`, run here if None) over ``horizon``, at
+    ``UNILATERAL_DT`` with ``UNILATERAL_SOLVER``, and (``paper_step``) the paper's 10 ms step
+    tried on it with the behaviours' ``SOLVER``. Normal forces
+    are compared as means over each output interval (the unilateral law's impulses; the
+    compliant law's samples by the trapezoidal rule). With ``out_dir``, the six normal forces
+    of both laws are drawn to ``fig_unilateral_normal.png`` there."""
+    weight = float(np.sum(model.body_mass)) * rover.MARS_G
+    rough = rough_terrain(**ROUGH)
+    if fig7_run is None:
+        fig7_run = run_behaviour(model, forces, rover_wheel_soil(model, rough),
+                                 FIG7["behaviour"], horizon)
+    el = rover_unilateral(model, rough)
+    t0 = time.perf_counter()
+    uni = run_unilateral(model, forces, el, FIG7["behaviour"], horizon)
+    wall = time.perf_counter() - t0
+    comp = np.asarray(fig7_run["eval"].normal)
+    comp_n = 0.5 * (comp[1:] + comp[:-1])
+    t = uni["t_mid"]
+    win, (w0, w1) = steady_window(t)
+    after = t >= 0.5  # after the command ramp (and the start on rough ground)
+
+    def law(pos, quat, n):
+        yaw = np.unwrap(_rpy(quat)[:, 2])
+        ns = np.sum(n, axis=1) / weight
+        axle = (n[:, :3] + n[:, 3:]) / 2  # front, middle, rear: the mean of left and right
+        jump = np.abs(np.diff(n[after], axis=0))
+        return {"final_position_m": pos[-1].tolist(), "final_yaw_rad": float(yaw[-1]),
+                "sum_normal_over_weight": {"mean": float(np.mean(ns[win])),
+                                           "min": float(np.min(ns[win])),
+                                           "max": float(np.max(ns[win]))},
+                "mean_normal_N": dict(zip(("front", "middle", "rear"),
+                                          np.mean(axle[win], axis=0).tolist(), strict=True)),
+                "mean_normal_per_wheel_N": dict(zip(rover.WHEELS,
+                                                    np.mean(n[win], axis=0).tolist(),
+                                                    strict=True)),
+                "time_without_load": dict(zip(rover.WHEELS, np.mean(n[win] <= 1e-9, axis=0)
+                                              .tolist(), strict=True)),
+                "max_normal_jump_N": float(np.max(jump)),
+                "max_normal_jump_wheel": rover.WHEELS[int(np.argmax(np.max(jump, axis=0)))]}
+
+    lu = law(uni["pos"], uni["quat"], uni["normal"])
+    lc = law(fig7_run["pos"], fig7_run["quat"], comp_n)
+    res = {
+        "run": True, "behaviour": "Fig. 7: arc of 2 m radius on rough ground",
+        "horizon_s": float(uni["t"][-1]), "dt_s": UNILATERAL_DT, "solver": UNILATERAL_SOLVER,
+        "compliant_dt_s": DT, "compliant_solver": SOLVER, "window_s": [w0, w1],
+        "interval_s": OUT_DT,
+        "status": STATUS[uni["status"]],
+        "model": "eqs. 33-42: per wheel a unilateral row on the normal acceleration of its "
+                 "contact point, w = J a + Jdot v + 2 sdot/tau + s/tau^2 >= 0, f >= 0, f w = 0; "
+                 "the wheel's force per unit f is n + (DP/W_b) x + (F_y/W_b) y at its centre "
+                 "and -(T/W_b) a about its axle (Wong-Reece at the held sinkage, the current "
+                 "slip and slip angle): a 6 x 6 non-symmetric LCP A f + b >= 0 with "
+                 "A = J M^-1 Q (the differential held)",
+        "lcp_solver": "exact enumeration of the 2^6 active sets in one batched solve, the "
+                      "least violating one taken (diffmb.forces.solve_lcp)",
+        "stabilisation": f"Baumgarte, critically damped, time constant "
+                         f"{UNILATERAL_TIME_CONSTANT} s; rows within {UNILATERAL_MARGIN} m of "
+                         "their contact depth are candidates",
+        "sinkage_rule": "held at the static Wong-Reece sinkage under W/6 at zero slip "
+                        f"({1e3 * float(el.sinkage[0]):.2f} mm)",
+        "unilateral": lu, "compliant": lc,
+        "final_position_diff_m": float(np.linalg.norm(uni["pos"][-1] - fig7_run["pos"][-1])),
+        "final_xy_diff_m": (uni["pos"][-1, :2] - fig7_run["pos"][-1, :2]).tolist(),
+        "final_yaw_diff_rad": lu["final_yaw_rad"] - lc["final_yaw_rad"],
+        "max_abs_separation_m": float(np.max(np.abs(np.where(
+            uni["normal"] > 0, uni["separation"][:-1], 0.0)[after]))),
+        "wall_s": wall,
+    }
+    if paper_step:
+        t0 = time.perf_counter()
+        u10 = run_unilateral(model, forces, el, FIG7["behaviour"], horizon, dt=0.01,
+                             solver=SOLVER)
+        wall10 = time.perf_counter() - t0
+        ok = u10["status"] == 0 and bool(np.all(np.isfinite(u10["pos"])))
+        res["paper_step_10ms"] = {
+            "dt_s": 0.01, "solver": SOLVER, "run": True, "finished": ok,
+            "status": STATUS[u10["status"]],
+            "wall_s": wall10,
+            "max_pos_dev_m": float(np.max(np.abs(u10["pos"] - uni["pos"]))) if ok else None,
+            "final_yaw_dev_rad": float(np.unwrap(_rpy(u10["quat"])[:, 2])[-1]
+                                       - lu["final_yaw_rad"]) if ok else None,
+            "sum_normal_over_weight_mean": float(np.mean(np.sum(u10["normal"][win], axis=1))
+                                                 / weight) if ok else None}
+    else:
+        res["paper_step_10ms"] = {"dt_s": 0.01, "run": False,
+                                  "why_not": "--quick: it would compile the unilateral rover "
+                                             "once more; the full study runs it"}
+    unloaded = [w for w, x in lu["time_without_load"].items() if x > 0]
+    res["differences"] = UNILATERAL_DIFFERENCES + [
+        f"measured here: final positions {res['final_position_diff_m']:.4f} m apart "
+        f"({uni['pos'][-1, 2] - fig7_run['pos'][-1, 2]:+.4f} m in height), yaw "
+        f"{res['final_yaw_diff_rad']:+.4f} rad; the sum of the support forces spans "
+        f"{lu['sum_normal_over_weight']['min']:.3f}-{lu['sum_normal_over_weight']['max']:.3f} "
+        f"m g against {lc['sum_normal_over_weight']['min']:.3f}-"
+        f"{lc['sum_normal_over_weight']['max']:.3f} m g; wheels without load in the window: "
+        + (", ".join(f"{w} ({lu['time_without_load'][w]:.0%} of it)" for w in unloaded)
+           or "none") + f" (the compliant law's smallest mean load "
+        f"{min(lc['mean_normal_per_wheel_N'].values()):.1f} N)"]
+    if out_dir is not None:
+        import matplotlib.pyplot as plt
+
+        fig, axs = plt.subplots(2, 3, figsize=(12, 5.5), sharex=True, sharey=True)
+        for k, (ax, w) in enumerate(zip(axs.flat, rover.WHEELS, strict=True)):
+            ax.plot(t, comp_n[:, k], "k-", lw=1, label="compliant (WheelSoil)")
+            ax.plot(t, uni["normal"][:, k], "C3-", lw=1, label="unilateral (eqs. 33-42)")
+            ax.set_title(f"wheel {w}", fontsize=9)
+            ax.set_xlabel("t [s]")
+        for ax in axs[:, 0]:
+            ax.set_ylabel("normal force [N]")
+        axs[0, 0].set_ylim(0, 2.5 * weight / 6)
+        axs[0, 0].legend(fontsize=7)
+        fig.suptitle("Fig. 7 scenario: normal forces of the compliant and the unilateral law")
+        fig.tight_layout()
+        fig.savefig(pathlib.Path(out_dir) / "fig_unilateral_normal.png", dpi=100)
+        plt.close(fig)
+        res["figure"] = "fig_unilateral_normal.png"
+    return res
 
 
 FIG7 = {"behaviour": "arc", "terrain": "rough", "speed_m_s": 0.1, "radius_m": 2.0}
@@ -989,15 +1172,19 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     lap("wheel_inertia")
     res["traction_vs_K"] = traction_vs_K()
     lap("traction_vs_K")
+    runs["fig7_rough_arc"] = run_behaviour(model, forces, rough, FIG7["behaviour"], horizon)
     res["contact_model_comparison"] = contact_model_comparison(
-        model, forces, horizon, runs["rough_straight"], runs["arc"], st)
+        model, forces, horizon, runs["rough_straight"], runs["arc"], st,
+        fig7_run=runs["fig7_rough_arc"], out_dir=out_dir, unilateral_10ms=not quick)
+    uc = res["contact_model_comparison"]["unilateral_contact"]
+    figs.append((uc["figure"], "Fig. 7 scenario: normal forces, compliant and unilateral "
+                               "contact"))
     lap("contact_model_comparison")
     # step check: the straight drive at half the step
     half = run_behaviour(model, forces, flat, "straight", min(horizon, 2.0), dt=DT / 2)
     n_half = len(half["t"])
     res["dt_check_max_pos_dev_m"] = float(np.max(np.abs(half["pos"] - st["pos"][:n_half])))
 
-    runs["fig7_rough_arc"] = run_behaviour(model, forces, rough, FIG7["behaviour"], horizon)
     res["fig7_scenario"] = fig7_statements(runs["fig7_rough_arc"], weight)
     lap("step_check_and_fig7")
     for name, r in runs.items():
@@ -1183,9 +1370,46 @@ def _contact_lines(c):
                 f"{k} {c['linearised_stresses']['linearised'][k]:.4g} against "
                 f"{c['linearised_stresses']['wong_reece'][k]:.4g}"
                 for k in c["linearised_stresses"]["linearised"]),
-            "- the paper's unilateral contact (eqs. 33–42) is not run: "
-            + c["unilateral_contact"]["why_not"] + " What differs: "
-            + "; ".join(c["unilateral_contact"]["differences"]) + "."]
+            ]
+    return out + _unilateral_lines(c["unilateral_contact"])
+
+
+def _unilateral_lines(u):
+    lu, lc, p10 = u["unilateral"], u["compliant"], u["paper_step_10ms"]
+    rows = [("final position [m]", lambda x: ", ".join(f"{v:.3f}" for v in
+                                                      x["final_position_m"])),
+            ("final yaw [rad]", lambda x: f"{x['final_yaw_rad']:.4f}"),
+            ("Σ N / m g: mean (min–max)", lambda x: "{mean:.4f} ({min:.3f}–{max:.3f})".format(
+                **x["sum_normal_over_weight"])),
+            ("mean N front / middle / rear [N]", lambda x: " / ".join(
+                f"{v:.1f}" for v in x["mean_normal_N"].values())),
+            ("share of the window without load (per wheel)", lambda x: ", ".join(
+                f"{k} {v:.2f}" for k, v in x["time_without_load"].items())),
+            (f"largest change between {u['interval_s']:g} s intervals [N]",
+             lambda x: f"{x['max_normal_jump_N']:.1f} ({x['max_normal_jump_wheel']})")]
+    out = ["", "### The paper's unilateral contact (eqs. 33–42) on the Fig. 7 scenario", "",
+           f"{u['behaviour']}, {u['horizon_s']:g} s at {u['dt_s']} s ({u['solver']}; status "
+           f"{u['status']}; the compliant law {u['compliant_solver']} at "
+           f"{u['compliant_dt_s']} s), steady window t = {u['window_s'][0]:g}–{u['window_s'][1]:g} s. "
+           f"Model: {u['model']}. LCP: {u['lcp_solver']}. Stabilisation: {u['stabilisation']}. "
+           f"Sinkage: {u['sinkage_rule']}. Normal forces are means over "
+           f"{u['interval_s']:g} s intervals.", "",
+           "| | unilateral | compliant |", "| --- | --- | --- |"]
+    out += [f"| {lab} | {fn(lu)} | {fn(lc)} |" for lab, fn in rows]
+    if not p10["run"]:
+        step = "not run: " + p10["why_not"]
+    elif p10["finished"]:
+        step = (f"with {p10['solver']}, runs to the end: largest position difference "
+                f"{p10['max_pos_dev_m']:.2e} m and final yaw {p10['final_yaw_dev_rad']:+.2e} rad "
+                f"against the {u['dt_s']} s run, mean Σ N / "
+                f"m g {p10['sum_normal_over_weight_mean']:.4f} (wall {p10['wall_s']:.1f} s)")
+    else:
+        step = f"fails ({p10['status']})"
+    out += ["", f"Final positions {u['final_position_diff_m']:.3f} m apart, yaw "
+            f"{u['final_yaw_diff_rad']:+.4f} rad; largest gap drift of a loaded wheel "
+            f"{1e3 * u['max_abs_separation_m']:.2f} mm; wall {u['wall_s']:.1f} s (with its "
+            f"compilation, or its load from the compilation cache). The paper's 10 ms step: "
+            f"{step}. What differs: " + "; ".join(u["differences"]) + "."]
     return out
 
 
