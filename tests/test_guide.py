@@ -5,6 +5,8 @@ parameters that generated the identification data)."""
 import pathlib
 import re
 
+import pytest
+
 GUIDE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "guide.md"
 
 
@@ -18,6 +20,7 @@ def test_guide_has_blocks():
     assert all(b.strip() for b in blocks)
 
 
+@pytest.mark.slow  # 66 s, most of it compiling the guide's examples from a cold cache
 def test_guide_runs_in_order():
     import mujoco  # noqa: F401 - the guide's oracles need both
     import pinocchio  # noqa: F401
