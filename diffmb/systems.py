@@ -75,6 +75,7 @@ __all__ = [
 ]
 
 SUCCESS, MAX_STEPS, DT_MIN, NONFINITE, SOLVER_FAILURE, DIVERGED = 0, 1, 2, 3, 4, 5
+LCP_TOL = 1e-6  # the largest LCP violation (scaled, solve_lcp) that counts as solved
 
 #: a generalized speed (m/s or rad/s) beyond which a tree's state has diverged
 MAX_SPEED = 1e6
@@ -84,7 +85,7 @@ STATUS = {
     SUCCESS: "success",
     MAX_STEPS: "maximum number of steps reached (increase max_steps)",
     DT_MIN: "step size collapsed below dtmin (stiff or singular dynamics?)",
-    NONFINITE: "the state became non-finite (NaN/inf)",
+    NONFINITE: "the state became non-finite (NaN/inf), or a unilateral LCP had no solution",
     SOLVER_FAILURE: "the solver failed (e.g. an implicit solve such as Newton's did not "
                     "converge)",
     DIVERGED: f"the state diverged (a speed beyond {MAX_SPEED:.0e} m/s or rad/s): take a "
@@ -590,8 +591,11 @@ def unilateral_forward_dynamics(model: Model, q, v, tau, f_ext, C, rows, method=
         Xc = X[:, :nc]
         K = jnp.linalg.solve(C @ Xc, jnp.concatenate([(C @ a0)[:, None], C @ Xu], axis=1))
         a0, Xu = a0 - Xc @ K[:, 0], Xu - Xc @ K[:, 1:]
-    f, _ = solve_lcp(rows.J @ Xu, rows.J @ a0 + rows.drift, rows.active)
-    return a0 + Xu @ f, f
+    f, violation = solve_lcp(rows.J @ Xu, rows.J @ a0 + rows.drift, rows.active)
+    # an LCP without a solution (A not a P-matrix) makes the accelerations NaN: the run then
+    # fails with a status instead of going on with the least violating set's forces
+    ok = violation <= LCP_TOL
+    return jnp.where(ok, a0 + Xu @ f, jnp.nan), f
 
 
 def _exact_coupling_matrix(forces):

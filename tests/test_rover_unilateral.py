@@ -249,3 +249,40 @@ def test_short_run_is_finite_and_differentiable_in_the_soil():
     x, g = jax.value_and_grad(final_x)(jnp.asarray(float(soil.c)))
     assert np.isfinite(float(x)) and np.isfinite(float(g))
     assert float(g) != 0.0
+
+
+class _SlideRow(diffmb.forces.unilateral.AbstractUnilateral):
+    """One row on a slide joint: w = a + drift ≥ 0, its generalized force ``sign`` per unit f.
+    sign = −1 pushes the joint the wrong way: with gravity pulling it down (b = −g < 0) the
+    LCP −f + b ≥ 0, f ≥ 0 has no solution."""
+
+    sign: float
+
+    def rows(self, model, t, q, v):
+        return diffmb.forces.UnilateralRows(
+            J=jnp.ones((1, 1)), drift=jnp.zeros(1), tau=self.sign * jnp.ones((1, 1)),
+            f_ext=jnp.zeros((1, model.n_bodies, 6)), active=jnp.ones(1, bool))
+
+    def n_rows(self, model):
+        return 1
+
+
+def test_a_unilateral_problem_without_solution_fails_the_run(tmp_path):
+    p = tmp_path / "slide.xml"
+    p.write_text('<mujoco><option gravity="0 0 -9.81"/><worldbody><body name="b">'
+                 '<joint name="z" type="slide" axis="0 0 1"/><geom type="sphere" size="0.1" '
+                 'mass="1"/></body></worldbody></mujoco>')
+    model = diffmb.load_mjcf(str(p))
+    kw = dict(t1=0.01, dt=1e-3, solver="rk4")
+    # the right way: the row holds the joint against gravity (f = m g, no motion)
+    tr = diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), forces=(_SlideRow(1.0),), **kw)
+    np.testing.assert_allclose(np.asarray(tr.q), 0.0, atol=1e-15)
+    f = diffmb.unilateral_forces(model, jnp.zeros(1), jnp.zeros(1), forces=(_SlideRow(1.0),))
+    np.testing.assert_allclose(np.asarray(f), [9.81], rtol=1e-12)
+    # the wrong way: no solution, so the run fails and says why
+    tr = diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), forces=(_SlideRow(-1.0),),
+                         throw=False, **kw)
+    assert int(tr.status) == diffmb.systems.NONFINITE, tr.message()
+    assert "unilateral LCP had no solution" in tr.message()
+    with pytest.raises(diffmb.SimulationError, match="unilateral LCP had no solution"):
+        diffmb.simulate(model, jnp.zeros(1), jnp.zeros(1), forces=(_SlideRow(-1.0),), **kw)

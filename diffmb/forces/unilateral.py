@@ -85,7 +85,7 @@ def solve_lcp(A, b, active=None):
     perturbations) exactly one solution exists and its violation is round-off; sets that
     differ only in rows with f_i = w_i = 0 give that same solution. Where no set satisfies the
     conditions (A not a P-matrix), the least violating one is returned and ``violation`` says
-    by how much: max(−f_i A_ii, −w_i, 0) over the rows, in the units of b, divided by
+    by how much: max(−f_i |A_ii|, −w_i, 0) over the rows, in the units of b, divided by
     1 + max|b|. Rows with ``active`` False are removed (f_i = 0, w_i unconstrained).
 
     Differentiable piecewise (within the selected set, the derivatives of its linear solve),
@@ -110,7 +110,7 @@ def solve_lcp(A, b, active=None):
         K = jnp.where(S[:, None] & S[None, :], A, 0.0) + jnp.diag(jnp.where(S, 0.0, 1.0))
         f = jnp.where(S, jnp.linalg.solve(K, jnp.where(S, -b, 0.0)), 0.0)
         w = A @ f + b
-        viol = jnp.maximum(jnp.max(jnp.maximum(-f * dA, -w)), 0.0) / scale
+        viol = jnp.maximum(jnp.max(jnp.maximum(-f * jnp.abs(dA), -w)), 0.0) / scale
         ok = jnp.all(jnp.isfinite(f)) & jnp.isfinite(viol)
         return jnp.where(ok, f, 0.0), jnp.where(ok, viol, jnp.inf)
 

@@ -528,7 +528,8 @@ def unilateral_comparison(model, forces, horizon, fig7_run=None, out_dir=None,
                  "slip and slip angle): a 6 x 6 non-symmetric LCP A f + b >= 0 with "
                  "A = J M^-1 Q (the differential held)",
         "lcp_solver": "exact enumeration of the 2^6 active sets in one batched solve, the "
-                      "least violating one taken (diffmb.forces.solve_lcp)",
+                      "least violating one taken (diffmb.forces.solve_lcp); a step whose LCP has no "
+                      "solution fails the run",
         "stabilisation": f"Baumgarte, critically damped, time constant "
                          f"{UNILATERAL_TIME_CONSTANT} s; rows within {UNILATERAL_MARGIN} m of "
                          "their contact depth are candidates",
