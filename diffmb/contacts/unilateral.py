@@ -25,6 +25,7 @@ from .terramechanics import (
     Wheel,
     WheelForces,
     _per_wheel,
+    _unit,
     entry_angle,
     slip_angle,
     slip_ratio,
@@ -50,12 +51,6 @@ class UnilateralWheelResult(eqx.Module):
     torque: jax.Array
     frame: jax.Array
     centre: jax.Array
-
-
-def _unit(x, fallback):
-    s = jnp.sum(x * x)
-    ok = s > 1e-24
-    return jnp.where(ok, x / jnp.sqrt(jnp.where(ok, s, 1.0)), fallback)
 
 
 class UnilateralWheelSoil(AbstractUnilateral, AbstractStatefulForce):
