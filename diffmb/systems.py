@@ -520,18 +520,8 @@ def _control(control, t, q, v, params, sc, model):
 
 def _accelerations(model, forces, control, t, q, v, params, s, method):
     """a (nv,) and the state derivative ds (None without state) at (t, q, v, s)."""
-    fs, sc = (None, None) if s is None else s
-    ctrl, dsc = _control(control, t, q, v, params, sc, model)
-    tau, f_ext, dfs = total_force(forces, model, t, q, v, ctrl, fs)
-    if ctrl is not None and not _consumes_ctrl(forces):
-        ctrl = jnp.asarray(ctrl)
-        if ctrl.shape != (model.nv,):
-            raise ValueError(
-                f"{model.name}: no force element consumes the control, so it is a generalized"
-                f" force and must have shape ({model.nv},); got {ctrl.shape}. Pass actuators"
-                " (diffmb.forces.Actuators / GeneralizedForce) in `forces`."
-            )
-        tau = tau + ctrl
+    fs = None if s is None else s[0]
+    tau, f_ext, dfs, dsc = _applied_forces(model, forces, control, t, q, v, params, s)
     C = _exact_coupling_matrix(forces)
     rows = _unilateral_rows(model, forces, t, q, v)
     if rows is not None:
@@ -546,6 +536,24 @@ def _accelerations(model, forces, control, t, q, v, params, s, method):
         a = project_accelerations(model, q, forward_dynamics(model, q, v, tau, f_ext,
                                                              method=method), C)
     return a, (None if s is None else (dfs, dsc))
+
+
+def _applied_forces(model, forces, control, t, q, v, params, s):
+    """τ (nv,), f_ext and the elements' and the control's state rates at (t, q, v, s): the
+    elements' forces and the control (a generalized force where no element consumes it)."""
+    fs, sc = (None, None) if s is None else s
+    ctrl, dsc = _control(control, t, q, v, params, sc, model)
+    tau, f_ext, dfs = total_force(forces, model, t, q, v, ctrl, fs)
+    if ctrl is not None and not _consumes_ctrl(forces):
+        ctrl = jnp.asarray(ctrl)
+        if ctrl.shape != (model.nv,):
+            raise ValueError(
+                f"{model.name}: no force element consumes the control, so it is a generalized"
+                f" force and must have shape ({model.nv},); got {ctrl.shape}. Pass actuators"
+                " (diffmb.forces.Actuators / GeneralizedForce) in `forces`."
+            )
+        tau = tau + ctrl
+    return tau, f_ext, dfs, dsc
 
 
 def _unilateral_rows(model, forces, t, q, v):
@@ -662,12 +670,11 @@ def unilateral_forces(model: Model, q, v, *, t=0.0, forces=(), ctrl=None, state=
         raise ValueError(f"{model.name}: no unilateral element among the forces")
     q = check_initial(model.name, "q", q, (model.nq,))
     v = check_initial(model.name, "v", v, (model.nv,))
-    fs = None
+    s = None
     if any(_has_state(f) for f in forces):
-        fs = init_states(forces, model) if state is None else tuple(state)
-    tau, f_ext, _ = total_force(forces, model, t, q, v, ctrl, fs)
-    if ctrl is not None and not _consumes_ctrl(forces):
-        tau = tau + jnp.asarray(ctrl)
+        s = (init_states(forces, model) if state is None else tuple(state), None)
+    ctl = None if ctrl is None else (lambda t_, q_, v_, p_: ctrl)
+    tau, f_ext, _, _ = _applied_forces(model, forces, ctl, t, q, v, None, s)
     rows = _unilateral_rows(model, forces, t, q, v)
     return unilateral_forward_dynamics(model, q, v, tau, f_ext,
                                        _exact_coupling_matrix(forces), rows, method)[1]
