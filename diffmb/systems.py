@@ -45,8 +45,11 @@ import numpy as np
 
 from .contacts.element import AbstractContacts, AbstractGroundForce
 from .controls import AbstractStatefulControl
-from .dynamics.api import forward_dynamics, inverse_dynamics, mass_matrix
+from .dynamics.api import forward_dynamics, mass_matrix
 from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternions
+from .dynamics.crba import crba_kin
+from .dynamics.kinematics import kinematics
+from .dynamics.rnea import rnea_kin
 from .forces.elements import (
     AbstractForce,
     AbstractStatefulForce,
@@ -332,7 +335,8 @@ class TreeSystem(AbstractSecondOrderSystem):
         h q̇(q, v₁)), forward mode over the elements alone. Body forces of other elements (fluid, buoyancy), soft equalities and
         the velocity-product terms stay explicit, and so do the other element and control
         states (Euler). Exact couplings hold v₁ on C v = 0 (the M-orthogonal projection).
-        ``method`` is not used: M and C come from CRBA and RNEA."""
+        ``method`` is not used: M and C come from CRBA and RNEA, on the kinematics the contacts
+        use."""
         m = self.model
         if any(isinstance(f, AbstractUnilateral) for f in self.forces):
             raise TypeError(f"{self.name}: unilateral elements (diffmb.forces.unilateral) have "
@@ -343,7 +347,8 @@ class TreeSystem(AbstractSecondOrderSystem):
         fs, sc = (None, None) if s is None else s
         qd = normalize(m, q) if self.quaternion == "exact" else q
         ctrl, dsc = _control(self.control, t, qd, v, params, sc, m)
-        lins = {k: f.linearise(m, qd, v, None if fs is None else fs[k], h)
+        kin = kinematics(m, qd, v)  # shared by the contacts, CRBA and RNEA
+        lins = {k: f.linearise(m, qd, v, None if fs is None else fs[k], h, kin)
                 for k, f in enumerate(self.forces) if isinstance(f, AbstractContacts)}
         Qc = sum((lin.Q for lin in lins.values()), jnp.zeros(m.nv))
         # soft rows solved under the others' load (MuJoCo's limits): linearised with that load
@@ -356,9 +361,9 @@ class TreeSystem(AbstractSecondOrderSystem):
         generalized = ctrl is not None and not _consumes_ctrl(self.forces)
         if generalized:
             tau = tau + jnp.asarray(ctrl)
-        M = mass_matrix(m, qd)
+        M = crba_kin(m, kin)
         cho = jax.scipy.linalg.cho_factor(M)
-        bias = inverse_dynamics(m, qd, v, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
+        bias = rnea_kin(m, kin, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
         a0 = jax.scipy.linalg.cho_solve(cho, tau + Qc - bias)  # without the rows
         rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext, (cho, a0))
                 for k in row_els]

@@ -547,14 +547,14 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     return f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz)
 
 
-def _linearise(el, model: Model, q, v, z, h) -> ContactLinearisation:
+def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
     """Per point, the 3 × 3 derivatives of force, stiction rate and torque with respect to
     the point's displacement x, velocity u, state z and spin w, mapped to generalized
     coordinates by the points' Jacobians. Over a step, x moves by h u₁ (u₁ = u + Δu, the
     positions follow the new velocities) and z by Δz = h (I − h G_z)⁻¹ (ż + G_x h u₁ +
     G_u Δu): the stiction state is eliminated point by point, so only an nv × nv system
-    remains."""
-    kin = kinematics(model, q)
+    remains. ``kin``: the kinematics at q when the caller has them."""
+    kin = kinematics(model, q) if kin is None else kin
     P, d, n, src, dst = _raw_points(el, model, kin)
     pi = np.asarray(el.point_geom)
     pen0 = -d + el.margin[pi]
@@ -743,12 +743,13 @@ class AbstractContacts(AbstractGroundForce):
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         return _evaluate(self, model, q, v, z)
 
-    def linearise(self, model: Model, q, v, state, h) -> ContactLinearisation:
+    def linearise(self, model: Model, q, v, state, h, kin=None) -> ContactLinearisation:
         """The forces linearised over a step of size ``h`` (a Python or traced number) from
         (q, v) and stiction state (nc, 3) (None: zeros), for an implicit step: see
-        :class:`ContactLinearisation`."""
+        :class:`ContactLinearisation`. ``kin``: ``kinematics(model, q)`` (or with v) when the
+        caller has them."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
-        return _linearise(self, model, q, v, z, h)
+        return _linearise(self, model, q, v, z, h, kin)
 
     def masked(self, on) -> AbstractForce:
         """This element with only the points ``on`` (nc,) bool pushing, the others as out of

@@ -701,7 +701,8 @@ class SoftRows(eqx.Module):
     J (m, nv) (row coordinate rate ẏ = J v), coordinate y (m,) (y < 0: violated), forces
     f (m,) ≥ 0 (0: the row does not push), MuJoCo's ``invweight``, ``solref`` and ``solimp``
     per row. ``tau`` = Jᵀ f. An implicit step linearises them with the other forces
-    (:meth:`linearise`)."""
+    (:meth:`linearise`). ``solved``: what the solve leaves for the linearisation, (M⁻¹Jᵀ,
+    the rows that push (m,) bool, the Cholesky factor of their K = J M⁻¹ Jᵀ + R), or None."""
 
     J: jnp.ndarray
     y: jnp.ndarray
@@ -709,6 +710,7 @@ class SoftRows(eqx.Module):
     invweight: jnp.ndarray
     solref: jnp.ndarray
     solimp: jnp.ndarray
+    solved: tuple | None = None
 
     @property
     def tau(self):
@@ -724,12 +726,16 @@ class SoftRows(eqx.Module):
         si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
         k, b = _soft_gains(self.solref, si)
         d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
-        R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
-        on = (self.f > 0).astype(jnp.float64)
-        X = jax.scipy.linalg.cho_solve(cho, self.J.T)  # M⁻¹ Jᵀ (nv, m)
-        K = on[:, None] * (self.J @ X + jnp.diag(R)) * on[None, :] + jnp.diag(1.0 - on)
+        if self.solved is None:
+            R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
+            on = (self.f > 0).astype(jnp.float64)
+            X = jax.scipy.linalg.cho_solve(cho, self.J.T)  # M⁻¹ Jᵀ (nv, m)
+            factor = _masked_cholesky(self.J @ X + jnp.diag(R), on)
+        else:
+            X, active, factor = self.solved
+            on = active.astype(jnp.float64)
         # K⁻¹ on the pushing rows, 0 elsewhere (K is symmetric positive definite)
-        G = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(K), jnp.diag(on))
+        G = jax.scipy.linalg.cho_solve((factor, False), jnp.diag(on))
         kd = k * d
         MiA = X.T  # (J M⁻¹) = (M⁻¹ Jᵀ)ᵀ, M symmetric
         Arows = -self.J.T @ G @ ((b + h * kd)[:, None] * self.J + MiA @ A)
@@ -737,8 +743,15 @@ class SoftRows(eqx.Module):
         return Arows, crows
 
 
+def _masked_cholesky(K, on):
+    """The upper Cholesky factor of K (m, m) on the rows ``on`` (m,) (0/1), identity elsewhere
+    (a symmetric positive definite matrix for any mask when K is)."""
+    Km = on[:, None] * K * on[None, :] + jnp.diag(1.0 - on)
+    return jax.scipy.linalg.cho_factor(Km)[0]
+
+
 def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4,
-                    dynamics=None):
+                    dynamics=None, solved=False):
     """Forces f (n,) ≥ 0 of n soft limit rows with Jacobian J (n, nv) and distances y (n,)
     (y < 0: violated), solved together as MuJoCo's solver does: a = a₀ + M⁻¹Jᵀf with a₀ the
     accelerations under ``tau``/``f_ext`` alone, and on the rows that push
@@ -746,7 +759,9 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
     ``*_invweight0``), ``solref``/``solimp`` (:func:`soft_limit_force`, which this is for one
     row at A = ``invweight``). The rows that push are found by Newton's active-set steps on
     MuJoCo's piecewise-quadratic cost (``iters`` of them; one suffices for a single row).
-    ``dynamics``: ``(cho_factor(M), a₀)`` when the caller has them (an implicit step)."""
+    ``dynamics``: ``(cho_factor(M), a₀)`` when the caller has them (an implicit step).
+    ``solved``: also return :class:`SoftRows`' ``solved`` (M⁻¹Jᵀ, the rows that push, the
+    factor of their K), ``(f, solved)``."""
     from ..dynamics.api import forward_dynamics, mass_matrix
 
     if dynamics is None:
@@ -762,13 +777,15 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
 
     def forces(active):
         m = active.astype(jnp.float64)
-        K = m[:, None] * (A + jnp.diag(R)) * m[None, :] + jnp.diag(1.0 - m)  # SPD
-        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(K), m * (aref - ydd0))
+        factor = _masked_cholesky(A + jnp.diag(R), m)
+        return jax.scipy.linalg.cho_solve((factor, False), m * (aref - ydd0)), factor
 
     active = violated & (ydd0 < aref)
     for _ in range(iters if n > 1 else 0):
-        active = violated & (ydd0 + A @ forces(active) < aref)
-    return jnp.where(active, forces(active), 0.0)
+        active = violated & (ydd0 + A @ forces(active)[0] < aref)
+    f, factor = forces(active)
+    f = jnp.where(active, f, 0.0)
+    return (f, (X, active, factor)) if solved else f
 
 
 def friction_force(level, slope, xd):
@@ -908,11 +925,15 @@ class JointLimits(AbstractForce):
 
         def solve():
             return soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
-                                   self.solimp, dynamics=dynamics)
+                                   self.solimp, dynamics=dynamics, solved=True)
 
-        f = jax.lax.cond(jnp.any(below | above), solve, lambda: jnp.zeros(len(self.dof)))
+        def none_violated():
+            n = len(self.dof)
+            return jnp.zeros(n), (jnp.zeros((model.nv, n)), jnp.zeros(n, bool), jnp.eye(n))
+
+        f, solved = jax.lax.cond(jnp.any(below | above), solve, none_violated)
         return SoftRows(J=J, y=y, f=f, invweight=self.invweight, solref=self.solref,
-                        solimp=self.solimp)
+                        solimp=self.solimp, solved=solved)
 
     def masked(self, on) -> AbstractForce:
         """These limits (MuJoCo's constraint form) with only the rows ``on`` (ndof,) bool
