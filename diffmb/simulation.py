@@ -276,7 +276,23 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.func(terms, t0, y0, args)
 
 
-class ImplicitVelocityEuler(diffrax.AbstractSolver):
+class _SecondOrderStep(diffrax.AbstractSolver):
+    """What the fixed-step solvers of systems with state (q, v, ...) share: any term, linear
+    interpolation between steps, the system read from ``args = (system, params)`` (checked
+    in :meth:`init`, by the subclass's name), no solver state unless a subclass keeps one."""
+
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
+
+    def init(self, terms, t0, t1, y0, args):
+        _second_order_system(args, type(self).__name__)
+        return None
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+
+class ImplicitVelocityEuler(_SecondOrderStep):
     """Euler's method made linearly implicit in the velocities (a one-stage Rosenbrock–W
     method, first order), for the stiff dissipative modes of mechanical systems — joint and
     servo damping, wheel slip, contact damping — whose real eigenvalues bound explicit Euler's
@@ -301,8 +317,6 @@ class ImplicitVelocityEuler(diffrax.AbstractSolver):
     """
 
     jacobian_every: int = eqx.field(static=True, default=1)
-    term_structure: ClassVar = diffrax.AbstractTerm
-    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
 
     def __check_init__(self):
         if isinstance(self.jacobian_every, bool) or not isinstance(self.jacobian_every, int) \
@@ -314,7 +328,7 @@ class ImplicitVelocityEuler(diffrax.AbstractSolver):
         return 1
 
     def init(self, terms, t0, t1, y0, args):
-        system = _second_order_system(args)
+        system = _second_order_system(args, type(self).__name__)
         for f in getattr(system, "forces", ()):
             if getattr(f, "backward_smoothing", None) is not None:
                 raise ValueError(
@@ -326,7 +340,7 @@ class ImplicitVelocityEuler(diffrax.AbstractSolver):
         return (jnp.zeros((nv, nv), jnp.result_type(y0[1])), jnp.asarray(0, jnp.int32))
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        system = _second_order_system(args)
+        system = _second_order_system(args, type(self).__name__)
         Winv, k = solver_state
         h = t1 - t0
 
@@ -346,11 +360,8 @@ class ImplicitVelocityEuler(diffrax.AbstractSolver):
         y1 = (q1, v1, *rest)
         return y1, None, dict(y0=y0, y1=y1), (Winv, k + 1), diffrax.RESULTS.successful
 
-    def func(self, terms, t0, y0, args):
-        return terms.vf(t0, y0, args)
 
-
-class ImplicitContactEuler(diffrax.AbstractSolver):
+class ImplicitContactEuler(_SecondOrderStep):
     """The implicit contact step: Euler's method linearly implicit in the velocities, the
     contact and stiction springs, the limits, servos and damping (a one-stage Rosenbrock–W
     method, first order), positions following the new velocities (symplectic Euler). For a
@@ -372,15 +383,8 @@ class ImplicitContactEuler(diffrax.AbstractSolver):
     fixed steps, linear interpolation; the system is read from ``args = (system, params)``.
     """
 
-    term_structure: ClassVar = diffrax.AbstractTerm
-    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
-
     def order(self, terms):
         return 1
-
-    def init(self, terms, t0, t1, y0, args):
-        _second_order_system(args, "ImplicitContactEuler")
-        return None
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         system, params = args
@@ -388,15 +392,12 @@ class ImplicitContactEuler(diffrax.AbstractSolver):
         y1 = finish(jnp.linalg.solve(W, r))
         return y1, None, dict(y0=y0, y1=y1), None, diffrax.RESULTS.successful
 
-    def func(self, terms, t0, y0, args):
-        return terms.vf(t0, y0, args)
-
 
 #: ROS2's γ = 1 + 1/√2: the stability function's z² coefficient γ² − 2γ + 1/2 vanishes
 ROS2_GAMMA = 1.0 + 1.0 / np.sqrt(2.0)
 
 
-class ImplicitContactROS2(diffrax.AbstractSolver):
+class ImplicitContactROS2(_SecondOrderStep):
     """The second-order implicit contact step: the two-stage Rosenbrock–W method ROS2
     (Verwer, Spee, Blom and Hundsdorfer 1999), γ = 1 + 1/√2, with the stiff forces linearised
     once per step as :class:`ImplicitContactEuler` linearises them (per contact point blocks,
@@ -430,15 +431,8 @@ class ImplicitContactROS2(diffrax.AbstractSolver):
     fixed steps, linear interpolation; the system is read from ``args = (system, params)``.
     """
 
-    term_structure: ClassVar = diffrax.AbstractTerm
-    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
-
     def order(self, terms):
         return 2
-
-    def init(self, terms, t0, t1, y0, args):
-        _second_order_system(args, "ImplicitContactROS2")
-        return None
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         system, params = args
@@ -459,9 +453,6 @@ class ImplicitContactROS2(diffrax.AbstractSolver):
         y1 = _advance(system, y0, h, k)
         return y1, None, dict(y0=y0, y1=y1), None, diffrax.RESULTS.successful
 
-    def func(self, terms, t0, y0, args):
-        return terms.vf(t0, y0, args)
-
 
 def _advance(system, y, h, k):
     """y + h k with k's position part in velocity coordinates (mapped by q̇(q, ·))."""
@@ -471,7 +462,7 @@ def _advance(system, y, h, k):
     return out
 
 
-def _second_order_system(args, who="ImplicitVelocityEuler"):
+def _second_order_system(args, who):
     system = args[0] if isinstance(args, tuple) and len(args) == 2 else None
     if not isinstance(system, AbstractSecondOrderSystem):
         got = type(system).__name__ if system is not None else f"args of type {type(args).__name__}"

@@ -1,4 +1,7 @@
-"""The implicit contact step (``solver="implicit"``, :class:`diffmb.simulation.ImplicitContactEuler`).
+"""The implicit contact steps: Euler (``solver="implicit"``,
+:class:`diffmb.simulation.ImplicitContactEuler`) and, where both are checked the same way, the
+second-order step (``solver="implicit2"``, :class:`diffmb.simulation.ImplicitContactROS2`, its
+own checks in tests/test_implicit_ros2.py).
 
 Expected values: closed forms (the static deflection of the mass-normalised springs, Coulomb
 sliding on a slope, stopping distance), a converged explicit reference (RK4 at 0.1 ms) for the
@@ -12,47 +15,27 @@ import numpy as np
 import pytest
 
 import diffmb
-from diffmb.contacts import Box, Contacts, Plane, soft_contact_params
+from diffmb.contacts import Plane
 from diffmb.contacts.element import _evaluate
 from diffmb.dynamics.kinematics import body_jacobian
 
-G = 9.81
-H = 0.1
-M = 2.0
-BODY = """<mujoco><option gravity="0 0 -9.81"/><worldbody><body name="box"><freejoint/>
-<geom type="box" size="{h} {h} {h}" mass="{m}" contype="0" conaffinity="0"/></body>
-</worldbody></mujoco>"""
+from ._box_scene import G, H, M, box_model, contacts, corner_stiffness, rest_q
 
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
-    p = tmp_path_factory.mktemp("box") / "box.xml"
-    p.write_text(BODY.format(h=H, m=M))
-    return diffmb.load_mjcf(p)
+    return box_model(tmp_path_factory)
 
 
-def _contacts(model, mu=0.5, terrain=None, **kw):
-    return Contacts([Box("box", (H, H, H), name="cube")], terrain or Plane(), model=model, mu=mu,
-                    **kw)
-
-
-def _k():
-    return float(soft_contact_params(M, n_active=4)[0])
-
-
-def _rest_q(alpha=0.0, k=None):
-    n = np.array([-np.sin(alpha), 0.0, np.cos(alpha)])
-    delta0 = M * G * np.cos(alpha) / 4 / (k or _k())
-    c = (H - delta0) * n
-    return jnp.concatenate([jnp.asarray(c), jnp.array([np.cos(-alpha / 2), 0.0,
-                                                       np.sin(-alpha / 2), 0.0])])
+# both steps; the second-order one in the slow suite (its own fast checks are elsewhere)
+STEPS = ["implicit", pytest.param("implicit2", marks=pytest.mark.slow)]
 
 
 def test_linearised_contact_force_is_the_elements_derivative(box):
     """With h = 0 the contact block A is ∂Q/∂v of the element's generalized force (its body
     wrench mapped by the body Jacobian), and Q is that force; the box slides and presses."""
-    c = _contacts(box)
-    q = _rest_q() - jnp.array([0, 0, 2e-4, 0, 0, 0, 0])
+    c = contacts(box)
+    q = rest_q() - jnp.array([0, 0, 2e-4, 0, 0, 0, 0])
     v = jnp.array([0.3, -0.1, -0.02, 0.2, -0.3, 0.1])
     z = jnp.full((c.n_points, 3), 1e-5)
 
@@ -66,41 +49,56 @@ def test_linearised_contact_force_is_the_elements_derivative(box):
     assert np.allclose(lin.A, jax.jacfwd(Q)(v), rtol=1e-8, atol=1e-6)
 
 
-def test_rests_at_the_static_deflection_at_a_10ms_step(box):
-    c = _contacts(box)
-    q0 = jnp.array([0.0, 0.0, H + 0.02, 1.0, 0.0, 0.0, 0.0])  # dropped from 2 cm
-    tr = diffmb.simulate(box, q0, jnp.zeros(6), t1=1.0, dt=0.01, forces=(c,), solver="implicit",
+@pytest.mark.parametrize("solver", STEPS)
+def test_rests_at_the_static_deflection_at_a_10ms_step(box, solver):
+    """Dropped from 2 cm: the cube rests level, still, its corners m g / (4 k) deep, the
+    contacts carrying its weight."""
+    c = contacts(box)
+    q0 = jnp.array([0.0, 0.0, H + 0.02, 1.0, 0.0, 0.0, 0.0])
+    tr = diffmb.simulate(box, q0, jnp.zeros(6), t1=1.0, dt=0.01, forces=(c,), solver=solver,
                          saveat=[1.0])
     res = diffmb.contacts.contact_forces(box, tr, (c,))
     assert float(jnp.sum(res.fn[-1])) == pytest.approx(M * G, rel=1e-6)
-    assert float(jnp.max(res.penetration[-1])) == pytest.approx(M * G / 4 / _k(), rel=1e-6)
+    assert float(jnp.max(res.penetration[-1])) == pytest.approx(M * G / 4 / corner_stiffness(),
+                                                                rel=1e-6)
+    assert H - float(tr.q[-1, 2]) == pytest.approx(M * G / 4 / corner_stiffness(), rel=1e-6)
+    assert np.allclose(tr.q[-1, 3:], [1.0, 0.0, 0.0, 0.0], atol=1e-12)
     assert float(jnp.max(jnp.abs(tr.v[-1]))) < 1e-6
 
 
-def test_stable_where_rk4_diverges(box):
+def test_rk4_fails_on_a_contact_100x_stiffer_at_10ms(box):
     """A contact 100x stiffer than the default (ω = 1850 rad/s, h ω = 18.5): RK4 at 10 ms
-    fails or launches the box (energy from nowhere), the implicit step rests at k's static
-    deflection."""
-    k = 100 * _k()
-    c = _contacts(box, stiffness=k, damping=2 * np.sqrt(k * M / 4))
-    q0 = _rest_q(k=k)
-    bad = diffmb.simulate(box, q0, jnp.array([0, 0, -0.5, 0, 0, 0.0]), t1=0.5, dt=0.01,
-                          forces=(c,), throw=False)
+    fails or launches the box (energy from nowhere); the implicit steps are checked on it
+    below."""
+    k = 100 * corner_stiffness()
+    c = contacts(box, stiffness=k, damping=2 * np.sqrt(k * M / 4))
+    bad = diffmb.simulate(box, rest_q(k=k), jnp.array([0, 0, -0.5, 0, 0, 0.0]), t1=0.5,
+                          dt=0.01, forces=(c,), throw=False)
     assert int(bad.status) != 0 or float(bad.q[-1, 2]) > 1.0
-    tr = diffmb.simulate(box, q0, jnp.array([0, 0, -0.5, 0, 0, 0.0]), t1=0.5, dt=0.01,
-                         forces=(c,), solver="implicit")
+
+
+@pytest.mark.parametrize("solver", STEPS)
+def test_stable_where_rk4_diverges(box, solver):
+    """The same contact 100x stiffer at 10 ms: the implicit step rests at k's static
+    deflection, never launched."""
+    k = 100 * corner_stiffness()
+    c = contacts(box, stiffness=k, damping=2 * np.sqrt(k * M / 4))
+    tr = diffmb.simulate(box, rest_q(k=k), jnp.array([0, 0, -0.5, 0, 0, 0.0]), t1=0.5,
+                         dt=0.01, forces=(c,), solver=solver)
     assert float(tr.q[-1, 2]) == pytest.approx(H - M * G / 4 / k, abs=1e-7)
+    assert float(jnp.max(tr.q[:, 2])) < H + 0.01
 
 
+@pytest.mark.parametrize("solver", STEPS)
 @pytest.mark.parametrize("mu, slides", [(0.6, False), (0.2, True)])
-def test_stiction_on_a_slope_at_a_10ms_step(box, mu, slides):
+def test_stiction_on_a_slope_at_a_10ms_step(box, mu, slides, solver):
     """Below the friction angle (tan α = 0.309 < 0.6) the box holds (creep < 1 mm in 3 s);
     above it, it slides with a = g (sin α − μ cos α)."""
     alpha = 0.3
     down = np.array([-np.cos(alpha), 0.0, -np.sin(alpha)])
-    c = _contacts(box, mu=mu, terrain=Plane((-np.sin(alpha), 0.0, np.cos(alpha))))
-    tr = diffmb.simulate(box, _rest_q(alpha), jnp.zeros(6), t1=3.0, dt=0.01, forces=(c,),
-                         solver="implicit", saveat=[0.0, 1.0, 3.0])
+    c = contacts(box, mu=mu, terrain=Plane((-np.sin(alpha), 0.0, np.cos(alpha))))
+    tr = diffmb.simulate(box, rest_q(alpha), jnp.zeros(6), t1=3.0, dt=0.01, forces=(c,),
+                         solver=solver, saveat=[0.0, 1.0, 3.0])
     if not slides:
         assert float(jnp.linalg.norm(tr.q[-1, :3] - tr.q[0, :3])) < 1e-3
     else:
@@ -111,8 +109,8 @@ def test_stiction_on_a_slope_at_a_10ms_step(box, mu, slides):
 
 def test_stopping_distance(box):
     mu, v0 = 0.5, 1.0
-    tr = diffmb.simulate(box, _rest_q(), jnp.array([v0, 0, 0, 0, 0, 0]), t1=0.4, dt=0.002,
-                         forces=(_contacts(box, mu=mu),), solver="implicit", saveat=[0.0, 0.4])
+    tr = diffmb.simulate(box, rest_q(), jnp.array([v0, 0, 0, 0, 0, 0]), t1=0.4, dt=0.002,
+                         forces=(contacts(box, mu=mu),), solver="implicit", saveat=[0.0, 0.4])
     assert float(tr.q[-1, 0] - tr.q[0, 0]) == pytest.approx(v0**2 / (2 * mu * G), rel=2e-2)
 
 
@@ -120,7 +118,7 @@ def test_stopping_distance(box):
 def test_first_order_convergence_to_a_converged_reference(box):
     """A box landing while sliding and spinning: the state error at t = 0.12 s against RK4
     at 0.1 ms halves with the step (observed order ≥ 0.8 on each halving)."""
-    c = _contacts(box, mu=0.4)
+    c = contacts(box, mu=0.4)
     q0 = jnp.array([0.0, 0.0, H + 0.005, 1.0, 0.0, 0.0, 0.0])
     v0 = jnp.array([0.8, 0.1, -0.3, 0.0, 0.0, 2.0])
     T = 0.12
@@ -136,15 +134,16 @@ def test_first_order_convergence_to_a_converged_reference(box):
 
 
 @pytest.mark.slow
-def test_gradient_equals_central_differences_and_forward_mode(box):
+@pytest.mark.parametrize("solver", ["implicit", "implicit2"])
+def test_gradient_equals_central_differences_and_forward_mode(box, solver):
     """d x(0.3)/d (v0, μ) through 60 implicit steps of a sliding box: reverse mode, forward
     mode and central differences of the same discrete map agree."""
-    q0 = _rest_q()
+    q0 = rest_q()
 
     def x_end(p):
-        c = _contacts(box, mu=p[1])
+        c = contacts(box, mu=p[1])
         tr = diffmb.simulate(box, q0, jnp.array([p[0], 0, 0, 0, 0, 0]), t1=0.3, dt=0.005,
-                             forces=(c,), solver="implicit", saveat=[0.3])
+                             forces=(c,), solver=solver, saveat=[0.3])
         return tr.q[-1, 0]
 
     p = jnp.array([1.0, 0.5])
@@ -158,8 +157,9 @@ def test_gradient_equals_central_differences_and_forward_mode(box):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("solver", ["implicit", "implicit2"])
 @pytest.mark.parametrize("dt", [0.005, 0.02])
-def test_bench_quadruped_settles_at_the_file_step_and_at_20ms(dt):
+def test_bench_quadruped_settles_at_the_file_step_and_at_20ms(dt, solver):
     """The contact benchmark's quadruped (soft limits in MuJoCo's constraint form, servos,
     stiction), dropped from the benchmark's random states: at the file's 5 ms and at MuJoCo's
     20 ms every member ends in the benchmark's settle band, still."""
@@ -170,7 +170,7 @@ def test_bench_quadruped_settles_at_the_file_step_and_at_20ms(dt):
     q, v = initial_states(4)
 
     def final(q0, v0):
-        tr = diffmb.simulate(model, q0, v0, t1=1.0, dt=dt, forces=forces, solver="implicit",
+        tr = diffmb.simulate(model, q0, v0, t1=1.0, dt=dt, forces=forces, solver=solver,
                              saveat=[1.0], throw=False)
         return tr.q[-1], tr.v[-1], tr.status
 
@@ -186,7 +186,7 @@ def test_closed_form_blocks_equal_the_laws_autodiff(box, state):
     autodiff of the point law itself (the general path), sticking, sliding and lifting off."""
     from diffmb.contacts.element import _linear_stiction_blocks, _point_law
 
-    c = _contacts(box, mu=0.4)
+    c = contacts(box, mu=0.4)
     rng = np.random.default_rng({"stick": 0, "slide": 1, "lift": 2}[state])
     npt = c.n_points
     pi = np.asarray(c.point_geom)
