@@ -42,6 +42,14 @@ SCRIPT = textwrap.dedent(
     ref = np.stack([np.asarray(diffmb.simulate(set_params(m, {"body.l2.mass": masses[i]}),
                                                q0s[i], v0s[i], **kw).q) for i in range(B)])
     np.testing.assert_allclose(np.asarray(bm.q), ref, rtol=0, atol=1e-12)
+    # one case: run where it is, equal to simulate
+    b1 = batch_simulate(m, q0s[:1], v0s[:1], **kw)
+    np.testing.assert_allclose(np.asarray(b1.q), one[:1], rtol=0, atol=1e-12)
+    # the model is copied to the devices once while it lives, not at every call
+    placed = len(diffmb.optim.batch._PLACED)
+    again = batch_simulate(m, q0s, v0s, shard=True, **kw)
+    assert len(diffmb.optim.batch._PLACED) == placed
+    np.testing.assert_allclose(np.asarray(again.q), one, rtol=0, atol=1e-12)
     # the inputs really were split over the 4 devices
     x = jax.device_put(np.zeros((8, 2)), jax.sharding.NamedSharding(
         diffmb.optim.batch.batch_mesh(), jax.sharding.PartitionSpec("batch")))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import weakref
 
 import equinox as eqx
 import jax
@@ -87,6 +88,35 @@ def _pad(tree, B, Bp):
 
 
 _RUNNERS: dict = {}
+_PLACED: dict = {}  # (id of a jax array, mesh) -> (weakref to it, its replicated copy)
+_TRIMS: dict = {}  # B -> a jitted function keeping the first B cases of a batch's outputs
+
+
+def _replicated(tree, mesh):
+    """``tree`` with its JAX arrays copied to every device of ``mesh``, each copy made once and
+    reused while the array lives: a model handed to every call is not sent again each time."""
+    sh = NamedSharding(mesh, PartitionSpec())
+
+    def put(x):
+        if not isinstance(x, jax.Array):
+            return jax.device_put(x, sh) if eqx.is_array(x) else x
+        key = (id(x), mesh)
+        hit = _PLACED.get(key)
+        if hit is not None and hit[0]() is x:
+            return hit[1]
+        y = jax.device_put(x, sh)
+        _PLACED[key] = (weakref.ref(x, lambda _, k=key: _PLACED.pop(k, None)), y)
+        return y
+
+    return jax.tree.map(put, tree)
+
+
+def _first(out, B):
+    """The first B cases of every array in ``out`` (one compiled call, not one per leaf)."""
+    if B not in _TRIMS:
+        _TRIMS[B] = jax.jit(lambda t: jax.tree.map(lambda a: a[:B], t))
+    arr, rest = eqx.partition(out, eqx.is_array)
+    return eqx.combine(_TRIMS[B](arr), rest)
 
 
 def _vectorised(fn, static, block):
@@ -132,25 +162,24 @@ def batch_map(fn, batched, static=None, *, shard: bool = True, devices=None, blo
     """``vmap(fn)`` over the leading axis of ``batched`` (a pytree), sharded over devices.
 
     ``fn(static, batched_item) -> pytree``; ``static`` (any pytree, e.g. a Model) is broadcast.
-    Returns the stacked outputs (leading axis B). ``shard=False``: one device. ``block``: cases
-    vectorised together on each device (the rest of a device's shard is looped over in blocks
-    of this size, which keeps intermediates in cache); ``None``: one ``vmap`` over everything.
+    Returns the stacked outputs (leading axis B). ``shard=False``: one device (also a single
+    case on one host: nothing to share out). ``block``: cases vectorised together on each
+    device (the rest of a device's shard is looped over in blocks of this size, which keeps
+    intermediates in cache); ``None``: one ``vmap`` over everything.
     """
     B = _batch_size(batched)
     if block is not None and (not isinstance(block, int) or block < 1):
         raise ValueError(f"block must be a positive int or None, got {block!r}")
-    if not shard:
+    mesh = batch_mesh(devices) if shard else None
+    if mesh is None or (B == 1 and jax.process_count() == 1):
         return _runner(fn, block, None)(static, batched)
-    mesh = batch_mesh(devices)
     nd = mesh.devices.size
     Bp = -(-B // nd) * nd
     x = _pad(batched, B, Bp)
     sh = NamedSharding(mesh, PartitionSpec("batch"))
     x = jax.tree.map(lambda a: jax.device_put(jnp.asarray(a), sh), x)
-    out = _runner(fn, block, mesh)(static, x)
-    if Bp != B:
-        out = jax.tree.map(lambda a: a[:B], out)
-    return out
+    out = _runner(fn, block, mesh)(_replicated(static, mesh), x)
+    return _first(out, B) if Bp != B else out
 
 
 def _global(traj):
