@@ -303,3 +303,28 @@ def test_contact_gains_refuse_meaningless_masses_and_counts(m_eff, n_points, nam
 
     with pytest.raises(ValueError, match=name):
         mujoco_contact_gains(m_eff, n_points)
+
+
+def test_contact_gains_of_many_pairs_at_once_equal_each_pair_alone():
+    """The loader computes every pair's gains in one numpy call: the same numbers as one pair
+    at a time, and the impedance in numpy equals the traced (JAX) one."""
+    from diffmb.forces.elements import mujoco_contact_gains, soft_impedance
+
+    rng = np.random.default_rng(0)
+    n = 7
+    m_eff = rng.uniform(0.1, 30.0, n)
+    pts = rng.integers(1, 5, n).astype(float)
+    solref = np.column_stack([rng.uniform(0.005, 0.05, n), rng.uniform(0.3, 1.5, n)])
+    solimp = np.column_stack([rng.uniform(0.5, 0.9, n), rng.uniform(0.91, 0.99, n),
+                              rng.uniform(1e-4, 1e-2, n), rng.uniform(0.1, 0.9, n),
+                              rng.uniform(1.0, 4.0, n)])
+    load = m_eff * rng.uniform(1.0, 10.0, n)
+    k, b = mujoco_contact_gains(m_eff, pts, solref, solimp, 9.81, load=load)
+    for i in range(n):
+        ki, bi = mujoco_contact_gains(m_eff[i], pts[i], solref[i], solimp[i], 9.81, load=load[i])
+        assert k[i] == pytest.approx(float(ki), rel=1e-14)
+        assert b[i] == pytest.approx(float(bi), rel=1e-14)
+    r = rng.uniform(0.0, 0.02, n)
+    np.testing.assert_allclose(soft_impedance(r, solimp, xp=np),
+                               np.asarray(soft_impedance(jnp.asarray(r), jnp.asarray(solimp))),
+                               rtol=1e-14)

@@ -576,38 +576,40 @@ def limit_force(x, xd, lower, upper, stiffness, damping):
     return -stiffness * over + stiffness * under - jnp.where(active, damping * xd, 0.0)
 
 
-def soft_impedance(r, solimp):
+def soft_impedance(r, solimp, xp=jnp):
     """MuJoCo's impedance d(r) of a soft constraint at violation r ≥ 0 from ``solimp`` =
     (d_min, d_max, width, mid, power): d_min at r = 0, d_max from r = width on, between them
     the two power arcs joined at ``mid`` (``power`` 1: a straight line); a zero width gives
     the flat (d_min + d_max)/2, as MuJoCo's; clipped to [1e-4, 0.9999] as MuJoCo clips it.
-    ``solimp`` (5,) or (n, 5); every input may be traced."""
-    si = jnp.asarray(solimp, dtype=jnp.float64)
+    ``solimp`` (5,) or (n, 5); every input may be traced. ``xp``: the array module (``numpy``
+    for concrete inputs at build time, where JAX would dispatch every operation)."""
+    si = xp.asarray(solimp, dtype=xp.float64)
     dmin, dmax, width, mid, power = (si[..., i] for i in range(5))
-    power = jnp.maximum(power, 1.0)
+    power = xp.maximum(power, 1.0)
     wide = width > 1e-15
-    x = jnp.clip(r / jnp.where(wide, width, 1.0), 0.0, 1.0)
+    x = xp.clip(r / xp.where(wide, width, 1.0), 0.0, 1.0)
     low = x <= mid
-    base = jnp.where(low, x, 1.0 - x)
-    scale = jnp.where(low, mid, 1.0 - mid)
-    arc = jnp.where(base > 0, base, 1.0) ** power / jnp.where(scale > 0, scale, 1.0) ** (power - 1)
-    arc = jnp.where(base > 0, arc, 0.0)
-    y = jnp.where(power == 1.0, x, jnp.where(low, arc, 1.0 - arc))
-    y = jnp.where(wide, jnp.where(x < 1.0, y, 1.0), 0.5)
-    return jnp.clip(dmin + y * (dmax - dmin), 1e-4, 0.9999)
+    base = xp.where(low, x, 1.0 - x)
+    scale = xp.where(low, mid, 1.0 - mid)
+    arc = xp.where(base > 0, base, 1.0) ** power / xp.where(scale > 0, scale, 1.0) ** (power - 1)
+    arc = xp.where(base > 0, arc, 0.0)
+    y = xp.where(power == 1.0, x, xp.where(low, arc, 1.0 - arc))
+    y = xp.where(wide, xp.where(x < 1.0, y, 1.0), 0.5)
+    return xp.clip(dmin + y * (dmax - dmin), 1e-4, 0.9999)
 
 
-def _soft_gains(solref, solimp):
+def _soft_gains(solref, solimp, xp=jnp):
     """MuJoCo's reference stiffness k and damping b of soft rows from ``solref`` = (T, ζ)
-    (k = 1/(d_max² T² ζ²), b = 2/(d_max T); or k = −T/d_max², b = −ζ/d_max when negative)."""
-    sr = jnp.asarray(solref, dtype=jnp.float64)
+    (k = 1/(d_max² T² ζ²), b = 2/(d_max T); or k = −T/d_max², b = −ζ/d_max when negative).
+    ``xp``: as in :func:`soft_impedance`."""
+    sr = xp.asarray(solref, dtype=xp.float64)
     T, zeta = sr[..., 0], sr[..., 1]
-    dmax = jnp.asarray(solimp, dtype=jnp.float64)[..., 1]
+    dmax = xp.asarray(solimp, dtype=xp.float64)[..., 1]
     pos = T > 0
-    Ts = jnp.where(pos, T, 1.0)
-    zs = jnp.where(pos, zeta, 1.0)
-    k = jnp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
-    b = jnp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
+    Ts = xp.where(pos, T, 1.0)
+    zs = xp.where(pos, zeta, 1.0)
+    k = xp.where(pos, 1.0 / (dmax**2 * Ts**2 * zs**2), -T / dmax**2)
+    b = xp.where(pos, 2.0 / (dmax * Ts), -zeta / dmax)
     return k, b
 
 
@@ -656,12 +658,12 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
                              "> 0")
     sr = np.asarray(solref, float)
     si = np.broadcast_to(np.asarray(solimp, float), np.broadcast(m, n).shape + (5,))
-    K = np.asarray(_soft_gains(sr, si[..., :2])[0], float)
+    K = _soft_gains(sr, si[..., :2], xp=np)[0]
     carried = m if load is None else np.asarray(load, float)
     target = np.broadcast_to(float(gravity) * carried / (m * n), si.shape[:-1])
 
     def rest_force(r):  # force per unit of m_eff of one row at depth r
-        d = np.asarray(soft_impedance(r, si), float)
+        d = soft_impedance(r, si, xp=np)
         return K * d * d / (1.0 - d) * r
 
     lo, hi = np.zeros(target.shape), np.full(target.shape, 1e-3)
@@ -671,7 +673,7 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
         mid = 0.5 * (lo + hi)
         below = rest_force(mid) < target
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    d = np.asarray(soft_impedance(0.5 * (lo + hi), si), float)
+    d = soft_impedance(0.5 * (lo + hi), si, xp=np)
     k = m * K * d * d / (1.0 - d)
     zeta = np.where(sr[..., 0] > 0, sr[..., 1], 1.0)
     return k, 2.0 * zeta * np.sqrt(k * m / n)

@@ -1025,7 +1025,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
 
     iw = np.asarray(mj.body_invweight0, float)[:, 0]
     tree = np.asarray(mj.body_subtreemass, float)[np.asarray(mj.body_rootid, int)]
-    geoms, others, ks, bs, mus, m_pts, margins, tors, rolls, refs, follow = (
+    geoms, others, ovs, mus, m_pts, margins, tors, rolls, refs, follow, gain_in = (
         [] for _ in range(11))
     for p in pairs:
         a = geom(p["geom"])
@@ -1041,9 +1041,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         # the most a pair can carry: the trees (free-floating or welded to the world) of its
         # bodies, the whole robot on a foot
         load = max(tree[p["body"]], 0.0 if p["terrain"] else tree[p["other_body"]])
-        k, d = (float(x) for x in mujoco_contact_gains(
-            1.0 / w, na, solref, p["solimp"], np.linalg.norm(mj.opt.gravity),
-            load=max(load, 1.0 / w)))
+        gain_in.append((1.0 / w, na, solref, p["solimp"], max(load, 1.0 / w)))
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
         # the pair's gains follow a fitted solref unless the file gives them directly
         # (negative solref) or an override replaces them
@@ -1052,8 +1050,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         follow.append(not direct)
         geoms.append(a)
         others.append(b)
-        ks.append(float(ov.get("stiffness", k)))
-        bs.append(float(ov.get("damping", d)))
+        ovs.append(ov)
         mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
         m_pts.append(m_pt)
         margins.append(p["margin"])
@@ -1062,7 +1059,12 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         rolls.append(float(p["friction"][2]) if p["condim"] >= 6 else 0.0)
     if not geoms:
         return ()
-    ks, m_pts = np.array(ks), np.array(m_pts)
+    m_eff, na, solref, solimp, load = (np.array(x, float) for x in zip(*gain_in, strict=True))
+    k, d = mujoco_contact_gains(m_eff, na, solref, solimp, np.linalg.norm(mj.opt.gravity),
+                                load=load)  # every pair at once, in numpy
+    ks = np.array([float(ov.get("stiffness", x)) for ov, x in zip(ovs, k, strict=True)])
+    bs = [float(ov.get("damping", x)) for ov, x in zip(ovs, d, strict=True)]
+    m_pts = np.array(m_pts)
     spin = "condim" not in ignore and (any(tors) or any(rolls))
     kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
     el = Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
