@@ -284,12 +284,34 @@ class AbstractGroundForce(eqx.Module):
 
     def _initial_values(self, depths, model: Model, q):
         """``depths(self, model, q)`` as a numpy array when the element, the model and ``q``
-        are concrete (also inside an outer trace), else None: nothing to check."""
+        are concrete (also inside an outer trace: a compiled call runs at once on concrete
+        inputs), else None: nothing to check."""
         if not (is_concrete(q) and is_concrete(self) and is_concrete(model)):
             return None
-        with jax.ensure_compile_time_eval():
-            out = depths(self, model, jnp.asarray(q, dtype=jnp.float64))
-        return np.asarray(out) if is_concrete(out) else None
+        q = np.asarray(q, dtype=np.float64)
+        arr, static = eqx.partition((self, model), eqx.is_array)
+        try:
+            run = _compiled_values(depths, arr, static, q)
+        except TypeError:  # an unhashable static part: evaluate op by op
+            with jax.ensure_compile_time_eval():
+                return np.asarray(depths(self, model, jnp.asarray(q)))
+        return np.asarray(run(arr, q))
+
+
+_COMPILED_VALUES: dict = {}
+
+
+def _compiled_values(depths, arr, static, q):
+    """``depths`` compiled for the arrays ``arr`` of (element, model) with static parts
+    ``static`` and the state q, once per structure and shapes."""
+    key = (depths, static, jax.tree.structure(arr),
+           tuple(np.shape(x) for x in jax.tree.leaves(arr)), np.shape(q))
+    if key not in _COMPILED_VALUES:
+        fn = jax.jit(lambda a, qq: depths(*eqx.combine(a, static), qq))
+        # run once per structure: XLA's cheapest compile, not its fastest code
+        _COMPILED_VALUES[key] = fn.lower(arr, q).compile(
+            {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True})
+    return _COMPILED_VALUES[key]
 
 
 class _Points(eqx.Module):
@@ -805,7 +827,6 @@ class AbstractContacts(AbstractGroundForce):
                 "compliant contact this deep would launch them)")
 
 
-@eqx.filter_jit
 def _penetrations(el, model, q):
     return el.evaluate(model, q, jnp.zeros(model.nv)).penetration
 

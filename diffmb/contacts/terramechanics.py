@@ -726,7 +726,6 @@ def _unit(x, fallback):
     return jnp.where(ok, x / jnp.sqrt(jnp.where(ok, s, 1.0)), fallback)
 
 
-@eqx.filter_jit
 def _sinkages(el, model, q):
     kin = kinematics(model, q, jnp.zeros(model.nv))
     c, a, _, _, _ = el._geometry(model, kin)
