@@ -697,20 +697,21 @@ def body_index(model: Model, body, owner: str = "geom") -> int:
     return int(body)
 
 
-def bounding_radius(g):
+def bounding_radius(g, xp=jnp):
     """The radius (m) of the sphere about geom ``g``'s centre that holds it (0 for a point);
-    traced where the geom's sizes are."""
+    traced where the geom's sizes are. ``xp``: the array module (``numpy`` for concrete sizes
+    at build time)."""
     if g.kind == "mesh":
-        return jnp.max(jnp.linalg.norm(g.vertices, axis=1))
+        return xp.max(xp.linalg.norm(xp.asarray(g.vertices), axis=1))
     if g.kind == "box":
-        return jnp.linalg.norm(g.half_sizes)
+        return xp.linalg.norm(xp.asarray(g.half_sizes))
     if g.kind == "capsule":
-        return g.radius + g.half_length
+        return xp.asarray(g.radius) + xp.asarray(g.half_length)
     if g.kind == "cylinder":
-        return jnp.hypot(g.radius, g.half_height)
+        return xp.hypot(xp.asarray(g.radius), xp.asarray(g.half_height))
     if g.kind == "ellipsoid":
-        return jnp.max(g.radii)
-    return jnp.asarray(getattr(g, "radius", 0.0), dtype=jnp.float64)
+        return xp.max(xp.asarray(g.radii))
+    return xp.asarray(getattr(g, "radius", 0.0), dtype=xp.float64)
 
 
 def geom_frames(model: Model, kin: KinematicsData, geoms):

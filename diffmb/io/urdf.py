@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import equinox as eqx
 import numpy as np
 from defusedxml import ElementTree as ET
 from defusedxml.common import DefusedXmlException
@@ -236,7 +237,6 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
     """
     import jax.numpy as jnp
 
-    from ..dynamics.api import mass_matrix
     from ..forces.elements import (
         Couplings,
         JointDamping,
@@ -255,7 +255,7 @@ def urdf_forces(path, model: Model | None = None, *, limits=True, friction=True,
     for jt, a in zip(model.joint_types, model.joint_q, strict=True):
         if jt == "free":
             q0[a + 3] = 1.0
-    w = np.diag(np.linalg.inv(np.asarray(mass_matrix(model, jnp.asarray(q0)))))
+    w = np.diag(np.linalg.inv(np.asarray(_frames_and_mass(model, jnp.asarray(q0))[3])))
     dofs = {n: model.joint_v[model.joint_index(n)] for n in model.joint_names}
     qadr = {n: model.joint_q[model.joint_index(n)] for n in model.joint_names}
     fric, lim, mim = np.zeros(model.nv), [], []
@@ -323,6 +323,27 @@ def _ground(ground):
     return Plane((0.0, 0.0, 1.0), ground, name="ground")
 
 
+@eqx.filter_jit  # compiled once per robot: op by op, these take seconds on a large one
+def _frames_and_mass(model: Model, q):
+    """Body coms, frames (rotations, origins) and the mass matrix at q."""
+    import jax.numpy as jnp
+
+    from ..dynamics.api import mass_matrix
+    from ..dynamics.kinematics import body_coms, body_frames, kinematics
+
+    kin = kinematics(model, q, jnp.zeros(model.nv))
+    return body_coms(model, kin), *body_frames(model, kin), mass_matrix(model, q)
+
+
+@eqx.filter_jit
+def _partial_velocities(model: Model, q, points, bodies):
+    import jax.numpy as jnp
+
+    from ..dynamics.kinematics import kinematics, partial_velocities
+
+    return partial_velocities(model, kinematics(model, q, jnp.zeros(model.nv)), points, bodies)
+
+
 def _fused_inverse_weights(model: Model, geoms) -> list:
     """MuJoCo's translational ``body_invweight0`` for each of ``geoms`` (on moving links): the
     links on one node (a link and its fixed-joint descendants) are one body in MuJoCo (its URDF
@@ -335,15 +356,11 @@ def _fused_inverse_weights(model: Model, geoms) -> list:
 
     from ..contacts.element import _rigid_weight
     from ..contacts.geometry import bounding_radius
-    from ..dynamics.api import mass_matrix
-    from ..dynamics.kinematics import body_coms, body_frames, kinematics, partial_velocities
 
     q = model.qpos0
-    kin = kinematics(model, q, jnp.zeros(model.nv))
-    com = np.asarray(body_coms(model, kin))
-    Rb, pb = (np.asarray(x) for x in body_frames(model, kin))
+    com, Rb, pb, M = (np.asarray(x) for x in _frames_and_mass(model, q))
     mass = np.asarray(model.body_mass)
-    Minv = np.linalg.inv(np.asarray(mass_matrix(model, q)))
+    Minv = np.linalg.inv(M)
     bid = {n: i for i, n in enumerate(model.body_names)}
     reps, points = [], []
     for g in geoms:  # the fused body's centre of mass, then the geom's centre
@@ -353,14 +370,14 @@ def _fused_inverse_weights(model: Model, geoms) -> list:
         reps += [b, b]
         points += [mass[group] @ com[group] / mg if mg > 0 else com[b],
                    pb[b] + Rb[b] @ np.asarray(g.pos, float)]
-    V, W = (np.asarray(x) for x in partial_velocities(model, kin, jnp.asarray(np.array(points)),
-                                                       reps))
+    V, W = (np.asarray(x) for x in _partial_velocities(model, q, jnp.asarray(np.array(points)),
+                                                       tuple(reps)))
     w = np.einsum("kin,nm,kim->k", V, Minv, V).reshape(-1, 2) / 3.0
     w_rot = np.einsum("kin,nm,kim->k", W, Minv, W).reshape(-1, 2)[:, 1] / 3.0
     tiny = float(_rigid_weight(model))
     out = []
     for g, (at_com, at_centre), wr in zip(geoms, w, w_rot, strict=True):
-        turning = wr * float(bounding_radius(g)) ** 2
+        turning = wr * float(bounding_radius(g, xp=np)) ** 2
         out.append(next((x for x in (at_com, at_centre, turning) if x > tiny), 0.0))
     return out
 
