@@ -947,10 +947,11 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
             return wheel_forces(so, r_, b_, t1_, s_, theta2=t2_, tan_beta=tb_, n_nodes=nn)
 
         def at(sl):  # forces at the sinkage and the load at the memory angle, for slip sl, in
-            # one batch of 2 nw quadratures (fewer kernels than two calls)
+            # one batch of 2 nw quadratures (fewer kernels than two calls); the closed-form
+            # linearised forces beside them, selected (finite values and derivatives both)
             ins = (jax.tree.map(two, self.soil), two(r), two(b), two(t2), th, two(sl), two(tb))
-            F = jax.lax.cond(self.linearised, lambda a: jax.vmap(linear)(*a),
-                             lambda a: jax.vmap(wong_reece)(*a), ins)
+            F = jax.tree.map(lambda x, y: jnp.where(self.linearised, y, x),
+                             jax.vmap(wong_reece)(*ins), jax.vmap(linear)(*ins))
             return jax.tree.map(lambda x: x[:nw], F), F.load[nw:]
 
         def blended(FW):  # with the mirrored wheel, w F(s) + (1 − w) F̃(−s)
