@@ -608,6 +608,7 @@ def simulate(
     progress: bool = False,
     throw: bool = True,
     loop: str = "auto",
+    loop_steps: int | None = None,
 ) -> Trajectory:
     """Integrate a system from (q0, v0) at t0 to t1; returns a :class:`Trajectory`.
 
@@ -628,7 +629,11 @@ def simulate(
     Fixed-step runs are compiled once per structure (the model's topology, the elements, the
     control object, the grid, the solver) and reused for new values of every array (the model's
     numbers, q0, v0, params): a Python loop over parameter values costs run time, not compile
-    time. A control written as a new ``lambda`` at each call is a new structure.
+    time. A control written as a new ``lambda`` at each call is a new structure. With
+    ``loop_steps`` (an integer, at least the run's number of steps) the loop is compiled for
+    that many steps and the grid (t0, t1, dt) and the save times are traced too: fixed-step
+    runs with the same ``loop_steps`` and number of saves share one compiled program whatever
+    their step and horizon (the steps beyond the run's leave the state alone).
 
     Example::
 
@@ -647,11 +652,13 @@ def simulate(
     check_value("simulate", "rtol", rtol, lo=0.0, lo_open=True)
     check_value("simulate", "atol", atol, lo=0.0, lo_open=True)
     check_value("simulate", "dt", dt, lo=0.0, lo_open=True, allow_none=True)
+    check_value("simulate", "loop_steps", loop_steps, lo=1, allow_none=True)
 
     if isinstance(system, AbstractDiscreteSystem):  # its own step map on the fixed grid
         n, save_ts = _grid(t0, t1, dt, saveat, system.name)
         y0 = system.init(q0, v0, params, (t1 - t0) / n)
-        traj = _run_fixed(None, (system, params), t0, t1, n, save_ts, y0, checkpoints)
+        traj = _run_fixed(None, (system, params), t0, t1, n, save_ts, y0, checkpoints,
+                          loop_steps)
         return _checked(traj, system, "step map", throw)
     if not isinstance(system, AbstractODESystem):
         raise TypeError(f"{system.name}: a system must be an AbstractODESystem or an "
@@ -685,8 +692,12 @@ def simulate(
     project = system.projection()
     sol_ = base if project is None else ProjectedSolver(base, project)
     if fixed_loop:
-        traj = _run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints)
+        traj = _run_fixed(sol_, args, t0, t1, n, save_ts, y0, checkpoints, loop_steps)
     else:
+        if loop_steps is not None:
+            raise ValueError("simulate: loop_steps is for fixed-step runs in diffmb's loop "
+                             "(not adaptive, loop='auto', the recursive or direct adjoint, "
+                             "no progress bar)")
         out = _diffeqsolve(sol_, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps,
                            progress)
         traj = _trajectory(system, params, *out)
@@ -775,34 +786,43 @@ def _checked(traj, system, solver, throw):
     return traj
 
 
-def _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints):
+def _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints, length=None):
     """The fixed-step loop and the outputs. ``solver`` None: the system's own step map."""
     system, params = args
     stepper = _discrete_step(system) if solver is None else _ode_step(solver)
-    ts, ys, status, t_end = _fixed_step_loop(stepper, args, t0, t1, n, np.asarray(save_ts), y0,
-                                             checkpoints)
+    ts, ys, status, t_end = _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0,
+                                             checkpoints, length)
     return _trajectory(system, params, ts, ys, status, t_end, jnp.asarray(n, jnp.int32))
 
 
 # compiled once per structure: arrays (the model's numbers, q0, v0, params) are traced; the
-# grid, the solver and the system's static parts are the cache key
+# grid (unless loop_steps makes it traced), the solver and the system's static parts are the
+# cache key
 _fixed_run_jit = eqx.filter_jit(_fixed_run)
 
 
-def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints):
-    size = sum(int(np.size(x)) for x in jax.tree.leaves(y0)) * 8 * (n + 1)
+def _run_fixed(solver, args, t0, t1, n, save_ts, y0, checkpoints, loop_steps=None):
+    if loop_steps is not None and loop_steps < n:
+        raise ValueError(f"{args[0].name}: loop_steps = {loop_steps} is fewer than the run's "
+                         f"{n} steps")
+    length = n if loop_steps is None else int(loop_steps)
+    size = sum(int(np.size(x)) for x in jax.tree.leaves(y0)) * 8 * (length + 1)
     if size > MAX_LOOP_BYTES:
         raise ValueError(
-            f"{args[0].name}: {n} fixed steps of a {size // (8 * (n + 1))}-number state need "
-            f"{size / 2**30:.1f} GiB (every step's state is kept); choose a larger dt, a shorter "
-            "horizon or an adaptive solver")
-    save_ts = tuple(float(t) for t in save_ts)
+            f"{args[0].name}: {length} fixed steps of a {size // (8 * (length + 1))}-number "
+            f"state need {size / 2**30:.1f} GiB (every step's state is kept); choose a larger "
+            "dt, a shorter horizon or an adaptive solver")
+    if loop_steps is None:  # the grid static
+        grid = (t0, t1, n, tuple(float(t) for t in save_ts))
+    else:  # the grid traced
+        grid = (jnp.asarray(t0, jnp.float64), jnp.asarray(t1, jnp.float64),
+                jnp.asarray(n, jnp.float64), jnp.asarray(save_ts, jnp.float64))
     try:
-        return _fixed_run_jit(solver, args, t0, t1, n, save_ts, y0, checkpoints)
+        return _fixed_run_jit(solver, args, *grid, y0, checkpoints, length)
     except TypeError as e:  # an unhashable static part (e.g. a control object): no cache
         if "hash" not in str(e):
             raise
-        return _fixed_run(solver, args, t0, t1, n, save_ts, y0, checkpoints)
+        return _fixed_run(solver, args, *grid, y0, checkpoints, length)
 
 
 def _ode_step(solver):
@@ -832,8 +852,10 @@ def _discrete_step(system):
     return init, step
 
 
-def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
-    """n steps on the grid t_k = t0 + (t1 − t0) k / n in a ``lax.scan``.
+def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints, length=None):
+    """n steps on the grid t_k = t0 + (t1 − t0) k / n in a ``lax.scan`` of ``length`` (default
+    n, a Python int) steps: the steps from n on leave the carry alone (n, t0, t1 and
+    ``save_ts`` may then be traced).
 
     Returns the states at ``save_ts`` (which lie on the grid), the status and the time at which
     the integration stopped. The first step that fails (non-finite result or a failure code)
@@ -841,9 +863,10 @@ def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
     from there on hold +inf (as with the diffrax loop's event).
     """
     init, one_step = stepper
+    length = n if length is None else length
     span = t1 - t0
     t_of = lambda k: jnp.where(k == n, t1, t0 + span * (k / n))
-    k_save = np.rint((np.asarray(save_ts) - t0) / span * n).astype(np.int64)
+    k_save = jnp.rint((jnp.asarray(save_ts, jnp.float64) - t0) / span * n).astype(jnp.int64)
     state0 = init(t0, span / n, y0, args)
 
     def step(carry, k):
@@ -859,12 +882,14 @@ def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
         status = jnp.where(ok, code, status).astype(jnp.int32)
         return (y1, sstate1, t_end, status), y1
 
-    if checkpoints is None and n <= 1024:
-        chunks, size = 1, n
+    if checkpoints is None and length <= 1024:
+        chunks, size = 1, length
     else:
-        chunks = int(np.ceil(np.sqrt(n))) if checkpoints is None else max(1, int(checkpoints))
-        size = int(np.ceil(n / chunks))
-    total = chunks * size  # steps beyond n (padding of the last chunk) leave the carry alone
+        chunks = int(np.ceil(np.sqrt(length))) if checkpoints is None else \
+            max(1, int(checkpoints))
+        size = int(np.ceil(length / chunks))
+    total = chunks * size  # steps beyond n (loop_steps, padding of the last chunk) leave the
+    #                        carry alone
 
     def chunk(carry, ks):
         def guarded(c, k):
@@ -872,7 +897,8 @@ def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
             new = jax.tree.map(lambda a, b: jnp.where(k < n, a, b), new, c)
             return new, y
 
-        return jax.lax.scan(guarded if total > n else step, carry, ks)
+        exact = isinstance(n, int | np.integer) and total == n
+        return jax.lax.scan(step if exact else guarded, carry, ks)
 
     carry0 = (y0, state0, jnp.asarray(t1, jnp.float64), jnp.asarray(SUCCESS, jnp.int32))
     ks = jnp.arange(total, dtype=jnp.float64)
@@ -882,10 +908,10 @@ def _fixed_step_loop(stepper, args, t0, t1, n, save_ts, y0, checkpoints):
         body = jax.checkpoint(chunk, prevent_cse=False)
         (_, _, t_end, status), ys = jax.lax.scan(body, carry0, ks.reshape(chunks, size))
         ys = jax.tree.map(lambda a: a.reshape(total, *a.shape[2:]), ys)
-    ys = jax.tree.map(lambda a, b: jnp.concatenate([b[None], a[:n]])[k_save], ys, y0)
+    ys = jax.tree.map(lambda a, b: jnp.concatenate([b[None], a])[k_save], ys, y0)
     # saves at or after the failed step hold +inf (the carried state froze at the last good one)
     k_fail = jnp.round((t_end - t0) / span * n)
-    after = (status != SUCCESS) & (jnp.asarray(k_save, jnp.float64) >= k_fail)
+    after = (status != SUCCESS) & (k_save.astype(jnp.float64) >= k_fail)
     ys = jax.tree.map(
         lambda a: jnp.where(after.reshape((-1,) + (1,) * (a.ndim - 1)), jnp.inf, a), ys)
     return jnp.asarray(save_ts, jnp.float64), ys, status, t_end

@@ -342,6 +342,37 @@ def test_status_nan_jit_vmap_and_loop():
         )
 
 
+
+def test_loop_steps_share_one_program_across_steps_and_horizons():
+    """With loop_steps the grid is traced: runs at other steps and horizons (the same number of
+    saves) reuse one compiled program and equal the plain runs to round-off, failures (status,
+    t_fail, +inf saves) and gradients included."""
+    from diffmb.simulation import _fixed_run_jit
+
+    model = _slider()
+    ctrl = lambda t, q, v, p: jnp.where(t > p, jnp.nan, 0.0) * jnp.ones(1) + jnp.sin(3 * t)  # noqa: E731
+
+    def run(v0, dt, t1, p, **kw):
+        return diffmb.simulate(model, jnp.zeros(1), v0, t1=t1, dt=dt, solver="rk4",
+                               saveat=np.linspace(0.0, t1, 5)[1:], control=ctrl,
+                               params=jnp.asarray(p), throw=False, **kw)
+
+    v0 = jnp.ones(1)
+    run(v0, 0.01, 1.0, 5.0, loop_steps=300)
+    before = _fixed_run_jit._cached._cache_size()
+    for dt, t1, p in ((0.01, 1.0, 5.0), (0.005, 0.5, 5.0), (0.025, 1.0, 0.5)):
+        a, b = run(v0, dt, t1, p), run(v0, dt, t1, p, loop_steps=300)
+        np.testing.assert_allclose(np.asarray(b.q), np.asarray(a.q), rtol=1e-13, atol=1e-14)
+        np.testing.assert_array_equal(np.asarray(b.ts), np.asarray(a.ts))
+        assert int(b.status) == int(a.status) and float(b.t_fail) == float(a.t_fail)
+        assert int(b.num_steps) == int(a.num_steps)
+    assert int(a.status) == NONFINITE and np.isinf(np.asarray(b.q[2:])).all()
+    assert _fixed_run_jit._cached._cache_size() == before + 3  # the plain runs only
+    grad = lambda **kw: jax.grad(lambda v: jnp.sum(run(v, 0.01, 1.0, 5.0, **kw).q))(v0)  # noqa: E731
+    np.testing.assert_allclose(np.asarray(grad(loop_steps=150)), np.asarray(grad()), rtol=1e-12)
+    with pytest.raises(ValueError, match="loop_steps = 50 is fewer than the run's 100 steps"):
+        run(v0, 0.01, 1.0, 5.0, loop_steps=50)
+
 @pytest.mark.slow
 def test_status_adaptive_failures():
     model = _slider()

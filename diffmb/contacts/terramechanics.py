@@ -780,8 +780,9 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
       torque −T a about the axle, as f_ext (nbody, 6) [force, torque] at the body's com.
 
     Returns ``(tau = 0 (nv,), f_ext, ṁ (nw,))``; :meth:`evaluate` returns everything
-    (:class:`WheelSoilResult`). Static options: ``n_nodes`` (quadrature), ``spin``,
-    ``stresses``, ``lateral``. Generic
+    (:class:`WheelSoilResult`). Static options: ``n_nodes`` (quadrature), ``spin``;
+    ``stresses`` and ``lateral`` are traced switches (elements that differ only in them share
+    one compiled simulation). Generic
     contacts (:class:`~diffmb.contacts.Contacts`) must not also hold the wheel geoms.
     """
 
@@ -791,10 +792,10 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
     v_eps: jnp.ndarray
     memory_rate: jnp.ndarray
     lateral_B: jnp.ndarray
+    eq32: jnp.ndarray  # bool: lateral="eq32"
+    linearised: jnp.ndarray  # bool: stresses="linearised"
     n_nodes: int = eqx.field(static=True)
     spin: str = eqx.field(static=True)
-    lateral: str = eqx.field(static=True)
-    stresses: str = eqx.field(static=True)
 
     def __init__(self, wheels, terrain, soil, *, model: Model | None = None, v_eps=V_EPS,
                  memory_rate=500.0, n_nodes: int = 32, spin: str = "absolute",
@@ -855,8 +856,9 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         self.v_eps = _f64(v_eps).reshape(())
         self.memory_rate = _f64(memory_rate).reshape(())
         self.lateral_B = _f64(1.0 if lateral_B is None else lateral_B).reshape(())
-        self.n_nodes, self.spin, self.lateral = int(n_nodes), spin, lateral
-        self.stresses = stresses
+        self.eq32, self.linearised = jnp.asarray(lateral == "eq32"), jnp.asarray(
+            stresses == "linearised")
+        self.n_nodes, self.spin = int(n_nodes), spin
 
     @property
     def wheel_names(self) -> tuple:
@@ -937,17 +939,18 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         two = lambda x: jnp.tile(jnp.broadcast_to(x, (nw,)), 2)  # noqa: E731
         th = jnp.concatenate([th1, th1m])
 
-        if self.stresses == "linearised":
-            def one(so, r_, b_, t2_, t1_, s_, tb_):
-                return linear_wheel_forces(so, r_, b_, t1_, jnp.clip(s_, -1.0, 1.0))
-        else:
-            def one(so, r_, b_, t2_, t1_, s_, tb_):
-                return wheel_forces(so, r_, b_, t1_, s_, theta2=t2_, tan_beta=tb_, n_nodes=nn)
+        def linear(so, r_, b_, t2_, t1_, s_, tb_):
+            return linear_wheel_forces(so, r_, b_, t1_, jnp.clip(s_, -1.0, 1.0))
+
+        def wong_reece(so, r_, b_, t2_, t1_, s_, tb_):
+            return wheel_forces(so, r_, b_, t1_, s_, theta2=t2_, tan_beta=tb_, n_nodes=nn)
 
         def at(sl):  # forces at the sinkage and the load at the memory angle, for slip sl, in
-            # one batch of 2 nw quadratures (fewer kernels than two calls)
-            F = jax.vmap(one)(jax.tree.map(two, self.soil), two(r), two(b), two(t2), th, two(sl),
-                              two(tb))
+            # one batch of 2 nw quadratures (fewer kernels than two calls); the closed-form
+            # linearised forces beside them, selected (finite values and derivatives both)
+            ins = (jax.tree.map(two, self.soil), two(r), two(b), two(t2), th, two(sl), two(tb))
+            F = jax.tree.map(lambda x, y: jnp.where(self.linearised, y, x),
+                             jax.vmap(wong_reece)(*ins), jax.vmap(linear)(*ins))
             return jax.tree.map(lambda x: x[:nw], F), F.load[nw:]
 
         def blended(FW):  # with the mirrored wheel, w F(s) + (1 − w) F̃(−s)
@@ -969,12 +972,9 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         N = jnp.where(z > 0, jnp.maximum(lam * Wb + Wd, 0.0), 0.0)
         scale = safe_div(N, Wb)
         DP, T = scale * Fz.drawbar_pull, scale * Fz.torque
-        if self.lateral == "eq32":
-            area = b * r * (th1 - t2)
-            Fy = -(self.soil.c * area + N * jnp.tan(self.soil.phi)) * \
-                _saturation(beta, 1.0 / self.lateral_B)
-        else:
-            Fy = scale * Fz.lateral
+        area = b * r * (th1 - t2)
+        Fy = jnp.where(self.eq32, -(self.soil.c * area + N * jnp.tan(self.soil.phi))
+                       * _saturation(beta, 1.0 / self.lateral_B), scale * Fz.lateral)
         L = r * jnp.sin(th1m) + 1e-3
         dm = self.memory_rate * jnp.maximum(z - m, 0.0) - jnp.maximum(m - z, 0.0) * \
             jnp.abs(vx) / L

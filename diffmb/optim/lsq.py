@@ -630,10 +630,14 @@ def least_squares(residual_fn: Callable, params0: Mapping[str, float], args=None
     def fn_z(z, a):
         p = tr.forward(z)
         r, _ = ravel_pytree(residual_fn({n: p[i] for i, n in enumerate(names)}, a))
-        return r
+        return r, r
 
-    res_jac_jit = eqx.filter_jit(lambda z, a: (fn_z(z, a), jax.jacfwd(fn_z)(z, a)))
-    m = int(eqx.filter_eval_shape(fn_z, jnp.asarray(z0), args).shape[0])
+    @eqx.filter_jit
+    def res_jac_jit(z, a):  # r and J from one forward-mode pass (one trace of the residual)
+        J, r = jax.jacfwd(fn_z, has_aux=True)(z, a)
+        return r, J
+
+    m = int(eqx.filter_eval_shape(res_jac_jit, jnp.asarray(z0), args)[0].shape[0])
     sol = solve(lambda z: res_jac_jit(jnp.asarray(z), args), z0, solver=solver,
                 max_steps=max_steps, ftol=rtol, xtol=rtol, atol=atol, learning_rate=learning_rate,
                 progress=progress, desc="least_squares", checkpoint=checkpoint, callback=callback,

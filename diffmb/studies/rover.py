@@ -83,6 +83,9 @@ V_EPS = 0.03  # m/s, the wheels' slip regularisation (exact above 0.03 m/s; the 
 #               at 0.1 m/s): 0.01 m/s puts a -670 1/s mode in the start from rest
 MEMORY_RATE = 200.0  # 1/s, the soil memory's loading rate (500 would be a -500 1/s mode)
 ROUGH = dict(seed=7, size=(12.0, 12.0), resolution=0.05, amplitude=0.02, wavelength=0.6)
+FLAT = dict(ROUGH, amplitude=0.0)  # the behaviours' flat ground: ROUGH's grid at zero height,
+#                                    a plane over its 12 m x 12 m (flat and rough runs share
+#                                    one compiled simulation)
 # single-wheel identification: two wheel widths separate k_c from k_phi (k_eq = k_c/b + k_phi)
 ID_WIDTHS = (0.11, 0.16)
 ID_NOISE = {"sinkage": 2e-4, "drawbar_pull": 0.3, "torque": 0.03}  # m, N, N m (1 sigma)
@@ -195,20 +198,28 @@ def _solver(solver=None):
     return solver
 
 
+@eqx.filter_jit
+def _behaviour_outputs(model, act, ws, p, ts, q, v, mem):
+    """The actuator forces and the wheel–soil element's quantities along saved states."""
+    ctrl = jax.vmap(lambda t: rover.drive_controls(t, p))(ts)
+    f_act = jax.vmap(act.actuator_force)(q, v, ctrl)
+    return f_act, jax.vmap(lambda q, v, m: ws.evaluate(model, q, v, m))(q, v, mem)
+
+
 def run_behaviour(model, forces, ws, name, horizon, dt=DT, q0=None, solver=None):
     """Simulate one behaviour; returns a dict of output series (OUT_DT) and the trajectory."""
     q0 = _settled_q0(model) if q0 is None else q0
     ts = np.round(np.arange(int(round(horizon / OUT_DT)) + 1) * OUT_DT, 10)
     fs = forces + (ws,)
     p = rover.behaviour_params(name)
+    # the loop compiled for the horizon at the step check's DT/2: runs over one horizon at DT,
+    # DT/2 and 10 ms share one compiled program
     tr = simulate(model, q0, None, t1=horizon, dt=dt, solver=_solver(solver), forces=fs,
-                  control=rover.drive_control,
-                  params=p, saveat=ts)
+                  control=rover.drive_control, params=p, saveat=ts,
+                  loop_steps=max(int(round(horizon / (DT / 2))), int(round(horizon / dt))))
     act = next(f for f in forces if type(f).__name__ == "Actuators")
-    ctrl = jax.vmap(lambda t: rover.drive_controls(t, p))(jnp.asarray(ts))
-    f_act = jax.vmap(act.actuator_force)(tr.q, tr.v, ctrl)
-    mem = tr.aux[0][len(forces)]
-    ev = jax.vmap(lambda q, v, m: ws.evaluate(model, q, v, m))(tr.q, tr.v, mem)
+    f_act, ev = _behaviour_outputs(model, act, ws, p, jnp.asarray(ts), tr.q, tr.v,
+                                   tr.aux[0][len(forces)])
     idx = {j: model.joint_q[model.joint_index(j)] for j in model.joint_names}
     vdx = {j: model.joint_v[model.joint_index(j)] for j in model.joint_names}
     return {
@@ -427,7 +438,7 @@ def contact_model_comparison(model, forces, horizon, rough_run, arc_run, straigh
         step["finished"] = False
     out["paper_step_10ms"] = step
     B, fit_rms = eq32_B()
-    flat = rover_wheel_soil(model, Plane(name="ground"))
+    flat = rover_wheel_soil(model, rough_terrain(**FLAT))
     w32 = tm.WheelSoil(flat.wheels, flat.terrain, tm.SOILS[SOIL], model=model, n_nodes=N_NODES,
                        v_eps=V_EPS, memory_rate=MEMORY_RATE, lateral="eq32", lateral_B=B)
     a32 = run_behaviour(model, forces, w32, "arc", horizon)
@@ -1125,7 +1136,7 @@ def reproduce(out_dir, quick: bool = False) -> dict:
     # 2. the rover: behaviours on flat ground and one on rough ground
     model, forces, _ = rover.load()
     res["lagrange_vs_aba_max_abs"] = lagrange_vs_aba(model, 20)
-    flat = rover_wheel_soil(model, Plane(name="ground"))
+    flat = rover_wheel_soil(model, rough_terrain(**FLAT))
     runs = {}
     for name in rover.BEHAVIOURS:
         runs[name] = run_behaviour(model, forces, flat, name, horizon)
