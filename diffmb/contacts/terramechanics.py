@@ -865,6 +865,16 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         return tuple(w.name if w.name is not None else f"wheel{i}"
                      for i, w in enumerate(self.wheels))
 
+    @property
+    def lateral(self) -> str:
+        """The lateral force law given: "shear" or "eq32" (outside a trace)."""
+        return "eq32" if bool(self.eq32) else "shear"
+
+    @property
+    def stresses(self) -> str:
+        """The stress model given: "wong_reece" or "linearised" (outside a trace)."""
+        return "linearised" if bool(self.linearised) else "wong_reece"
+
     def init_state(self, model):
         return jnp.zeros(len(self.wheels))
 
