@@ -154,7 +154,7 @@ def _report_failed(failed) -> int:
 
 
 # `reproduce all --jobs N` starts the longest studies first (their quick CPU time, longest first)
-LONGEST_FIRST = ("rover", "contact-gradients", "excitation", "underwater", "chain", "uav", "arm",
+LONGEST_FIRST = ("rover", "underwater", "contact-gradients", "excitation", "arm", "uav", "chain",
                  "flexible-arm")
 
 
