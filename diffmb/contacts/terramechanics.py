@@ -792,8 +792,9 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
     v_eps: jnp.ndarray
     memory_rate: jnp.ndarray
     lateral_B: jnp.ndarray
-    eq32: jnp.ndarray  # bool: lateral="eq32"
-    linearised: jnp.ndarray  # bool: stresses="linearised"
+    # traced switches, 1.0 or 0.0 (floats, so that jax.grad of the element accepts them)
+    eq32: jnp.ndarray  # lateral="eq32"
+    linearised: jnp.ndarray  # stresses="linearised"
     n_nodes: int = eqx.field(static=True)
     spin: str = eqx.field(static=True)
 
@@ -856,8 +857,8 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         self.v_eps = _f64(v_eps).reshape(())
         self.memory_rate = _f64(memory_rate).reshape(())
         self.lateral_B = _f64(1.0 if lateral_B is None else lateral_B).reshape(())
-        self.eq32, self.linearised = jnp.asarray(lateral == "eq32"), jnp.asarray(
-            stresses == "linearised")
+        self.eq32 = jnp.asarray(float(lateral == "eq32"), jnp.float64)
+        self.linearised = jnp.asarray(float(stresses == "linearised"), jnp.float64)
         self.n_nodes, self.spin = int(n_nodes), spin
 
     @property
@@ -868,12 +869,12 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
     @property
     def lateral(self) -> str:
         """The lateral force law given: "shear" or "eq32" (outside a trace)."""
-        return "eq32" if bool(self.eq32) else "shear"
+        return "eq32" if float(self.eq32) > 0.5 else "shear"
 
     @property
     def stresses(self) -> str:
         """The stress model given: "wong_reece" or "linearised" (outside a trace)."""
-        return "linearised" if bool(self.linearised) else "wong_reece"
+        return "linearised" if float(self.linearised) > 0.5 else "wong_reece"
 
     def init_state(self, model):
         return jnp.zeros(len(self.wheels))
@@ -959,7 +960,7 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
             # one batch of 2 nw quadratures (fewer kernels than two calls); the closed-form
             # linearised forces beside them, selected (finite values and derivatives both)
             ins = (jax.tree.map(two, self.soil), two(r), two(b), two(t2), th, two(sl), two(tb))
-            F = jax.tree.map(lambda x, y: jnp.where(self.linearised, y, x),
+            F = jax.tree.map(lambda x, y: jnp.where(self.linearised > 0.5, y, x),
                              jax.vmap(wong_reece)(*ins), jax.vmap(linear)(*ins))
             return jax.tree.map(lambda x: x[:nw], F), F.load[nw:]
 
@@ -983,7 +984,7 @@ class WheelSoil(AbstractGroundForce, AbstractStatefulForce):
         scale = safe_div(N, Wb)
         DP, T = scale * Fz.drawbar_pull, scale * Fz.torque
         area = b * r * (th1 - t2)
-        Fy = jnp.where(self.eq32, -(self.soil.c * area + N * jnp.tan(self.soil.phi))
+        Fy = jnp.where(self.eq32 > 0.5, -(self.soil.c * area + N * jnp.tan(self.soil.phi))
                        * _saturation(beta, 1.0 / self.lateral_B), scale * Fz.lateral)
         L = r * jnp.sin(th1m) + 1e-3
         dm = self.memory_rate * jnp.maximum(z - m, 0.0) - jnp.maximum(m - z, 0.0) * \
