@@ -390,7 +390,7 @@ class TreeSystem(AbstractSecondOrderSystem):
         A_rows, c_rows = A, c
         for rw in rows:
             tau = tau + rw.tau
-            dA, dc = rw.linearise(cho, A, c, v, h)
+            dA, dc = rw.linearise(A, c, v, h)
             A_rows, c_rows = A_rows + dA, c_rows + dc
         A, c = A_rows, c_rows
         W = M - h * A
@@ -443,7 +443,7 @@ class TreeSystem(AbstractSecondOrderSystem):
                 cg = cg + h * (Kq @ rate)
             c_pre = cg
             for rw in rows:
-                cg = cg + rw.linearise(cho, A_pre, c_pre, rate, h)[1]
+                cg = cg + rw.linearise(A_pre, c_pre, rate, h)[1]
 
             def increment(dv):
                 if Cx is not None:

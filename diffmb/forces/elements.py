@@ -704,7 +704,7 @@ class SoftRows(eqx.Module):
     f (m,) ≥ 0 (0: the row does not push), MuJoCo's ``invweight``, ``solref`` and ``solimp``
     per row. ``tau`` = Jᵀ f. An implicit step linearises them with the other forces
     (:meth:`linearise`). ``solved``: what the solve leaves for the linearisation, (M⁻¹Jᵀ,
-    the rows that push (m,) bool, the Cholesky factor of their K = J M⁻¹ Jᵀ + R), or None."""
+    the rows that push (m,) bool, the Cholesky factor of their K = J M⁻¹ Jᵀ + R)."""
 
     J: jnp.ndarray
     y: jnp.ndarray
@@ -712,30 +712,25 @@ class SoftRows(eqx.Module):
     invweight: jnp.ndarray
     solref: jnp.ndarray
     solimp: jnp.ndarray
-    solved: tuple | None = None
+    solved: tuple
 
     @property
     def tau(self):
         return self.J.T @ self.f
 
-    def linearise(self, cho, A, c, v, h):
+    def linearise(self, A, c, v, h):
         """The rows' force over a step of size h, given the tangent of the other forces
         (their generalized force ≈ Q + A Δv + c at the end of the step) and the mass matrix
         M: on the pushing rows f = K⁻¹ (a_ref − J a₀) with K = J M⁻¹ Jᵀ + R and
         a_ref = −b ẏ − k d y, so their generalized force moves by Jᵀ K⁻¹ [−(b + h k d) J Δv −
-        h k d ẏ − J M⁻¹ (A Δv + c)] (ẏ = J v, positions following the new velocities).
-        ``cho``: ``jax.scipy.linalg.cho_factor(M)``. Returns (A_rows (nv, nv), c_rows (nv,))."""
+        h k d ẏ − J M⁻¹ (A Δv + c)] (ẏ = J v, positions following the new velocities), with
+        M⁻¹Jᵀ and K's factor from the solve (``solved``). Returns (A_rows (nv, nv), c_rows
+        (nv,))."""
         si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
         k, b = _soft_gains(self.solref, si)
         d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
-        if self.solved is None:
-            R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
-            on = (self.f > 0).astype(jnp.float64)
-            X = jax.scipy.linalg.cho_solve(cho, self.J.T)  # M⁻¹ Jᵀ (nv, m)
-            factor = _masked_cholesky(self.J @ X + jnp.diag(R), on)
-        else:
-            X, active, factor = self.solved
-            on = active.astype(jnp.float64)
+        X, active, factor = self.solved  # M⁻¹ Jᵀ (nv, m), the pushing rows, K's factor
+        on = active.astype(jnp.float64)
         # K⁻¹ on the pushing rows, 0 elsewhere (K is symmetric positive definite)
         G = jax.scipy.linalg.cho_solve((factor, False), jnp.diag(on))
         kd = k * d
