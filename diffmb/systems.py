@@ -328,8 +328,8 @@ class TreeSystem(AbstractSecondOrderSystem):
         A and c: each contact element's per-point blocks mapped by its contact Jacobians, the
         stiction states eliminated point by point (:meth:`~diffmb.contacts.AbstractContacts.
         linearise`); MuJoCo's soft joint limits with the load they carry
-        (:meth:`~diffmb.forces.JointLimits.soft_rows`, :meth:`~diffmb.forces.SoftRows.
-        linearise`); the joint-space forces of the other elements (servos, damping, springs,
+        (:meth:`~diffmb.forces.JointLimits.soft_rows`, joining the step's solve by
+        :meth:`~diffmb.forces.SoftRows.step_matrix`); the joint-space forces of the other elements (servos, damping, springs,
         joint friction, tendons through their :meth:`~diffmb.forces.AbstractForce.
         implicit_proxy`) and of the control by ∂τ/∂v + h ∂τ/∂q along the step (q moves by
         h q̇(q, v₁)), forward mode over the elements alone. Body forces of other elements (fluid, buoyancy), soft equalities and
@@ -351,7 +351,7 @@ class TreeSystem(AbstractSecondOrderSystem):
         lins = {k: f.linearise(m, qd, v, None if fs is None else fs[k], h, kin)
                 for k, f in enumerate(self.forces) if isinstance(f, AbstractContacts)}
         Qc = sum((lin.Q for lin in lins.values()), jnp.zeros(m.nv))
-        # soft rows solved under the others' load (MuJoCo's limits): linearised with that load
+        # soft rows solved under the others' load (MuJoCo's limits): which rows push
         row_els = [k for k, f in enumerate(self.forces)
                    if k not in lins and f.needs_load and isinstance(f, JointLimits)]
         rest = [k for k in range(len(self.forces)) if k not in lins and k not in row_els]
@@ -386,15 +386,10 @@ class TreeSystem(AbstractSecondOrderSystem):
             A, c = A + Dv + h * Kq, c + h * (Kq @ v)
         else:
             Kq = None
-        A_pre = A
-        A_rows, c_rows = A, c
-        for rw in rows:
-            tau = tau + rw.tau
-            dA, dc = rw.linearise(A, c, v, h)
-            A_rows, c_rows = A_rows + dA, c_rows + dc
-        A, c = A_rows, c_rows
-        W = M - h * A
-        r = h * (tau + Qc - bias + c)
+        # the pushing soft rows join the step's own solve (SoftRows.step_matrix)
+        W = M - h * A + sum((rw.step_matrix(h) for rw in rows), jnp.zeros((m.nv, m.nv)))
+        r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v) for rw in rows), jnp.zeros(m.nv))
+        tau = tau + sum((rw.tau for rw in rows), jnp.zeros(m.nv))
         Cx = _exact_coupling_matrix(self.forces)
 
         def finish(dv):
@@ -441,9 +436,10 @@ class TreeSystem(AbstractSecondOrderSystem):
                 cg = cg + ck
             if Kq is not None:
                 cg = cg + h * (Kq @ rate)
-            c_pre = cg
-            for rw in rows:
-                cg = cg + rw.linearise(A_pre, c_pre, rate, h)[1]
+            rhs = h * (F + cg)
+            if rows:
+                MiF = jax.scipy.linalg.cho_solve(cho, F)
+                rhs = rhs + sum(rw.step_rhs(h, rate, rw.J @ MiF) for rw in rows)
 
             def increment(dv):
                 if Cx is not None:
@@ -462,7 +458,7 @@ class TreeSystem(AbstractSecondOrderSystem):
                     kf = tuple(kf)
                 return (kq, kv, (kf, srates[1]))
 
-            return h * (F + cg), increment
+            return rhs, increment
 
         row_on = {k: rw.f > 0 for k, rw in zip(row_els, rows, strict=True) if rw is not None}
         masked = tuple(f.masked(lins[k].on) if k in lins else

@@ -217,3 +217,48 @@ def test_closed_form_blocks_equal_the_laws_autodiff(box, state):
         F = 0.4 * fn
         ft = np.asarray(f) - fn[:, None] * n
         assert np.all(np.linalg.norm(ft, axis=1) >= F * (1 - 1e-9))
+
+
+@pytest.mark.parametrize("rate_scale", [1.0, 0.0])
+def test_soft_rows_in_the_steps_solve_equal_mujocos_constraint_equations(rate_scale):
+    """The soft limit rows that push join the step's matrix (SoftRows.step_matrix/step_rhs).
+    Expected: the step solved with the rows as separate unknowns, from MuJoCo's soft
+    constraint on each pushing row, J a = a_ref − R f with a = Δv/h and a_ref over the step
+    (−b J v₁ − k d (y + h J v₁)), beside M Δv = h (F + A Δv + c + Jᵀ f): one (nv + m) linear
+    system, solved by numpy; a row that does not push carries f = 0. The second case (a stage
+    whose positions do not move) checks the rows' rate term on its own."""
+    from diffmb.forces.elements import SoftRows, _soft_gains, soft_impedance
+
+    rng = np.random.default_rng(3)
+    nv, m, h = 6, 4, 0.01
+    B = rng.normal(size=(nv, nv))
+    Mm = B @ B.T + nv * np.eye(nv)
+    A = -np.diag(rng.uniform(1, 5, nv)) + 0.1 * rng.normal(size=(nv, nv))
+    J = rng.normal(size=(m, nv))
+    y = np.array([-2e-3, -5e-4, -1e-3, 0.2])
+    active = np.array([True, True, False, False])
+    invw = rng.uniform(0.5, 2.0, m)
+    solref = np.array([[0.02, 1.0]] * m)
+    solimp = np.array([[0.9, 0.95, 0.001, 0.5, 2.0]] * m)
+    v, F, c = rng.normal(size=nv), rng.normal(size=nv), rng.normal(size=nv)
+    rate = rate_scale * v
+    rows = SoftRows(J=jnp.asarray(J), y=jnp.asarray(y), f=jnp.zeros(m), active=jnp.asarray(active),
+                    invweight=jnp.asarray(invw), solref=jnp.asarray(solref),
+                    solimp=jnp.asarray(solimp))
+    dv = np.linalg.solve(Mm - h * A + np.asarray(rows.step_matrix(h)),
+                         h * (F + c) + np.asarray(rows.step_rhs(h, jnp.asarray(rate))))
+
+    k, b = (np.asarray(x) for x in _soft_gains(jnp.asarray(solref), jnp.asarray(solimp)))
+    d = np.asarray(soft_impedance(jnp.maximum(-jnp.asarray(y), 0.0), jnp.asarray(solimp)))
+    R = (1 - d) / d * invw
+    Ja = J[active]
+    n = Ja.shape[0]
+    K = np.zeros((nv + n, nv + n))
+    K[:nv, :nv], K[:nv, nv:] = Mm - h * A, -h * Ja.T
+    # J Δv/h + (b + h k d) J Δv + R f = −b J rate − k d (y + h J rate)
+    K[nv:, :nv] = (1 / h + (b + h * k * d)[active])[:, None] * Ja
+    K[nv:, nv:] = np.diag(R[active])
+    rhs = np.concatenate([h * (F + c),
+                          -(b + h * k * d)[active] * (Ja @ rate) - (k * d * y)[active]])
+    expected = np.linalg.solve(K, rhs)[:nv]
+    np.testing.assert_allclose(dv, expected, rtol=1e-10, atol=1e-14)

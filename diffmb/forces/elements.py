@@ -701,43 +701,54 @@ def soft_limit_force(y, yd, ydd_free, invweight, solref, solimp):
 class SoftRows(eqx.Module):
     """Soft constraint rows at one state, as an element solved them under its load: Jacobian
     J (m, nv) (row coordinate rate ẏ = J v), coordinate y (m,) (y < 0: violated), forces
-    f (m,) ≥ 0 (0: the row does not push), MuJoCo's ``invweight``, ``solref`` and ``solimp``
-    per row. ``tau`` = Jᵀ f. An implicit step linearises them with the other forces
-    (:meth:`linearise`). ``solved``: what the solve leaves for the linearisation, (M⁻¹Jᵀ,
-    the rows that push (m,) bool, the Cholesky factor of their K = J M⁻¹ Jᵀ + R)."""
+    f (m,) ≥ 0 (0: the row does not push), the rows that push ``active`` (m,) bool, MuJoCo's
+    ``invweight``, ``solref`` and ``solimp`` per row. ``tau`` = Jᵀ f. An implicit step adds
+    the pushing rows to its own solve (:meth:`step_matrix`, :meth:`step_rhs`)."""
 
     J: jnp.ndarray
     y: jnp.ndarray
     f: jnp.ndarray
+    active: jnp.ndarray
     invweight: jnp.ndarray
     solref: jnp.ndarray
     solimp: jnp.ndarray
-    solved: tuple
 
     @property
     def tau(self):
         return self.J.T @ self.f
 
-    def linearise(self, A, c, v, h):
-        """The rows' force over a step of size h, given the tangent of the other forces
-        (their generalized force ≈ Q + A Δv + c at the end of the step) and the mass matrix
-        M: on the pushing rows f = K⁻¹ (a_ref − J a₀) with K = J M⁻¹ Jᵀ + R and
-        a_ref = −b ẏ − k d y, so their generalized force moves by Jᵀ K⁻¹ [−(b + h k d) J Δv −
-        h k d ẏ − J M⁻¹ (A Δv + c)] (ẏ = J v, positions following the new velocities), with
-        M⁻¹Jᵀ and K's factor from the solve (``solved``). Returns (A_rows (nv, nv), c_rows
-        (nv,))."""
+    def _step_gains(self, h):
+        """(on/R, b + h k d, h k d) per row, R and k d at the rows' current depth."""
         si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
         k, b = _soft_gains(self.solref, si)
         d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
-        X, active, factor = self.solved  # M⁻¹ Jᵀ (nv, m), the pushing rows, K's factor
-        on = active.astype(jnp.float64)
-        # K⁻¹ on the pushing rows, 0 elsewhere (K is symmetric positive definite)
-        G = jax.scipy.linalg.cho_solve((factor, False), jnp.diag(on))
-        kd = k * d
-        MiA = X.T  # (J M⁻¹) = (M⁻¹ Jᵀ)ᵀ, M symmetric
-        Arows = -self.J.T @ G @ ((b + h * kd)[:, None] * self.J + MiA @ A)
-        crows = -self.J.T @ G @ (h * kd * (self.J @ v) + MiA @ c)
-        return Arows, crows
+        R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
+        return self.active.astype(jnp.float64) / R, b + h * k * d, h * k * d
+
+    def step_matrix(self, h):
+        """Jᵀ diag(w (1 + h β)) J, w = 1/R on the pushing rows (0 elsewhere), β = b + h k d:
+        what the rows add to the matrix M − h A of a linearly implicit step of size h.
+
+        On a pushing row MuJoCo's soft constraint holds J a = a_ref − R f, so f =
+        R⁻¹ (a_ref − J a). Over the step a = Δv/h and a_ref = −b J v₁ − k d (y + h J v₁)
+        (positions following the new velocities), which puts the rows into the step's own
+        system: (M − h A + Jᵀ w (1 + h β) J) Δv = h (Q + c) + :meth:`step_rhs`, the same Δv
+        as solving the rows apart with K = J M⁻¹ Jᵀ + R (Woodbury's identity: that system
+        times I + Jᵀ w J M⁻¹), without K's factorisations."""
+        w, beta, _ = self._step_gains(h)
+        return self.J.T @ ((w * (1.0 + h * beta))[:, None] * self.J)
+
+    def step_rhs(self, h, rate, ja=None):
+        """What the rows add to the right-hand side h (F + c) of a stage of that step whose
+        positions move at ``rate``: h Jᵀ w (J M⁻¹ F − h k d J rate) with ``ja`` = J M⁻¹ F for
+        a force F that includes the rows' own; ``ja`` None: the Euler step with F without the
+        rows (then J M⁻¹ F is replaced by a_ref at the current state, which the rows' force
+        makes it)."""
+        w, _, hkd = self._step_gains(h)
+        if ja is None:
+            ja, _ = _soft_reference(self.y, self.J @ rate, self.invweight, self.solref,
+                                    self.solimp)
+        return h * (self.J.T @ (w * (ja - hkd * (self.J @ rate))))
 
 
 def _masked_cholesky(K, on):
@@ -748,7 +759,7 @@ def _masked_cholesky(K, on):
 
 
 def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4,
-                    dynamics=None, solved=False):
+                    dynamics=None, active=False):
     """Forces f (n,) ≥ 0 of n soft limit rows with Jacobian J (n, nv) and distances y (n,)
     (y < 0: violated), solved together as MuJoCo's solver does: a = a₀ + M⁻¹Jᵀf with a₀ the
     accelerations under ``tau``/``f_ext`` alone, and on the rows that push
@@ -757,8 +768,7 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
     row at A = ``invweight``). The rows that push are found by Newton's active-set steps on
     MuJoCo's piecewise-quadratic cost (``iters`` of them; one suffices for a single row).
     ``dynamics``: ``(cho_factor(M), a₀)`` when the caller has them (an implicit step).
-    ``solved``: also return :class:`SoftRows`' ``solved`` (M⁻¹Jᵀ, the rows that push, the
-    factor of their K), ``(f, solved)``."""
+    ``active``: also return the rows that push (n,) bool, ``(f, active)``."""
     from ..dynamics.api import forward_dynamics, mass_matrix
 
     if dynamics is None:
@@ -775,14 +785,26 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
     def forces(active):
         m = active.astype(jnp.float64)
         factor = _masked_cholesky(A + jnp.diag(R), m)
-        return jax.scipy.linalg.cho_solve((factor, False), m * (aref - ydd0)), factor
+        return jax.scipy.linalg.cho_solve((factor, False), m * (aref - ydd0))
 
-    active = violated & (ydd0 < aref)
-    for _ in range(iters if n > 1 else 0):
-        active = violated & (ydd0 + A @ forces(active)[0] < aref)
-    f, factor = forces(active)
-    f = jnp.where(active, f, 0.0)
-    return (f, (X, active, factor)) if solved else f
+    want_active, active = active, violated & (ydd0 < aref)
+    if n > 1 and iters > 0:
+        # the active set decides nothing differentiable: found on constants, stopping at its
+        # fixed point (the same set as ``iters`` fixed steps; usually the first guess)
+        A_, R_, r_ = jax.lax.stop_gradient((A, R, aref - ydd0))
+
+        def update(c):
+            i, act, _ = c
+            m = act.astype(jnp.float64)
+            fa = jax.scipy.linalg.cho_solve((_masked_cholesky(A_ + jnp.diag(R_), m), False),
+                                            m * r_)
+            new = violated & (A_ @ fa < r_)
+            return i + 1, new, jnp.any(new != act)
+
+        active = jax.lax.while_loop(lambda c: (c[0] < iters) & c[2], update,
+                                    (0, active, jnp.asarray(True)))[1]
+    f = jnp.where(active, forces(active), 0.0)
+    return (f, active) if want_active else f
 
 
 def friction_force(level, slope, xd):
@@ -922,15 +944,15 @@ class JointLimits(AbstractForce):
 
         def solve():
             return soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
-                                   self.solimp, dynamics=dynamics, solved=True)
+                                   self.solimp, dynamics=dynamics, active=True)
 
         def none_violated():
             n = len(self.dof)
-            return jnp.zeros(n), (jnp.zeros((model.nv, n)), jnp.zeros(n, bool), jnp.eye(n))
+            return jnp.zeros(n), jnp.zeros(n, bool)
 
-        f, solved = jax.lax.cond(jnp.any(below | above), solve, none_violated)
-        return SoftRows(J=J, y=y, f=f, invweight=self.invweight, solref=self.solref,
-                        solimp=self.solimp, solved=solved)
+        f, active = jax.lax.cond(jnp.any(below | above), solve, none_violated)
+        return SoftRows(J=J, y=y, f=f, active=active, invweight=self.invweight,
+                        solref=self.solref, solimp=self.solimp)
 
     def masked(self, on) -> AbstractForce:
         """These limits (MuJoCo's constraint form) with only the rows ``on`` (ndof,) bool
