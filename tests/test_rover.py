@@ -175,6 +175,56 @@ def test_drawbar_pull_crossing_against_the_curve_and_K():
         "crossing_slip"] is None
 
 
+def test_measured_single_wheel_table_and_the_model_beside_it():
+    """The stored measured curve (C. Pavlov, robomechanics/3d-terramechanics, commit 55a6e92b:
+    a smooth wheel r = 0.058 m, b = 0.05 m at slip angle 0, three runs per slip) holds the
+    source's numbers, and the statements docs/rover.md makes about the static Wong–Reece model
+    beside it hold against them."""
+    from diffmb.studies import rover as study
+
+    d = study.MEASURED_SINGLE_WHEEL
+    assert "robomechanics/3d-terramechanics" in d["source"] and "55a6e92b" in d["source"]
+    assert "all_smooth_data.mat" in d["source"]
+    assert (d["r_m"], d["b_m"]) == (0.058, 0.05)
+    assert d["soil"] == {"n": 1.46, "k_c": 0.0, "k_phi": 8.0e6, "c": 1000.0, "phi_deg": 29.0,
+                         "K": 0.021}
+    rows = d["rows"]
+    assert len(rows) == 5 and all(len(r) == 4 and len(r[1]) == 3 for r in rows)
+    slips = [r[0] for r in rows]
+    np.testing.assert_allclose(slips, [-0.001, 0.2312, 0.5, 0.7502, 0.8997])
+    # the source's runs: means of the drawbar pull, the normal loads, the sinkages
+    np.testing.assert_allclose([np.mean(r[1]) for r in rows],
+                               [-1.343, 0.703, 0.967, 0.816, 1.511], atol=1e-3)
+    np.testing.assert_allclose([r[2] for r in rows], [24.58, 24.62, 25.28, 24.00, 25.67])
+    np.testing.assert_allclose([r[3] for r in rows], [14.43, 17.88, 22.74, 25.44, 25.73])
+
+    m = study.measured_single_wheel()
+    meas = np.asarray(m["measured_N"])
+    lo, hi = m["measured_crossing_bracket"]
+    assert (lo, hi) == (slips[0], slips[1]) and meas[0] < 0.0 < meas[1]
+    assert m["measured_crossing_interpolated"] == pytest.approx(0.151, abs=1e-3)
+    # as the study's model stands (θ₂ = 0) it never pulls, and lies 1.5 N or more below every
+    # measured mean
+    a = m["model"]
+    assert a["crossing_slip"] is None
+    assert np.all(np.asarray(a["N"]) < meas - 1.5)
+    assert a["rms_difference_N"] == pytest.approx(4.10, abs=0.01) == m["rms_difference_N"]
+    # with the source's fitted exit angle it crosses zero inside the measured bracket (by
+    # 0.002 below its upper end) and overpredicts the pull by more than 1 N from slip 0.5
+    e = m["model_exit_angle"]
+    assert lo < e["crossing_slip"] < hi
+    assert np.all(np.asarray(e["N"])[2:] > meas[2:] + 1.0)
+    assert e["rms_difference_N"] == pytest.approx(1.93, abs=0.01)
+    assert m["model_exit_angle_earlier"]["crossing_slip"] == pytest.approx(0.542, abs=1e-3)
+    # slip sinkage: the measured sinkage grows by over 11 mm from slip 0 to 0.9, the static
+    # model's by under 3 mm
+    zm = m["measured_sinkage_mm"]
+    assert zm[-1] - zm[0] > 11.0
+    for key in ("model", "model_exit_angle"):
+        z = m[key]["sinkage_mm"]
+        assert 0.0 < z[-1] - z[0] < 3.0
+
+
 def _flat_run(name, horizon, model=None):
     from diffmb.studies import rover as study
 

@@ -25,7 +25,9 @@ Steady-state means are over
 Beside the paper's numbers: ``turn_in_place`` (the yaw rate reached against the command and
 why), ``lift_wheel_normal_N`` (which wheel the lift takes off the ground),
 ``wheel_inertia_effect`` (the straight drive with the paper's wheel inertia and a thin shell's)
-``traction_vs_K`` (the zero-drawbar-pull slip against the shear deformation modulus) and
+``traction_vs_K`` (the zero-drawbar-pull slip against the shear deformation modulus; its
+``measured_single_wheel``: :func:`measured_single_wheel`, a measured single-wheel curve beside
+the static model, ``fig_measured_single_wheel.png``) and
 ``fig7_scenario`` (the paper's Fig. 7 scenario, an arc on rough ground, and its statements
 about Figs. 9–14 beside ours), ``contact_model_comparison`` (the paper's 10 ms step tried, eq. 32's lateral force against the
 lateral shear, the linearised eq. 26 stresses against Wong–Reece's on the straight drive, the
@@ -59,7 +61,8 @@ from ..systems import STATUS
 
 __all__ = ["reproduce", "identify", "rover_wheel_soil", "run_behaviour", "single_wheel_fit",
            "wheel_csv_path", "record_wheel_csv", "steady_window", "turn_rate",
-           "drawbar_pull_crossing", "traction_vs_K", "cross_model_records", "cross_model_fit",
+           "drawbar_pull_crossing", "traction_vs_K", "measured_single_wheel",
+           "measured_soil", "MEASURED_SINGLE_WHEEL", "cross_model_records", "cross_model_fit",
            "ar1_noise", "rover_unilateral", "run_unilateral", "unilateral_comparison",
            "nominal_sinkage", "SOIL", "DT", "SOLVER"]
 
@@ -305,14 +308,15 @@ def wheel_inertia_effect(model, forces, ws, horizon, paper_run=None):
 
 def _crossing_fns():
     @eqx.filter_jit
-    def dp(soil, r, b, load, s):
-        t1 = tm.static_sinkage(soil, r, b, load, s)
-        return tm.wheel_forces(soil, r, b, t1, s).drawbar_pull, t1
+    def dp(soil, r, b, load, s, theta2):
+        t1 = tm.static_sinkage(soil, r, b, load, s, theta2=theta2)
+        return tm.wheel_forces(soil, r, b, t1, s, theta2=theta2).drawbar_pull, t1
 
     return dp
 
 
 _DP = _crossing_fns()
+_ZERO = jnp.asarray(0.0)
 
 
 def drawbar_pull_crossing(soil, r, b, load, s_max=0.99):
@@ -326,14 +330,14 @@ def drawbar_pull_crossing(soil, r, b, load, s_max=0.99):
     args = tuple(jnp.asarray(float(x)) for x in (r, b, load))
 
     def f(s):
-        return float(_DP(soil, *args, jnp.asarray(float(s)))[0])
+        return float(_DP(soil, *args, jnp.asarray(float(s)), _ZERO)[0])
 
     out = {"dp_at_zero_slip_over_W": f(0.0) / float(load), "dp_at_s_max_over_W":
            f(s_max) / float(load), "s_max": s_max}
     if f(s_max) <= 0.0:
         return {**out, "crossing_slip": None}
     s0 = 0.0 if f(0.0) >= 0.0 else float(brentq(f, 0.0, s_max, xtol=1e-10))
-    t1 = float(_DP(soil, *args, jnp.asarray(s0))[1])
+    t1 = float(_DP(soil, *args, jnp.asarray(s0), _ZERO)[1])
     j = float(r) * (t1 - (1.0 - s0) * np.sin(t1))
     return {**out, "crossing_slip": s0, "theta1_rad": t1, "j_rear_over_K": j / float(soil.K)}
 
@@ -353,6 +357,148 @@ def traction_vs_K(Ks=TRACTION_K, soil=None):
                 for K in Ks]
         out["wheels"][name] = {"r_m": r, "b_m": b, "load_N": load, "rows": rows}
     return out
+
+
+# A measured single-wheel curve: C. Pavlov, robomechanics/3d-terramechanics (Robomechanics Lab,
+# Carnegie Mellon University), GitHub, commit 55a6e92b35cb7a94530e47311fd7c4767fafb835
+# (2023-10-01), MIT licence; the data of the lab's Journal of Terramechanics paper
+# (terramechanics/generate_paper_plots.m). Rows: raw-data-processing/all_smooth_data.mat, the
+# smooth wheel at slip angle 0, carriage speed 10 mm/s, three runs per slip: each run's mean
+# drawbar pull (-avg_Fy), normal load (-avg_Fz) and sinkage (-avg_Z) over its steady segment.
+# Wheel and soil: terramechanics/set_rover_params.m and set_soil_params.m ('K10_mini_smooth').
+# The exit angle: b0 at slip angle 0 of terramechanics/trench_off_smooth_new.mat (the fit that
+# generate_paper_plots.m pairs with these soil values) and of the earlier trench_off_smooth.mat
+# (the file set_soil_params.m names).
+MEASURED_SINGLE_WHEEL = {
+    "source": "C. Pavlov, robomechanics/3d-terramechanics (Robomechanics Lab, Carnegie Mellon "
+              "University), GitHub, commit 55a6e92b (2023-10-01), MIT licence: "
+              "raw-data-processing/all_smooth_data.mat (smooth wheel, slip angle 0, carriage "
+              "10 mm/s, three runs per slip); wheel and soil from terramechanics/"
+              "set_rover_params.m and set_soil_params.m ('K10_mini_smooth'); the data of the "
+              "lab's Journal of Terramechanics paper (terramechanics/generate_paper_plots.m)",
+    "r_m": 0.058, "b_m": 0.05,
+    # σ = k zⁿ with k = 8e3 kN/m^(n+2) ("from tested values": plate and wheel sinkage), n =
+    # 1.46 (+ 0.01 s in the source, left out here), c = 1.0 kPa, K = 0.021 m (both tuned by the
+    # source to its smooth-wheel runs), φ = 29° (the soil's angle of repose, used as φ)
+    "soil": {"n": 1.46, "k_c": 0.0, "k_phi": 8.0e6, "c": 1000.0, "phi_deg": 29.0, "K": 0.021},
+    "soil_note": "the repository does not name the soil; its density is 1330 kg/m^3",
+    "exit_over_entry": -0.476,  # the source's fitted rear (exit) angle: θ_r = b0 θ_f
+    "exit_over_entry_earlier": -0.224,  # its earlier fit
+    # slip, the three runs' drawbar pull [N], mean normal load [N], mean sinkage [mm]
+    "rows": (
+        (-0.001, (-1.659, -1.346, -1.025), 24.58, 14.43),
+        (0.2312, (0.793, 0.524, 0.792), 24.62, 17.88),
+        (0.5000, (0.769, 1.318, 0.813), 25.28, 22.74),
+        (0.7502, (0.462, 1.079, 0.908), 24.00, 25.44),
+        (0.8997, (1.157, 1.468, 1.907), 25.67, 25.73),
+    ),
+}
+
+
+def measured_soil(data=MEASURED_SINGLE_WHEEL):
+    """The :class:`~diffmb.contacts.terramechanics.Soil` of ``data["soil"]`` (θ_m: the study's
+    c1 = 0.4, c2 = 0.15)."""
+    s = data["soil"]
+    return tm.Soil(s["n"], s["k_c"], s["k_phi"], s["c"], np.radians(s["phi_deg"]), s["K"])
+
+
+def _dp_exit(soil, r, b, load, s, exit_over_entry, iters=30, tol=1e-10):
+    """Static Wong–Reece drawbar pull and entry angle with the exit angle θ₂ = a θ₁ (a =
+    ``exit_over_entry`` ≤ 0), by fixed-point iteration on θ₂ (0 when a = 0)."""
+    args = tuple(jnp.asarray(float(x)) for x in (r, b, load, s))
+    th2 = 0.0
+    for _ in range(iters):
+        dp, t1 = _DP(soil, *args, jnp.asarray(th2))
+        new = max(float(exit_over_entry) * float(t1), -0.5 * np.pi)
+        if abs(new - th2) <= tol:
+            break
+        th2 = new
+    return float(dp), float(t1)
+
+
+def measured_single_wheel(data=MEASURED_SINGLE_WHEEL, curve_slips=None):
+    """The study's static Wong–Reece model beside a measured single-wheel curve (``data``,
+    default :data:`MEASURED_SINGLE_WHEEL`): drawbar pull and sinkage at the measured slips and
+    loads with the source's wheel and soil, as the study's model stands (exit angle θ₂ = 0) and
+    with the source's fitted exit angles θ₂ = b0 θ₁ (``model_exit_angle``, and
+    ``model_exit_angle_earlier`` with its earlier fit); their RMS differences from the measured
+    means; the zero-DP slips (the measured one: the two measured slips that bracket it and the
+    linear interpolation between them; the models' at the mean load). ``curve_slips`` adds both
+    model curves on that grid (for the figure)."""
+    from scipy.optimize import brentq
+
+    soil = measured_soil(data)
+    r, b, a = data["r_m"], data["b_m"], data["exit_over_entry"]
+    slip = [row[0] for row in data["rows"]]
+    runs = [list(row[1]) for row in data["rows"]]
+    load = [row[2] for row in data["rows"]]
+    meas = [float(np.mean(x)) for x in runs]
+    w_mean = float(np.mean(load))
+
+    def model(exit_over_entry, slips, loads):
+        out = [_dp_exit(soil, r, b, w, s, exit_over_entry) for s, w in zip(slips, loads,
+                                                                           strict=True)]
+        return ([o[0] for o in out],
+                [1e3 * float(tm.sinkage_from_angle(o[1], r)) for o in out])
+
+    def crossing(exit_over_entry):
+        def f(s):
+            return _dp_exit(soil, r, b, w_mean, s, exit_over_entry)[0]
+
+        if f(0.99) <= 0.0:
+            return None
+        return 0.0 if f(0.0) >= 0.0 else float(brentq(f, 0.0, 0.99, xtol=1e-8))
+
+    k = next(i for i, m in enumerate(meas) if m > 0.0)
+    bracket = [slip[k - 1], slip[k]]
+    s_int = slip[k - 1] - meas[k - 1] * (slip[k] - slip[k - 1]) / (meas[k] - meas[k - 1])
+    out = {"source": data["source"], "r_m": r, "b_m": b, "soil": dict(data["soil"]),
+           "soil_note": data["soil_note"], "slip": slip, "measured_runs_N": runs,
+           "measured_N": meas, "measured_sd_N": [float(np.std(x, ddof=1)) for x in runs],
+           "load_N": load, "measured_sinkage_mm": [row[3] for row in data["rows"]],
+           "measured_crossing_bracket": bracket, "measured_crossing_interpolated": s_int}
+    for key, aa in (("model", 0.0), ("model_exit_angle", a),
+                    ("model_exit_angle_earlier", data["exit_over_entry_earlier"])):
+        dp, z = model(aa, slip, load)
+        d = {"exit_over_entry": aa, "N": dp, "sinkage_mm": z,
+             "rms_difference_N": float(np.sqrt(np.mean((np.asarray(dp) - meas) ** 2))),
+             "crossing_slip": crossing(aa)}
+        if curve_slips is not None and key != "model_exit_angle_earlier":
+            d["curve_slip"] = [float(s) for s in curve_slips]
+            d["curve_N"], d["curve_sinkage_mm"] = model(aa, curve_slips,
+                                                        [w_mean] * len(curve_slips))
+        out[key] = d
+    out["model_N"] = out["model"]["N"]
+    out["rms_difference_N"] = out["model"]["rms_difference_N"]
+    out["model_load_for_crossing_N"] = w_mean
+    return out
+
+
+def _measured_figure(plt, ms, path):
+    """Drawbar pull and sinkage against slip: the measured runs and both model curves."""
+    fig, axs = plt.subplots(1, 2, figsize=(10, 3.6))
+    for i, x in enumerate(ms["measured_runs_N"]):
+        axs[0].plot([ms["slip"][i]] * len(x), x, "k.", ms=3)
+    axs[0].errorbar(ms["slip"], ms["measured_N"], yerr=ms["measured_sd_N"], fmt="ko", ms=5,
+                    capsize=3, label="measured (mean ± sd of 3 runs)")
+    axs[1].plot(ms["slip"], ms["measured_sinkage_mm"], "ko", ms=5, label="measured")
+    for key, style, lab in (("model", "C0-", "Wong–Reece, θ₂ = 0 (the study's)"),
+                            ("model_exit_angle", "C1--",
+                             f"Wong–Reece, θ₂ = {ms['model_exit_angle']['exit_over_entry']:g} θ₁")):
+        m = ms[key]
+        axs[0].plot(m["curve_slip"], m["curve_N"], style, label=lab)
+        axs[1].plot(m["curve_slip"], m["curve_sinkage_mm"], style, label=lab)
+    axs[0].axhline(0.0, color="0.6", lw=0.8)
+    axs[0].set_ylabel("drawbar pull [N]")
+    axs[1].set_ylabel("sinkage [mm]")
+    for ax in axs:
+        ax.set_xlabel("slip")
+    axs[0].legend(fontsize=7)
+    fig.suptitle(f"smooth wheel r = {ms['r_m']} m, b = {ms['b_m']} m, about 25 N "
+                 "(Pavlov, robomechanics/3d-terramechanics)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _rpy(quat):
@@ -1184,6 +1330,11 @@ def reproduce(out_dir, quick: bool = False) -> dict:
                                           "thin shell's"))
     lap("wheel_inertia")
     res["traction_vs_K"] = traction_vs_K()
+    ms = measured_single_wheel(curve_slips=np.round(np.arange(19) * 0.05, 10))
+    res["traction_vs_K"]["measured_single_wheel"] = ms
+    _measured_figure(plt, ms, out_dir / "fig_measured_single_wheel.png")
+    figs.append(("fig_measured_single_wheel.png", "a measured single-wheel curve against the "
+                                                  "static Wong–Reece model"))
     lap("traction_vs_K")
     runs["fig7_rough_arc"] = run_behaviour(model, forces, rough, FIG7["behaviour"], horizon)
     res["contact_model_comparison"] = contact_model_comparison(
@@ -1323,6 +1474,37 @@ def _traction_lines(tk, rover_slip):
             "j = r[θ₁ − (1 − s) sin θ₁] is about r θ₁ s, a few cm for this wheel, so with K = "
             "0.036 m the thrust needed to overcome the compaction resistance (DP(0)/W) comes "
             "only at a large slip.", ""]
+    return out
+
+
+def _measured_lines(m):
+    a, e = m["model"], m["model_exit_angle"]
+    s = m["soil"]
+    out = ["", "### Against a measured single-wheel curve", "",
+           f"Source: {m['source']}. Smooth wheel r = {m['r_m']} m, b = {m['b_m']} m; soil n = "
+           f"{s['n']}, k = {s['k_phi']:.3g} N/m^(n+2), c = {s['c']:g} Pa, φ = {s['phi_deg']:g}°, "
+           f"K = {s['K']:g} m ({m['soil_note']}). The model runs at each measured slip and load.",
+           "", "| slip | load [N] | DP measured [N] | sd | DP θ₂ = 0 [N] | DP θ₂ = "
+           f"{e['exit_over_entry']:g} θ₁ [N] | sinkage measured [mm] | θ₂ = 0 | θ₂ = "
+           f"{e['exit_over_entry']:g} θ₁ |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for i, sl in enumerate(m["slip"]):
+        out.append(f"| {sl:.3f} | {m['load_N'][i]:.2f} | {m['measured_N'][i]:.2f} | "
+                   f"{m['measured_sd_N'][i]:.2f} | {a['N'][i]:.2f} | {e['N'][i]:.2f} | "
+                   f"{m['measured_sinkage_mm'][i]:.1f} | {a['sinkage_mm'][i]:.1f} | "
+                   f"{e['sinkage_mm'][i]:.1f} |")
+
+    def cs(x):
+        return "none below 0.99" if x is None else f"{x:.3f}"
+
+    lo, hi = m["measured_crossing_bracket"]
+    f = m["model_exit_angle_earlier"]
+    out += ["", f"RMS difference from the measured means: {a['rms_difference_N']:.2f} N (θ₂ = 0), "
+            f"{e['rms_difference_N']:.2f} N (θ₂ = {e['exit_over_entry']:g} θ₁), "
+            f"{f['rms_difference_N']:.2f} N (the source's earlier fit, θ₂ = "
+            f"{f['exit_over_entry']:g} θ₁). Zero-DP slip: measured between {lo:.3f} and "
+            f"{hi:.3f} ({m['measured_crossing_interpolated']:.3f} interpolated), model "
+            f"{cs(a['crossing_slip'])}, {cs(e['crossing_slip'])} and {cs(f['crossing_slip'])} "
+            f"(in the same order), at the mean load {m['model_load_for_crossing_N']:.2f} N.", ""]
     return out
 
 
@@ -1477,6 +1659,7 @@ def _report(out_dir, res, figs, quick):
         lines.append(f"| {n} | {p} | {b['final_yaw_rad']:.3f} | {b['max_abs_roll_pitch_rad']:.3f} |")
     lines += _inertia_lines(res["wheel_inertia_effect"])
     lines += _traction_lines(res["traction_vs_K"], res["straight_slip_mean"])
+    lines += _measured_lines(res["traction_vs_K"]["measured_single_wheel"])
     lines += _contact_lines(res["contact_model_comparison"])
     lines += ["", "### The paper's Fig. 7 scenario (arc of 2 m radius on rough ground)", "",
               "| statement | paper | ours | agree | why not |", "| --- | --- | --- | --- | --- |"]
