@@ -370,6 +370,13 @@ class TreeSystem(AbstractSecondOrderSystem):
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
         c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
         proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)
+        blocks = [(p, p.joint_blocks(m, t, qd, v, ctrl)) for p in proxies]
+        closed = [b for _, b in blocks if b is not None]  # their blocks in closed form
+        proxies = tuple(p for p, b in blocks if b is None)
+        Kq = sum((b[0] for b in closed), jnp.zeros((m.nv, m.nv))) if closed else None
+        if closed:
+            A = A + sum(b[1] for b in closed) + h * Kq
+            c = c + h * (Kq @ v)
         if proxies or self.control is not None:
             stateful = tuple(isinstance(p, AbstractStatefulForce) for p in proxies)
             p_s = None if fs is None or not any(stateful) else tuple(
@@ -382,10 +389,9 @@ class TreeSystem(AbstractSecondOrderSystem):
                 out = total_force(proxies, m, t, qq, vv, u, p_s)[0]
                 return out + jnp.asarray(u) if generalized else out
 
-            Kq, Dv = jax.jacfwd(tau_of, argnums=(0, 1))(jnp.zeros(m.nv), v)
-            A, c = A + Dv + h * Kq, c + h * (Kq @ v)
-        else:
-            Kq = None
+            Kp, Dv = jax.jacfwd(tau_of, argnums=(0, 1))(jnp.zeros(m.nv), v)
+            A, c = A + Dv + h * Kp, c + h * (Kp @ v)
+            Kq = Kp if Kq is None else Kq + Kp
         # the pushing soft rows join the step's own solve (SoftRows.step_matrix)
         W = M - h * A + sum((rw.step_matrix(h) for rw in rows), jnp.zeros((m.nv, m.nv)))
         r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v) for rw in rows), jnp.zeros(m.nv))

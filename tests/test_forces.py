@@ -299,3 +299,28 @@ def test_a_control_of_the_wrong_length_names_the_actuators():
     with pytest.raises(TypeError, match=r"ctrl has shape \(3,\), expected \(2,\).*m1, m2"):
         act.actuator_force(q, v, jnp.ones(3))
     np.testing.assert_allclose(act.actuator_force(q, v, jnp.array([1.0, 1.0])), [1.0, 2.0])
+
+
+def test_joint_blocks_of_springs_and_damping_equal_their_forward_mode_derivatives():
+    """JointSpring's and JointDamping's closed-form blocks (what the implicit contact step
+    uses instead of forward mode) against forward mode of the elements' own forces along
+    q + q̇(q, w), on a floating tree with hinges, a slide and a ball, away from the springs'
+    rest positions."""
+    from diffmb.dynamics.configuration import normalize, qdot
+    from diffmb.forces.elements import JointDamping, JointSpring
+    from diffmb.io.mjcf import from_mjmodel
+
+    from .random_trees import random_mjcf
+
+    m = from_mjmodel(mujoco.MjModel.from_xml_string(
+        random_mjcf("floating_branches", np.random.default_rng(5))))
+    rng = np.random.default_rng(8)
+    q = normalize(m, jnp.asarray(np.asarray(m.qpos0) + 0.4 * rng.normal(size=m.nq)))
+    qs = normalize(m, jnp.asarray(np.asarray(m.qpos0) + 0.4 * rng.normal(size=m.nq)))
+    v = jnp.asarray(rng.normal(size=m.nv))
+    for el in (JointSpring(rng.uniform(1, 10, m.nv), qs), JointDamping(rng.uniform(1, 3, m.nv))):
+        Kq, Dv = el.joint_blocks(m, 0.0, q, v, None)
+        tau = lambda w, vv, el=el: el(m, 0.0, q + qdot(m, q, w), vv, None)[0]  # noqa: E731
+        Kf, Df = jax.jacfwd(tau, argnums=(0, 1))(jnp.zeros(m.nv), v)
+        np.testing.assert_allclose(Kq, Kf, rtol=1e-12, atol=1e-12, err_msg=type(el).__name__)
+        np.testing.assert_allclose(Dv, Df, rtol=1e-12, atol=1e-12, err_msg=type(el).__name__)

@@ -104,6 +104,13 @@ class AbstractForce(eqx.Module):
         (None: the element stays explicit)."""
         return None if self.needs_load else self
 
+    def joint_blocks(self, model, t, q, v, ctrl):
+        """(∂τ/∂w, ∂τ/∂v) (nv, nv) of this element's joint-space force along q + q̇(q, w) at
+        w = 0, in closed form; None (the default): an implicit step takes them by forward
+        mode. Only for an element that is its own :meth:`implicit_proxy`, applies no body
+        force and reads neither ``ctrl`` nor a state."""
+        return None
+
     @abc.abstractmethod
     def __call__(self, model: Model, t, q, v, ctrl):
         raise NotImplementedError
@@ -198,6 +205,11 @@ class JointDamping(AbstractForce):
         d = model.damping if self.damping is None else self.damping
         return -d * v, None
 
+    def joint_blocks(self, model, t, q, v, ctrl):
+        _model_shape("JointDamping", "damping", self.damping, model.nv, f"model nv = {model.nv}")
+        d = model.damping if self.damping is None else self.damping
+        return jnp.zeros((model.nv, model.nv)), -jnp.diag(jnp.broadcast_to(d, (model.nv,)))
+
 
 class JointSpring(AbstractForce):
     """Joint springs, MuJoCo's passive stiffness (MJCF ``stiffness``/``springref``).
@@ -232,6 +244,28 @@ class JointSpring(AbstractForce):
                 parts.append(q[a : a + 3] - qs[a : a + 3])
                 parts.append(quat.difference(qs[a + 3 : a + 7], q[a + 3 : a + 7]))
         return -k * jnp.concatenate(parts), None
+
+    def joint_blocks(self, model, t, q, v, ctrl):
+        """Linear coordinates: −k on the diagonal; a rotation: −k times the 3 × 3 derivative
+        of its rotation vector along q + ½ q ⊗ (0, w)."""
+        self(model, t, q, v, ctrl)  # the shape checks
+        k = model.stiffness if self.stiffness is None else self.stiffness
+        qs = model.qpos_spring if self.qpos_spring is None else self.qpos_spring
+        nv = model.nv
+        D = jnp.eye(nv)
+        for jt, a, b in zip(model.joint_types, model.joint_q, model.joint_v, strict=True):
+            rot = {"ball": (a, b), "free": (a + 3, b + 3)}.get(jt)
+            if rot is None:
+                continue
+            qa, r0 = rot
+            qj, qsj = q[qa : qa + 4], qs[qa : qa + 4]
+
+            def vec(w, qj=qj, qsj=qsj):
+                return quat.difference(qsj, qj + 0.5 * quat.mul(qj, jnp.concatenate(
+                    [jnp.zeros(1, w.dtype), w])))
+
+            D = D.at[r0 : r0 + 3, r0 : r0 + 3].set(jax.jacfwd(vec)(jnp.zeros(3, q.dtype)))
+        return -jnp.broadcast_to(k, (nv,))[:, None] * D, jnp.zeros((nv, nv))
 
 
 class Actuators(AbstractForce):
