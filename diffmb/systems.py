@@ -370,7 +370,8 @@ class TreeSystem(AbstractSecondOrderSystem):
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
         c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
         proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)
-        blocks = [(p, p.joint_blocks(m, t, qd, v, ctrl)) for p in proxies]
+        blocks = [(p, None if self.control is not None and p.uses_ctrl else
+                   p.joint_blocks(m, t, qd, v, ctrl)) for p in proxies]
         closed = [b for _, b in blocks if b is not None]  # their blocks in closed form
         proxies = tuple(p for p, b in blocks if b is None)
         Kq = sum((b[0] for b in closed), jnp.zeros((m.nv, m.nv))) if closed else None

@@ -324,3 +324,48 @@ def test_joint_blocks_of_springs_and_damping_equal_their_forward_mode_derivative
         Kf, Df = jax.jacfwd(tau, argnums=(0, 1))(jnp.zeros(m.nv), v)
         np.testing.assert_allclose(Kq, Kf, rtol=1e-12, atol=1e-12, err_msg=type(el).__name__)
         np.testing.assert_allclose(Dv, Df, rtol=1e-12, atol=1e-12, err_msg=type(el).__name__)
+
+
+@pytest.mark.parametrize("case", ["joints", "tendons", "saturated"])
+def test_joint_blocks_of_actuators_equal_their_forward_mode_derivatives(case):
+    """Actuators' blocks (position and velocity servos, a motor) against forward mode of the
+    element's force along q + q̇(q, w): joint transmissions, fixed-tendon transmissions
+    (coef) on a floating tree, and force and joint-force ranges that saturate some of them."""
+    from diffmb.dynamics.configuration import normalize, qdot
+    from diffmb.forces.elements import Actuators, dof_qpos_addresses
+    from diffmb.io.mjcf import from_mjmodel
+
+    from .random_trees import random_mjcf
+
+    m = from_mjmodel(mujoco.MjModel.from_xml_string(
+        random_mjcf("floating_branches", np.random.default_rng(5))))
+    rng = np.random.default_rng(9)
+    q = normalize(m, jnp.asarray(np.asarray(m.qpos0) + 0.4 * rng.normal(size=m.nq)))
+    v = jnp.asarray(rng.normal(size=m.nv))
+    hinge = [j for j, t in enumerate(m.joint_types) if t in ("hinge", "slide")]
+    dof = [m.joint_v[j] for j in hinge]
+    qadr = [m.joint_q[j] for j in hinge]
+    nu = len(dof)
+    kp, kv = rng.uniform(5, 20, nu), rng.uniform(0.5, 2, nu)
+    bias = np.stack([np.zeros(nu), -kp, -kv], 1)
+    bias[0] = 0.0  # a motor
+    gain = np.where(np.arange(nu) == 0, 1.0, kp)
+    kw = {}
+    if case == "tendons":
+        coef = np.zeros((nu, m.nv))
+        coef[np.arange(nu), dof] = 1.0
+        coef[:, dof[0]] += 0.5  # every tendon also pulls on the first hinge
+        kw = dict(coef=coef, dof_qadr=dof_qpos_addresses(m))
+    if case == "saturated":
+        kw = dict(forcerange=np.tile([-1.0, 1.0], (nu, 1)), forcelimited=[i % 2 == 0
+                                                                           for i in range(nu)],
+                  joint_forcerange=np.tile([-0.5, 0.5], (m.nv, 1)),
+                  joint_forcelimited=[i == dof[1] for i in range(m.nv)])
+    act = Actuators(dof, qadr, rng.uniform(0.5, 2, nu), gain, bias, **kw)
+    ctrl = jnp.asarray(rng.normal(size=nu))
+    Kq, Dv = act.joint_blocks(m, 0.0, q, v, ctrl)
+    tau = lambda w, vv: act(m, 0.0, q + qdot(m, q, w), vv, ctrl)[0]  # noqa: E731
+    Kf, Df = jax.jacfwd(tau, argnums=(0, 1))(jnp.zeros(m.nv), v)
+    assert np.abs(Kf).max() > 1.0
+    np.testing.assert_allclose(Kq, Kf, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Dv, Df, rtol=1e-12, atol=1e-12)

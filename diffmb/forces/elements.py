@@ -108,7 +108,8 @@ class AbstractForce(eqx.Module):
         """(∂τ/∂w, ∂τ/∂v) (nv, nv) of this element's joint-space force along q + q̇(q, w) at
         w = 0, in closed form; None (the default): an implicit step takes them by forward
         mode. Only for an element that is its own :meth:`implicit_proxy`, applies no body
-        force and reads neither ``ctrl`` nor a state."""
+        force and reads no state; one that reads ``ctrl`` gives them for a ``ctrl`` that does
+        not depend on (q, v) (under a control law the step takes forward mode instead)."""
         return None
 
     @abc.abstractmethod
@@ -389,11 +390,18 @@ class Actuators(AbstractForce):
         ctrl = ctrl.reshape(self.nu)
         lim = np.array(self.ctrllimited)
         u = jnp.where(lim, jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
+        return self._law(u, *self._coordinates(q, v))
+
+    def _coordinates(self, q, v):
+        """The actuators' joint or tendon coordinates and their rates (before the gear)."""
         if self.coef is not None:
-            qa, va = self.coef @ _dof_positions(q, self.dof_qadr), self.coef @ v
-        else:
-            qa = jnp.stack([q[a] for a in self.qadr]) if self.nu else jnp.zeros(0)
-            va = jnp.stack([v[d] for d in self.dof]) if self.nu else jnp.zeros(0)
+            return self.coef @ _dof_positions(q, self.dof_qadr), self.coef @ v
+        qa = jnp.stack([q[a] for a in self.qadr]) if self.nu else jnp.zeros(0)
+        va = jnp.stack([v[d] for d in self.dof]) if self.nu else jnp.zeros(0)
+        return qa, va
+
+    def _law(self, u, qa, va):
+        """Scalar forces (nu,) from the clipped inputs u and the coordinates qa, va."""
         length, vel = self.gear * qa, self.gear * va
         f = self.gain * u + self.bias[:, 0] + self.bias[:, 1] * length + self.bias[:, 2] * vel
         flim = np.array(self.forcelimited)
@@ -427,6 +435,38 @@ class Actuators(AbstractForce):
             r = self.joint_forcerange
             tau = jnp.where(lim, jnp.clip(tau, r[:, 0], r[:, 1]), tau)
         return tau, None
+
+    def joint_blocks(self, model, t, q, v, ctrl):
+        """Each actuator's force depends on its own coordinate and rate only: its two
+        derivatives (clipping included) come from one forward-mode pass each, and the
+        transmission maps them to the joints (the joint force ranges clip the sums). Valid for
+        a ``ctrl`` that does not depend on (q, v) (an implicit step with a control law takes
+        forward mode through both)."""
+        self._check_model(model)
+        nv = model.nv
+        u = jnp.zeros(self.nu) if ctrl is None else jnp.asarray(ctrl, jnp.float64).reshape(-1)
+        u = jnp.where(np.array(self.ctrllimited),
+                      jnp.clip(u, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), u)
+        qa, va = self._coordinates(q, v)
+        one = jnp.ones(self.nu)
+        dfq = jax.jvp(lambda x: self._law(u, x, va), (qa,), (one,))[1]
+        dfv = jax.jvp(lambda x: self._law(u, qa, x), (va,), (one,))[1]
+        if self.coef is not None:  # ball and free dofs have no position in the tendons
+            lin = np.array([a >= 0 for a in self.dof_qadr], float)
+            Tq, Tv = self.coef * lin[None, :], self.coef
+        else:
+            Tq = Tv = jnp.eye(nv)[np.array(self.dof, dtype=np.int32)] if self.nu else \
+                jnp.zeros((0, nv))
+        Kq = Tv.T @ ((self.gear * dfq)[:, None] * Tq)
+        Dv = Tv.T @ ((self.gear * dfv)[:, None] * Tv)
+        if self.joint_forcelimited is not None and any(self.joint_forcelimited):
+            lim = np.array(self.joint_forcelimited, bool)
+            r = self.joint_forcerange
+            tau = Tv.T @ (self.gear * self._law(u, qa, va))  # the sums the ranges clip
+            pass_ = jax.jvp(lambda x: jnp.where(lim, jnp.clip(x, r[:, 0], r[:, 1]), x),
+                            (tau,), (jnp.ones(nv),))[1]
+            Kq, Dv = pass_[:, None] * Kq, pass_[:, None] * Dv
+        return Kq, Dv
 
 
 class ActivatedActuators(AbstractStatefulForce):
