@@ -162,14 +162,16 @@ def test_both_methods_call_one_objective(monkeypatch, gradient):
     """optimise_gait builds the objective once and both methods call that function: here a
     quadratic bowl stands in for the walk (minimum J = -1 at θ = 0.3), so the run is short; the
     result holds every contract key, every seed of both methods, J never below the bowl's
-    minimum and best-so-far curves that never rise; every gradient method descends the bowl."""
+    minimum and best-so-far curves that never rise; every gradient method descends the bowl.
+    A truncated-gradient method builds a second one for its gradient, the same but for its
+    segment."""
     built = []
 
     def fake_objective(model, forces, **kw):
         def J(th):
             return jnp.sum((th - 0.3) ** 2) - 1.0, (jnp.zeros(()), jnp.zeros(()))
 
-        built.append(J)
+        built.append(kw)
         return J
 
     compiled, compile_ = [], study._compile
@@ -182,7 +184,9 @@ def test_both_methods_call_one_objective(monkeypatch, gradient):
     monkeypatch.setattr(study, "_compile", counted_compile)
     out = study.optimise_gait(None, (), seeds=(3, 4), budget_s=0.6, clock="cpu",
                               gradient=gradient, log=lambda *a: None)
-    assert len(built) == 1
+    segment = study.GRADIENT_METHODS[gradient].get("segment")
+    assert built[0] == {"width": study.GAIT["width"]}
+    assert built[1:] == ([] if segment is None else [dict(built[0], segment=segment)])
     assert len({id(f) for f in compiled}) == len(compiled) >= 2
     out.pop("_batch")
     assert out["seeds"] == [3, 4] and out["budget_s"] == 0.6 and out["clock"] == "cpu_s"
@@ -195,7 +199,8 @@ def test_both_methods_call_one_objective(monkeypatch, gradient):
             assert -1.0 <= s["J_final"] and s["J_final"] in s["J"]
             assert np.all(np.diff(s["J"]) <= 0) and np.all(np.diff(s["wall_s"]) > 0)
     g = out["gradient"]
-    assert g["method"] == gradient and g["settings"]["kind"] in ("adam", "line-search")
+    assert g["method"] == gradient
+    assert g["settings"]["kind"] in ("adam", "line-search", "guided-es")
     for s in g["seeds"]:  # the gradient method descends the bowl
         assert s["J"][-1] < s["J"][0] - 0.5 and s["gradients"] >= 1
     assert out["cmaes"]["population_size"] == 4 + int(3 * np.log(study.N_GAIT_PARAMS))
@@ -242,6 +247,39 @@ def test_gait_objective_scores_the_walk():
     assert abs(float(P) * (T - window) - met["energy_J"]) < 1e-6 * met["energy_J"]
     mg = uw.total_mass(model) * 9.81
     assert abs(float(J) - (-float(v) + study.LAMBDA * float(P) / mg)) < 1e-12
+
+
+def test_truncated_gait_objective_has_the_same_value():
+    """Truncated backpropagation (``segment``) leaves the objective's value alone, bit for bit
+    (a short walk, cut every 0.05 s); a segment off the step grid is refused."""
+    model, forces = uw.quadruped()
+    kw = dict(T=0.2, window=0.1, width=1e-3)
+    th = jnp.asarray(study._start(7))
+    a = jax.jit(study.gait_objective(model, forces, **kw))(th)
+    b = jax.jit(study.gait_objective(model, forces, segment=0.05, **kw))(th)
+    assert np.isfinite(float(a[0])) and float(a[0]) == float(b[0])
+    assert all(float(x) == float(y) for x, y in zip(a[1], b[1], strict=True))
+    with pytest.raises(ValueError, match="segment = 0.0125 s must be a positive multiple"):
+        study.gait_objective(model, forces, segment=0.0125, **kw)
+
+
+@pytest.mark.slow  # ~90 s: three gradients of a short walk compile
+def test_truncated_gait_gradient():
+    """The truncated gradient of a short walk: with the segment covering the horizon it is
+    the full gradient (to round-off), cut every 0.05 s it is finite, differs from it and its
+    value is J's."""
+    model, forces = uw.quadruped()
+    kw = dict(T=0.2, window=0.1, width=1e-3)
+    th = jnp.asarray(study._start(7))
+
+    def vg(**k):
+        J = study.gait_objective(model, forces, **kw, **k)
+        return jax.jit(jax.value_and_grad(lambda x: J(x)[0]))(th)
+
+    (v, g), (v_T, g_T), (v_s, g_s) = vg(), vg(segment=0.2), vg(segment=0.05)
+    assert float(v) == float(v_T) and abs(float(v_s) - float(v)) < 1e-15
+    assert np.allclose(g_T, g, rtol=1e-10, atol=1e-12)
+    assert np.all(np.isfinite(g_s)) and not np.allclose(g_s, g, rtol=1e-2)
 
 
 def test_foot_geoms_of_the_generated_quadruped_and_of_the_file():

@@ -23,8 +23,10 @@ contacts with stiction) by two methods that call one objective, :func:`gait_obje
 (J = −v̄ + λ P̄/(m g) over a window of a walk with the implicit contact step): a gradient
 method on ``jax.value_and_grad`` of J, the contacts' derivatives backward-smoothed
 (:func:`diffmb.contacts.backward_smoothed`), a named option (:data:`GRADIENT_METHODS`; by
-default a gradient, then 16 step sizes along it walked in one ``jax.vmap``, the best taken;
-Adam, one run or a vmapped batch of runs, the others), against CMA-ES (``cmaes.CMA``, ask/tell,
+default guided evolutionary strategies: reverse-mode gradients truncated every 0.25 s
+(``gait_objective``'s ``segment``) shape where 16 antithetic walks, in one ``jax.vmap``,
+sample, and the walks' smoothed-gradient estimate drives an Adam step; the others a line
+search along the full or the truncated gradient, or Adam), against CMA-ES (``cmaes.CMA``, ask/tell,
 a generation evaluated by ``jax.vmap`` of J), at equal time with each method's compile charged
 to every seed (:func:`optimise_gait`; the budget on the process's CPU time, which the load of a
 shared machine does not inflate as it does wall time; both clocks recorded). The optimised gaits are then walked with RK4
@@ -73,7 +75,7 @@ F_RANGE = (0.2, 1.0)  # Hz
 KNOT_SCALE = 0.1  # rad per unit of θ
 START_SPREAD_RAD = 0.05  # rad, seed-dependent perturbation of the start's knots
 GAIT = dict(T=4.0, window=1.0, solver="implicit", dt=0.005, width=1e-3, sigma0=1.0,
-            gradient="line-search")
+            gradient="guided-es")
 # the gradient methods. Adam (:func:`_adam_runs`): its step lr [θ units], the runs in one vmapped
 # call (batch) and the spread of their starts about the seed's start [θ units]. Line search
 # (:func:`_line_search_runs`): the step sizes walked per gradient in one vmapped call (batch),
@@ -83,6 +85,19 @@ GRADIENT_METHODS = {
     "adam": dict(kind="adam", lr=0.1, batch=1, spread=0.0),  # the first proof's
     "adam-batch": dict(kind="adam", lr=0.5, batch=8, spread=1.0),
     "line-search": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0, jitter=1.0),
+    # the line search on the truncated gradient (gait_objective's segment [s]: reverse mode
+    # cut every segment, the same walk and J)
+    "line-search-tbptt-0.25": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0,
+                                   jitter=1.0, segment=0.25),
+    "line-search-tbptt-0.5": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0,
+                                  jitter=1.0, segment=0.5),
+    "line-search-tbptt-1": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0,
+                                jitter=1.0, segment=1.0),
+    # guided ES (:func:`_guided_es_runs`): pairs antithetic walks per gradient, their
+    # perturbation's norm sigma [θ units], alpha its isotropic share, the last k gradients
+    # span the rest; beta the estimate's scale, lr Adam's step [θ units]; the truncated gradient
+    "guided-es": dict(kind="guided-es", pairs=8, sigma=8.0, alpha=0.5, k=4, beta=2.0, lr=2.0,
+                      segment=0.25),
 }
 # seeds and budget per method and seed [s, on the clock named, compile included]
 PROOF = {True: dict(seeds=(0,), budget_s=75.0, clock="cpu"),
@@ -713,15 +728,26 @@ def gait_params(theta):
     return f, K
 
 
-def gait_objective(model, forces, *, T=None, window=None, solver=None, dt=None, width=None):
+def gait_objective(model, forces, *, T=None, window=None, solver=None, dt=None, width=None,
+                   segment=None):
     """The ONE objective both optimisers call: J(θ) = −v̄ + λ P̄/(m g) of a walk of the
     reference model (the file's stiction contacts, ``forces`` as given) from the stand pose
     under the knot-table gait of θ (:func:`gait_params`), v̄ and P̄ (servo power Σ|τ q̇|)
     averaged over [``window``, ``T``]; defaults :data:`GAIT`. ``width``: the contacts'
     backward smoothing [m] (:func:`diffmb.contacts.backward_smoothed`; the forward walk is
     unchanged, only reverse mode sees it). Returns J(θ) -> (J, (v̄, P̄)); a walk that fails
-    scores J = 1 (worse than standing still)."""
+    scores J = 1 (worse than standing still).
+
+    ``segment`` [s] (None: off): truncated backpropagation. The walk and J are the same, bit
+    for bit; reverse mode is cut every ``segment`` s (:class:`diffmb.simulation.
+    TruncatedBackprop`: the state entering each segment is held fixed), and the gradient is
+    that of J written as a sum of per-segment costs: the speed as the sum of the segments'
+    displacements x(end) − x(start) over the window (each segment's start held fixed), the
+    power as its integral (each sample's gradient through its own segment). Returned as
+    :func:`_value_with_gradient_of` (J, S), S that sum: the value J exactly, the gradient
+    ∇S. With ``segment`` ≥ ``T`` it is the full gradient."""
     from ..contacts import backward_smoothed
+    from ..simulation import SOLVERS, TruncatedBackprop
 
     T = GAIT["T"] if T is None else T
     window = GAIT["window"] if window is None else window
@@ -735,6 +761,22 @@ def gait_objective(model, forces, *, T=None, window=None, solver=None, dt=None, 
     q0 = uw.stand_q0(model)
     mg = uw.total_mass(model) * 9.81
     span = float(ts[-1] - ts[i0])
+    pieces = None
+    if segment is not None:
+        segment = float(segment)
+        m = segment / SAVE_DT
+        if not (segment > 0 and abs(m - round(m)) < 1e-9
+                and abs(segment / dt - round(segment / dt)) < 1e-9):
+            raise ValueError(f"gait_objective: segment = {segment} s must be a positive "
+                             f"multiple of the step {dt} s and of the save step {SAVE_DT} s")
+        solver = TruncatedBackprop(SOLVERS[solver] if isinstance(solver, str) else solver,
+                                   segment)
+        # the window cut at the segments' boundaries: (start index, end index, start cut?)
+        n_seg = int(round(segment / SAVE_DT))
+        cuts = [i for i in range(n_seg, len(ts) - 1, n_seg) if i > i0]
+        bounds = [i0, *cuts, len(ts) - 1]
+        pieces = [(a, b, a % n_seg == 0 and a > 0) for a, b in zip(bounds, bounds[1:],
+                                                                      strict=False)]
 
     def J(theta):
         p = gait_params(theta)
@@ -746,9 +788,27 @@ def gait_objective(model, forces, *, T=None, window=None, solver=None, dt=None, 
         P = jnp.trapezoid(power[i0:], ts[i0:]) / span
         val = -v + LAMBDA * P / mg
         ok = jnp.isfinite(val) & tr.ok
+        if pieces is not None:  # the value J, the gradient of the per-segment sum S
+            x = tr.q[:, 0]
+            sg = jax.lax.stop_gradient
+            dx = sum(x[b] - (sg(x[a]) if cut else x[a]) for a, b, cut in pieces)
+            val = _value_with_gradient_of(val, -dx / span + LAMBDA * P / mg)
         return jnp.where(ok, val, 1.0), (v, P)
 
     return J
+
+
+@jax.custom_jvp
+def _value_with_gradient_of(value, surrogate):
+    """``value``, differentiated as ``surrogate`` (which must have the same value in exact
+    arithmetic): the primal is ``value`` untouched, so a forward-only program computes it with
+    the surrogate as dead code (no rounding of value + (S − S), no other fusion)."""
+    return value
+
+
+@_value_with_gradient_of.defjvp
+def _value_with_gradient_of_jvp(primals, tangents):
+    return primals[0], tangents[1]
 
 
 def _start(seed):
@@ -882,6 +942,52 @@ def _line_search_runs(vg, fwd, theta0, compile_s, budget_s, *, batch, alpha0, ra
     return run.result()
 
 
+def _guided_es_runs(vg, fwd, theta0, compile_s, budget_s, *, pairs, sigma, alpha, k, beta,
+                    lr, seed, on=0, b1=0.9, b2=0.999, eps=1e-8):
+    """Guided evolutionary strategies (Maheswaranathan et al. 2019, "Guided evolutionary
+    strategies: augmenting random search with surrogate gradients"): at θ a reverse-mode
+    gradient (``vg``; the surrogate, kept with the last ``k`` − 1 before it), then ``pairs``
+    antithetic perturbations ε ~ σ N(0, α/n I + (1 − α)/k U Uᵀ) (U an orthonormal basis of the
+    kept gradients, n = θ's size) walked in one vmapped call (``fwd``, 2 ``pairs`` walks), the
+    estimate ĝ = β/(2σ² pairs) Σ ε (J(θ + ε) − J(θ − ε)) of the smoothed gradient, and an Adam
+    step (lr ``lr``, Kingma & Ba's moments) on it. The gradient only shapes where the walks
+    sample; the step follows the walks. Until the budget clock passes ``budget_s``
+    (:class:`_Run`); every walk counts towards the best J; a non-finite walk counts as J = 1."""
+    rng = np.random.default_rng(seed)
+    th = np.asarray(theta0, float)
+    n = th.size
+    run = _Run(compile_s, budget_s, on, theta0)
+    m, v, it, kept = np.zeros(n), np.zeros(n), 0, []
+    while run.going():
+        t0 = _now()
+        val, g = vg(jnp.asarray(th))
+        val, g = float(val), np.asarray(g, float)
+        g = np.where(np.isfinite(g), g, 0.0)
+        run.gradients += 1
+        if np.any(g):
+            kept = (kept + [g])[-k:]
+        W = rng.normal(size=(pairs, n))
+        if kept:
+            U = np.linalg.qr(np.stack(kept, axis=1))[0]
+            e = np.sqrt(alpha / n) * W + np.sqrt((1 - alpha) / U.shape[1]) * (
+                rng.normal(size=(pairs, U.shape[1])) @ U.T)
+        else:
+            e = W / np.sqrt(n)
+        e = sigma * e
+        xs = np.concatenate([th + e, th - e])
+        vals = np.asarray(fwd(jnp.asarray(xs)), float)
+        vals = np.where(np.isfinite(vals), vals, 1.0)
+        gh = beta / (2 * sigma**2 * pairs) * ((vals[:pairs] - vals[pairs:]) @ e)
+        it += 1
+        m = b1 * m + (1 - b1) * gh
+        v = b2 * v + (1 - b2) * gh * gh
+        th_next = th - lr * (m / (1 - b1**it)) / (np.sqrt(v / (1 - b2**it)) + eps)
+        run.record(_now() - t0, np.concatenate([[val if np.isfinite(val) else np.inf], vals]),
+                   np.concatenate([th[None], xs]))
+        th = th_next
+    return run.result()
+
+
 def _run_cmaes(fwd, theta0, compile_s, budget_s, sigma0, seed, on=0):
     """``cmaes.CMA`` (its default population) from ``theta0``: each generation asked, evaluated
     in one vmapped call, told; until the budget clock passes ``budget_s`` (:class:`_Run`)."""
@@ -920,9 +1026,11 @@ def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", gradient=None
                   sigma0=None, width=None, log=print):
     """The gait proof: a gradient method (``gradient``, a name in :data:`GRADIENT_METHODS`,
     default ``GAIT["gradient"]``) on ``jax.value_and_grad`` of :func:`gait_objective`, the
-    contacts backward-smoothed by ``width`` m (Adam runs, :func:`_adam_runs`, ``lr``
-    overriding their step; or a batched line search along the gradient,
-    :func:`_line_search_runs`), against ``cmaes.CMA``
+    contacts backward-smoothed by ``width`` m, truncated every ``segment`` s where the method's
+    settings name one (``gait_objective``'s ``segment``; the walks and J unchanged) (Adam
+    runs, :func:`_adam_runs`, ``lr`` overriding their step; a batched line search along the
+    gradient, :func:`_line_search_runs`; or guided ES, :func:`_guided_es_runs`), against
+    ``cmaes.CMA``
     (ask/tell, default population, a generation evaluated by ``jax.vmap`` of the same J), both
     from the same seed-dependent start (:func:`_start`), each for ``budget_s`` seconds including
     its compile: each method is compiled once (cold, :func:`_compile`) and that time is charged
@@ -944,35 +1052,40 @@ def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", gradient=None
     on, key = (0, "wall_s") if clock == "wall" else (1, "cpu_s")
     gm = dict(GRADIENT_METHODS[gradient])
     kind = gm.pop("kind")
+    segment = gm.pop("segment", None)
     if lr is not None:
-        if kind != "adam":
+        if kind not in ("adam", "guided-es"):
             raise ValueError(f"optimise_gait: lr is Adam's step; {gradient!r} has none")
         gm["lr"] = lr
     sigma0 = GAIT["sigma0"] if sigma0 is None else sigma0
     width = GAIT["width"] if width is None else width
     J = gait_objective(model, forces, width=width)
+    # the gradient's: the same walk and J, reverse mode cut every segment s (when set)
+    Jg = J if segment is None else gait_objective(model, forces, width=width, segment=segment)
     from cmaes import CMA
 
     lam = CMA(mean=np.zeros(N_GAIT_PARAMS), sigma=sigma0).population_size
-    value_grad = jax.value_and_grad(lambda th: J(th)[0])
+    value_grad = jax.value_and_grad(lambda th: Jg(th)[0])
     batched = jax.vmap(lambda th: J(th)[0])
     if kind == "adam":
         vg, c_grad = _compile(jax.vmap(value_grad), jnp.zeros((gm["batch"], N_GAIT_PARAMS)))
 
         def descend(start, s):
             return _adam_runs(vg, start, c_grad, budget_s, seed=s, on=on, **gm)
-    else:  # one gradient, then a batch of steps along it: both compiles are the method's
+    else:  # one gradient, then a batch of walks: both compiles are the method's
+        nb = gm["batch"] if kind == "line-search" else 2 * gm["pairs"]
         vg, c1 = _compile(value_grad, jnp.zeros(N_GAIT_PARAMS))
-        steps, c2 = _compile(batched, jnp.zeros((gm["batch"], N_GAIT_PARAMS)))
+        steps, c2 = _compile(batched, jnp.zeros((nb, N_GAIT_PARAMS)))
         c_grad = c1 + c2
+        runs_of = _line_search_runs if kind == "line-search" else _guided_es_runs
 
         def descend(start, s):
-            return _line_search_runs(vg, steps, start, c_grad, budget_s, seed=s, on=on, **gm)
+            return runs_of(vg, steps, start, c_grad, budget_s, seed=s, on=on, **gm)
     # CMA-ES's batch from its own function: JAX would otherwise reuse the line search's
     # compiled batch of the same shape, and CMA-ES's compile would cost it nothing
     fwd, c_fwd = _compile(jax.vmap(lambda th: J(th)[0]), jnp.zeros((lam, N_GAIT_PARAMS)))
     log(f"[underwater] gait proof: compile (wall, CPU) gradient ({gradient}, batch of "
-        f"{gm['batch']}) {np.round(c_grad, 1)} s, CMA-ES batch of {lam} {np.round(c_fwd, 1)} s")
+        f"{gm.get('batch', 2 * gm.get('pairs', 0))}) {np.round(c_grad, 1)} s, CMA-ES batch of {lam} {np.round(c_fwd, 1)} s")
     runs = {"gradient": [], "cmaes": []}
     for s in seeds:
         start = _start(s)
@@ -1003,6 +1116,8 @@ def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", gradient=None
     out["gradient"]["time_to_reach_cmaes_final_per_seed_s"] = reach
     out["gradient"]["method"] = gradient
     out["gradient"]["settings"] = dict(gm, kind=kind)
+    if segment is not None:
+        out["gradient"]["settings"]["segment_s"] = segment
     if kind == "adam":
         out["gradient"]["adam_lr"] = gm["lr"]
     out["cmaes"]["population_size"] = int(lam)
@@ -1573,8 +1688,22 @@ def _gradient_method_line(g) -> str:
                 f"{st['batch']} Adam runs in one `jax.vmap`, started {st['spread']:g} θ units "
                 "(N(0, I) times that) about the seed's start")
         return f"`{g['method']}`: {runs}, lr {st['lr']:g}"
-    return (f"`{g['method']}`: gradient descent with a batched line search: at θ the gradient "
-            f"g, then {st['batch']} step sizes along −g/max|g| (geometric, ratio "
+    if st["kind"] == "guided-es":
+        return (f"`{g['method']}`: guided evolutionary strategies (Maheswaranathan et al. "
+                f"2019): at θ the truncated gradient (reverse mode cut every "
+                f"{st['segment_s']:g} s) joins the last {st['k'] - 1} as the surrogate; "
+                f"{st['pairs']} antithetic perturbations of norm about σ = {st['sigma']:g} θ "
+                f"units, a share α = {st['alpha']:g} of their variance isotropic and the rest "
+                "in the span of the kept gradients, walked in one `jax.vmap`; the smoothed-"
+                f"gradient estimate from the walks (β = {st['beta']:g}) drives an Adam step, lr "
+                f"{st['lr']:g}: the gradients only shape where the walks sample")
+    grad = "the gradient g"
+    if st.get("segment_s") is not None:
+        grad = (f"the truncated gradient g (reverse mode cut every {st['segment_s']:g} s, "
+                "`gait_objective`'s `segment`: the same walk and J, the gradient the sum of "
+                "the segments' with each segment's start state held fixed)")
+    return (f"`{g['method']}`: gradient descent with a batched line search: at θ {grad}, "
+            f"then {st['batch']} step sizes along −g/max|g| (geometric, ratio "
             f"{st['ratio']:g}, about the last accepted step, first {st['alpha0']:g} θ units) "
             "walked in one `jax.vmap` and the best taken if it lowers J; where none does, the "
             f"next gradient is taken at θ + {st['jitter']:g} ε, ε ~ N(0, I)")
