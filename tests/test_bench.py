@@ -19,13 +19,13 @@ import diffmb.bench as bench
 from diffmb import cli
 
 PACKAGE = Path(diffmb.__file__).resolve().parent
-VALID = "valid names: core, sim, variational, contacts, sysid, rover"
+VALID = "valid names: core, sim, variational, contacts, sysid, rover, robots"
 
 
 def test_benchmarks_are_modules_of_the_installed_package():
     assert Path(bench.__file__).resolve().parent == PACKAGE / "bench"
     assert list(bench.BENCHMARKS) == ["core", "sim", "variational", "contacts", "sysid",
-                                     "rover"]
+                                     "rover", "robots"]
     for name in bench.BENCHMARKS:
         spec = importlib.util.find_spec(f"diffmb.bench.{name}")
         assert spec is not None and Path(spec.origin).resolve().parent == PACKAGE / "bench"
