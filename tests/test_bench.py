@@ -207,3 +207,25 @@ def test_rover_bench_and_study_time_the_same_traverse_the_same_way(monkeypatch, 
     assert "_realtime(5.0, 5)" in seen["cmd"][-1]
     assert seen["env"]["DIFFMB_COMPILATION_CACHE"] == "0"
     assert seen["env"]["JAX_ENABLE_COMPILATION_CACHE"] == "false"
+
+
+def test_robots_bench_drops_are_the_stand_raised_and_turned_about_the_vertical():
+    """bench robots' starts: a drop is the standing pose 0.1 m higher, turned about the world
+    vertical only (the body's tilt unchanged: scipy's rotations), with unit quaternions."""
+    import numpy as np
+    from scipy.spatial.transform import Rotation
+
+    from diffmb.bench import robots
+
+    path = robots.robot_files().get("ant")
+    assert path is not None, "gymnasium's Ant (the test extra) is needed"
+    qs, vs, _ = robots.initial_states(path, "stand", 4)
+    qd, vd, _ = robots.initial_states(path, "drop", 4)
+    assert np.all(vs == 0) and np.any(vd[:, :6] != 0) and np.all(vd[:, 6:] == 0)
+    np.testing.assert_allclose(qd[:, 2], qs[:, 2] + robots.DROP_M)
+    np.testing.assert_allclose(qd[:, 7:], qs[:, 7:])
+    np.testing.assert_allclose(np.linalg.norm(qd[:, 3:7], axis=1), 1.0, rtol=1e-12)
+    tilt = lambda q: Rotation.from_quat(q[:, [4, 5, 6, 3]]).apply([0, 0, 1])  # noqa: E731
+    np.testing.assert_allclose(tilt(qd), tilt(qs), atol=1e-12)
+    yaw = Rotation.from_quat(qd[:, [4, 5, 6, 3]]).as_euler("ZYX")[:, 0]
+    assert np.ptp(yaw) > 0.1  # the members are turned differently

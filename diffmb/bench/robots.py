@@ -156,12 +156,15 @@ def _diffmb_subprocess(robot, batches, reps, notes):
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
         f"--xla_force_host_platform_device_count={n} --xla_cpu_multi_thread_eigen=false"))
     args = ["--diffmb", robot, ",".join(str(b) for b in batches), str(reps)]
-    try:
-        return json.loads(run_module(MODULE, args, env, f"diffmb {robot} run", 2400))
-    except Exception as e:  # a failing run is reported, not hidden
-        notes[f"diffmb_{robot}"] = f"{type(e).__name__}: {str(e)[-300:]}"
-        print(f"diffmb {robot} failed: {notes[f'diffmb_{robot}']}")
-        return None
+    for attempt in (1, 2):  # once more after a wedged XLA thread pool (run_module's stall check)
+        try:
+            return json.loads(run_module(MODULE, args, env, f"diffmb {robot} run", 2400))
+        except Exception as e:  # a failing run is reported, not hidden
+            notes[f"diffmb_{robot}"] = f"try {attempt}: {type(e).__name__}: {str(e)[-300:]}"
+            print(f"diffmb {robot} failed: {notes[f'diffmb_{robot}']}")
+            if "wedged" not in str(e):
+                return None
+    return None
 
 
 def mujoco_c_engine(path, q, v, ctrl, nthread):
@@ -200,7 +203,7 @@ def run(out_dir, quick: bool = False) -> dict:
     ncpu = available_cpus()
     notes, res, meta = {}, {}, {}
     for robot, path in robot_files().items():
-        bs = tuple(b for b in batches if b <= MAX_BATCH.get(robot, max(batches)))
+        bs = tuple(sorted({min(b, MAX_BATCH.get(robot, b)) for b in batches}))
         md = _diffmb_subprocess(robot, bs, reps, notes)
         for B in bs:
             for start in STARTS:
