@@ -231,16 +231,14 @@ class RK4(diffrax.AbstractSolver):
         return terms.vf(t0, y0, args)
 
 
-class ProjectedSolver(diffrax.AbstractWrappedSolver):
-    """Wraps a diffrax solver; after every step the state is mapped by ``project`` (a pure,
-    hashable function of y, e.g. the projection of ball quaternions onto the unit sphere)."""
+class _Wrapped(diffrax.AbstractWrappedSolver):
+    """A diffrax solver that delegates everything to ``solver`` (subclasses change ``step``)."""
 
     solver: diffrax.AbstractSolver
-    project: Callable = eqx.field(static=True)
 
     def __check_init__(self):
         if not isinstance(self.solver, diffrax.AbstractSolver):
-            raise TypeError(f"ProjectedSolver.solver: a diffrax solver is required, got "
+            raise TypeError(f"{type(self).__name__}.solver: a diffrax solver is required, got "
                             f"{type(self.solver).__name__}")
 
     @property
@@ -268,16 +266,26 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        y1, y_error, dense_info, solver_state, result = self.solver.step(
-            terms, t0, t1, y0, args, solver_state, made_jump
-        )
-        return (self.project(y1), y_error, dense_info, solver_state, result)
+        return self.solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
 
 
-class TruncatedBackprop(diffrax.AbstractWrappedSolver):
+class ProjectedSolver(_Wrapped):
+    """Wraps a diffrax solver; after every step the state is mapped by ``project`` (a pure,
+    hashable function of y, e.g. the projection of ball quaternions onto the unit sphere)."""
+
+    project: Callable = eqx.field(static=True)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        y1, y_error, dense_info, solver_state, result = self.solver.step(
+            terms, t0, t1, y0, args, solver_state, made_jump
+        )
+        return (self.project(y1), y_error, dense_info, solver_state, result)
+
+
+class TruncatedBackprop(_Wrapped):
     """Wraps a diffrax solver for fixed-step runs: the state entering a step that starts at
     ``origin + k · every`` (k = 1, 2, …) is passed through ``jax.lax.stop_gradient``, so reverse
     mode stops there (truncated backpropagation through time). The forward run is unchanged,
@@ -288,50 +296,19 @@ class TruncatedBackprop(diffrax.AbstractWrappedSolver):
     step's start time to 1e-6 of ``every``. Pass it as ``simulate``'s ``solver``
     (e.g. ``TruncatedBackprop(ImplicitContactEuler(), 0.5)``)."""
 
-    solver: diffrax.AbstractSolver
     every: float = eqx.field(static=True)
     origin: float = eqx.field(static=True, default=0.0)
 
     def __check_init__(self):
-        if not isinstance(self.solver, diffrax.AbstractSolver):
-            raise TypeError(f"TruncatedBackprop.solver: a diffrax solver is required, got "
-                            f"{type(self.solver).__name__}")
         if not (float(self.every) > 0 and np.isfinite(self.every)):
             raise ValueError(f"TruncatedBackprop.every must be a positive finite time, got "
                              f"{self.every}")
-
-    @property
-    def term_structure(self):
-        return self.solver.term_structure
-
-    @property
-    def interpolation_cls(self):  # pyright: ignore
-        return self.solver.interpolation_cls
-
-    @property
-    def term_compatible_contr_kwargs(self):
-        return self.solver.term_compatible_contr_kwargs
-
-    def order(self, terms):
-        return self.solver.order(terms)
-
-    def strong_order(self, terms):
-        return self.solver.strong_order(terms)
-
-    def error_order(self, terms):
-        return self.solver.error_order(terms)
-
-    def init(self, terms, t0, t1, y0, args):
-        return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         k = (t0 - self.origin) / self.every
         cut = (jnp.abs(k - jnp.round(k)) < 1e-6) & (k > 0.5)
         y0 = jax.tree.map(lambda a: jnp.where(cut, jax.lax.stop_gradient(a), a), y0)
         return self.solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
-
-    def func(self, terms, t0, y0, args):
-        return self.solver.func(terms, t0, y0, args)
 
 
 class _SecondOrderStep(diffrax.AbstractSolver):
