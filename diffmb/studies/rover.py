@@ -41,6 +41,7 @@ the acceptance level ``XM_ACCEPT``).
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import time
 
@@ -1163,8 +1164,10 @@ def _realtime(horizon, reps, dt=DT, solver=None):
         jax.block_until_ready(one(jnp.asarray(8.0e5 + k)))
         walls.append(time.perf_counter() - t0)
     cores = available_cpus()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # the machine's, 1 min
     return {"realtime_factor": horizon / min(walls), "wall_s": min(walls),
-            "compile_s": compile_s, "realtime_walls_s": walls, "realtime_cores": cores}
+            "compile_s": compile_s, "realtime_walls_s": walls, "realtime_cores": cores,
+            "realtime_load_average": load}
 
 
 def _realtime_one_core(horizon, reps):
@@ -1695,7 +1698,11 @@ def _report(out_dir, res, figs, quick):
               f"best of {res['realtime_reps']} runs: {res['wall_s']:.3f} s wall, realtime factor "
               f"{res['realtime_factor']:.2f} ({res['realtime_method']}); compile "
               f"{res['compile_s']:.1f} s ({'cold' if res['compile_cold'] else 'this process'}); "
-              "`diffmb bench --only rover` measures the same (diffmb.studies.rover.speed)",
+              "`diffmb bench --only rover` measures the same (diffmb.studies.rover.speed)"
+              + ("" if res.get("realtime_load_average") is None else
+                 f"; the machine's load average was {res['realtime_load_average']:.1f} (other "
+                 "processes, e.g. `make demo`'s second study, slow it; the bench on a quiet "
+                 "machine is the figure to quote)"),
               f"- {res['batch']} rovers on {res['batch']} soils in one call "
               f"({res['batch_horizon_s']} s each): "
               f"{res['batch_rovers_per_s']:.2f} rovers/s, all finished: {res['batch_all_ok']}", ""]
