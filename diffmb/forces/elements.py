@@ -382,6 +382,10 @@ class Actuators(AbstractForce):
     def actuator_force(self, q, v, ctrl):
         """Scalar actuator forces (nu,) before the gear maps them to joints; ``ctrl`` None (no
         control given to ``simulate``) is MuJoCo's default, zero."""
+        return self._law(self._input(ctrl), *self._coordinates(q, v))
+
+    def _input(self, ctrl):
+        """The control, checked and clipped to ``ctrlrange`` where ``ctrllimited``."""
         ctrl = jnp.zeros(self.nu) if ctrl is None else jnp.asarray(ctrl, dtype=jnp.float64)
         if ctrl.size != self.nu:  # shapes are static: checked under jit too
             raise TypeError(f"Actuators: ctrl has shape {tuple(ctrl.shape)}, expected ({self.nu},) "
@@ -389,8 +393,7 @@ class Actuators(AbstractForce):
                             f"{', ...' if self.nu > 6 else ''})")
         ctrl = ctrl.reshape(self.nu)
         lim = np.array(self.ctrllimited)
-        u = jnp.where(lim, jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
-        return self._law(u, *self._coordinates(q, v))
+        return jnp.where(lim, jnp.clip(ctrl, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), ctrl)
 
     def _coordinates(self, q, v):
         """The actuators' joint or tendon coordinates and their rates (before the gear)."""
@@ -444,9 +447,7 @@ class Actuators(AbstractForce):
         forward mode through both)."""
         self._check_model(model)
         nv = model.nv
-        u = jnp.zeros(self.nu) if ctrl is None else jnp.asarray(ctrl, jnp.float64).reshape(-1)
-        u = jnp.where(np.array(self.ctrllimited),
-                      jnp.clip(u, self.ctrlrange[:, 0], self.ctrlrange[:, 1]), u)
+        u = self._input(ctrl)
         qa, va = self._coordinates(q, v)
         one = jnp.ones(self.nu)
         dfq = jax.jvp(lambda x: self._law(u, x, va), (qa,), (one,))[1]
