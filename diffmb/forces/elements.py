@@ -857,29 +857,26 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
     violated = y < 0
     n = y.shape[0]
 
-    def forces(active):
-        m = active.astype(jnp.float64)
-        factor = _masked_cholesky(A + jnp.diag(R), m)
-        return jax.scipy.linalg.cho_solve((factor, False), m * (aref - ydd0))
+    def forces(K, r, on):  # K⁻¹ r on the rows ``on``, 0 elsewhere
+        m = on.astype(jnp.float64)
+        return jax.scipy.linalg.cho_solve((_masked_cholesky(K, m), False), m * r)
 
-    want_active, active = active, violated & (ydd0 < aref)
+    K, r = A + jnp.diag(R), aref - ydd0
+    pushing = violated & (ydd0 < aref)
     if n > 1 and iters > 0:
         # the active set decides nothing differentiable: found on constants, stopping at its
         # fixed point (the same set as ``iters`` fixed steps; usually the first guess)
-        A_, R_, r_ = jax.lax.stop_gradient((A, R, aref - ydd0))
+        A_, K_, r_ = jax.lax.stop_gradient((A, K, r))
 
         def update(c):
-            i, act, _ = c
-            m = act.astype(jnp.float64)
-            fa = jax.scipy.linalg.cho_solve((_masked_cholesky(A_ + jnp.diag(R_), m), False),
-                                            m * r_)
-            new = violated & (A_ @ fa < r_)
-            return i + 1, new, jnp.any(new != act)
+            i, on, _ = c
+            new = violated & (A_ @ forces(K_, r_, on) < r_)
+            return i + 1, new, jnp.any(new != on)
 
-        active = jax.lax.while_loop(lambda c: (c[0] < iters) & c[2], update,
-                                    (0, active, jnp.asarray(True)))[1]
-    f = jnp.where(active, forces(active), 0.0)
-    return (f, active) if want_active else f
+        pushing = jax.lax.while_loop(lambda c: (c[0] < iters) & c[2], update,
+                                     (0, pushing, jnp.asarray(True)))[1]
+    f = jnp.where(pushing, forces(K, r, pushing), 0.0)
+    return (f, pushing) if active else f
 
 
 def friction_force(level, slope, xd):
