@@ -109,6 +109,7 @@ import numpy as np
 
 from .model import Model
 from .systems import (
+    CONTACT_OVERFLOW,
     DIVERGED,
     DT_MIN,
     MAX_SPEED,
@@ -396,11 +397,42 @@ class ImplicitVelocityEuler(_SecondOrderStep):
         return y1, None, dict(y0=y0, y1=y1), (Winv, k + 1), diffrax.RESULTS.successful
 
 
+class StepResult(diffrax.RESULTS):
+    """diffrax's results, and the failures of diffmb's own steps."""
+
+    contact_overflow = "more contact points pushed than a contact element linearises"
+
+
+def _step_result(st):
+    """The result of a linearly implicit step from its :class:`~diffmb.systems.LinearStages`."""
+    return StepResult.where(st.overflow, StepResult.contact_overflow, StepResult.successful)
+
+
+class _DiffraxResults(_Wrapped):
+    """A linearly implicit contact step for diffrax's own loop, which takes only its own
+    results: a contact overflow becomes diffrax's ``internal_error`` (read back as
+    :data:`~diffmb.systems.CONTACT_OVERFLOW` by :func:`_diffeqsolve`)."""
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        *out, res = self.solver.step(terms, t0, t1, y0, args, solver_state, made_jump)
+        R = diffrax.RESULTS
+        return (*out, R.where(res == StepResult.contact_overflow, R.internal_error,
+                              R.successful))
+
+
+def _status_of(res):
+    """A diffrax or diffmb step result -> the status code of :data:`STATUS`."""
+    if res._enumeration is not StepResult:
+        res = StepResult.promote(res)
+    code = jnp.where(res == StepResult.successful, SUCCESS, SOLVER_FAILURE)
+    return jnp.where(res == StepResult.contact_overflow, CONTACT_OVERFLOW, code)
+
+
 class ImplicitContactEuler(_SecondOrderStep):
     """The implicit contact step: Euler's method linearly implicit in the velocities, the
     contact and stiction springs, the limits, servos and damping (a one-stage Rosenbrock–W
     method, first order), positions following the new velocities (symplectic Euler). For a
-    system that offers :meth:`~diffmb.systems.AbstractSecondOrderSystem.linearly_implicit`
+    system that offers :meth:`~diffmb.systems.AbstractSecondOrderSystem.linear_stages`
     (a :class:`~diffmb.Model`'s :class:`~diffmb.systems.TreeSystem`), a step of size h solves
 
         (M − h A) Δv = h (M a + c),   v₁ = v + Δv,   q₁ = q + h q̇(q, v₁)
@@ -423,9 +455,9 @@ class ImplicitContactEuler(_SecondOrderStep):
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         system, params = args
-        W, r, finish = system.linearly_implicit(t0, y0, params, t1 - t0)
-        y1 = finish(jnp.linalg.solve(W, r))
-        return y1, None, dict(y0=y0, y1=y1), None, diffrax.RESULTS.successful
+        st = system.linear_stages(t0, y0, params, t1 - t0)
+        y1 = st.finish(jnp.linalg.solve(st.W, st.r))
+        return y1, None, dict(y0=y0, y1=y1), None, _step_result(st)
 
 
 #: ROS2's γ = 1 + 1/√2: the stability function's z² coefficient γ² − 2γ + 1/2 vanishes
@@ -486,7 +518,7 @@ class ImplicitContactROS2(_SecondOrderStep):
         k2 = inc2(solve(r2))
         k = jax.tree.map(lambda a, b: 1.5 * a + 0.5 * b, k1, k2)
         y1 = _advance(system, y0, h, k)
-        return y1, None, dict(y0=y0, y1=y1), None, diffrax.RESULTS.successful
+        return y1, None, dict(y0=y0, y1=y1), None, _step_result(st)
 
 
 def _advance(system, y, h, k):
@@ -733,6 +765,8 @@ def simulate(
             raise ValueError("simulate: loop_steps is for fixed-step runs in diffmb's loop "
                              "(not adaptive, loop='auto', the recursive or direct adjoint, "
                              "no progress bar)")
+        if isinstance(base, ImplicitContactEuler | ImplicitContactROS2):
+            sol_ = _DiffraxResults(sol_)
         out = _diffeqsolve(sol_, controller, adj, t0, t1, dt0, y0, args, save_ts, max_steps,
                            progress)
         traj = _trajectory(system, params, *out)
@@ -776,6 +810,8 @@ def _diffeqsolve(solver, controller, adj, t0, t1, dt0, y0, args, save_ts, max_st
     R = diffrax.RESULTS
     codes = ((R.successful, SUCCESS), (R.max_steps_reached, MAX_STEPS),
              (R.dt_min_reached, DT_MIN), (R.event_occurred, stopped))
+    if isinstance(solver, _DiffraxResults):
+        codes = codes + ((R.internal_error, CONTACT_OVERFLOW),)
     status = jnp.asarray(SOLVER_FAILURE, jnp.int32)
     for r, code in reversed(codes):
         status = jnp.where(sol.result == r, code, status)
@@ -869,8 +905,7 @@ def _ode_step(solver):
 
     def step(y, sstate, ta, tb, args):
         y1, _, _, sstate1, res = solver.step(term, ta, tb, y, args, sstate, False)
-        code = jnp.where(res == diffrax.RESULTS.successful, SUCCESS, SOLVER_FAILURE)
-        return y1, sstate1, code
+        return y1, sstate1, _status_of(res)
 
     return init, step
 

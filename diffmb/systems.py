@@ -70,6 +70,7 @@ __all__ = [
     "LinearStages",
     "TreeSystem",
     "STATUS",
+    "CONTACT_OVERFLOW",
     "MAX_SPEED",
     "forward",
     "unilateral_forces",
@@ -77,7 +78,7 @@ __all__ = [
     "concrete",
 ]
 
-SUCCESS, MAX_STEPS, DT_MIN, NONFINITE, SOLVER_FAILURE, DIVERGED = 0, 1, 2, 3, 4, 5
+SUCCESS, MAX_STEPS, DT_MIN, NONFINITE, SOLVER_FAILURE, DIVERGED, CONTACT_OVERFLOW = range(7)
 LCP_TOL = 1e-6  # the largest LCP violation (scaled, solve_lcp) that counts as solved
 
 #: a generalized speed (m/s or rad/s) beyond which a tree's state has diverged
@@ -93,6 +94,9 @@ STATUS = {
                     "converge)",
     DIVERGED: f"the state diverged (a speed beyond {MAX_SPEED:.0e} m/s or rad/s): take a "
               "smaller step dt or an implicit solver ('implicit_euler_v', 'kvaerno5')",
+    CONTACT_OVERFLOW: "more contact points pushed at once than a contact element's implicit "
+                      "step linearises (its max_points, default 64): raise it with "
+                      "Contacts(..., max_points=n) or contacts.with_max_points(n)",
 }
 
 
@@ -141,17 +145,10 @@ class AbstractSecondOrderSystem(AbstractODESystem):
         """A generalized speed beyond :data:`MAX_SPEED` (m/s or rad/s)."""
         return jnp.any(jnp.abs(y[1]) > MAX_SPEED)
 
-    def linearly_implicit(self, t, y, params, h):
-        """For a linearly implicit step of size h from ``y``: ``(W (nv, nv), r (nv,), finish)``
-        such that the velocity change Δv solves W Δv = r and ``finish(Δv)`` is the state at
-        the end of the step (:class:`~diffmb.simulation.ImplicitContactEuler`). Systems that
-        offer such a step override this."""
-        raise TypeError(f"{self.name}: this system offers no linearly implicit step; use an "
-                        "explicit solver or 'implicit_euler_v'")
-
     def linear_stages(self, t, y, params, h):
-        """The linearisation of :meth:`linearly_implicit` for a multi-stage linearly implicit
-        step (:class:`~diffmb.simulation.ImplicitContactROS2`): a :class:`LinearStages`. Systems
+        """The stiff forces linearised over a step of size h from ``y``, for a linearly
+        implicit step (:class:`~diffmb.simulation.ImplicitContactEuler`,
+        :class:`~diffmb.simulation.ImplicitContactROS2`): a :class:`LinearStages`. Systems
         that offer such a step override this."""
         raise TypeError(f"{self.name}: this system offers no linearly implicit stages; use an "
                         "explicit solver or 'implicit_euler_v'")
@@ -168,8 +165,8 @@ class LinearStages(NamedTuple):
     implicitly; the other states explicit). ``stage(M R_v, R_q, R_s)`` reduces it to
     W Δv = r and returns ``(r, increment)``; ``increment(Δv)`` is k, Δv = h k_v.
 
-    * ``W`` (nv, nv), ``r``, ``finish``: the Euler step of :meth:`~AbstractSecondOrderSystem.
-      linearly_implicit` (R = the vector field at y; ``finish(Δv)`` the state after it);
+    * ``W`` (nv, nv), ``r``, ``finish``: the Euler step, W Δv = r (R = the vector field at
+      y; ``finish(Δv)`` the state after it);
     * ``M``: the mass matrix at y (``stage`` takes the force M R_v, not R_v);
     * ``force``: M a at y, the generalized force of the Euler step (gravity, velocity
       products and every element's force, the soft rows' included);
@@ -190,6 +187,8 @@ class LinearStages(NamedTuple):
     rates: object
     stage: Callable
     field: Callable
+    overflow: jnp.ndarray = None  # () bool: a contact element had more points pushing than
+    #                               it linearises (its max_points): the step is not valid
 
 
 class AbstractDiscreteSystem(AbstractSystem):
@@ -308,12 +307,6 @@ class TreeSystem(AbstractSecondOrderSystem):
 
     def position_rate(self, q, v):
         return qdot(self.model, q, v)
-
-    def linearly_implicit(self, t, y, params, h):
-        """The linearly implicit Euler step of the tree: ``(W, r, finish)`` of
-        :meth:`linear_stages` (which says how they are built)."""
-        st = self.linear_stages(t, y, params, h)
-        return st.W, st.r, st.finish
 
     def linear_stages(self, t, y, params, h):
         """The tree's stiff forces linearised over a step of size h from y, as a
@@ -460,8 +453,7 @@ class TreeSystem(AbstractSecondOrderSystem):
                     kf = list(rfs)
                     for k, lin in lins.items():
                         if fs[k] is not None:
-                            kf[k] = (dz0[k] + jnp.einsum("pij,pjk,k->pi", lin.dz_du, lin.Jc,
-                                                         dv)) / h
+                            kf[k] = lin.stage_state_change(dz0[k], dv) / h
                     kf = tuple(kf)
                 return (kq, kv, (kf, srates[1]))
 
@@ -480,8 +472,10 @@ class TreeSystem(AbstractSecondOrderSystem):
             dq_ = qdot(m, y_[0], y_[1])
             return (dq_, a_) if s_ is None else (dq_, a_, ds_)
 
+        drops = [lin.dropped for lin in lins.values() if lin.dropped is not None]
+        overflow = jnp.any(jnp.stack(drops)) if drops else jnp.asarray(False)
         return LinearStages(W=W, r=r, finish=finish, M=M, force=tau + Qc - bias, rates=rates,
-                            stage=stage, field=field)
+                            stage=stage, field=field, overflow=overflow)
 
     def outputs(self, ys, params):
         q = ys[0]

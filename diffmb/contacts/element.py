@@ -88,15 +88,17 @@ from ..dynamics.kinematics import (
     body_frames,
     body_jacobian,
     kinematics,
+    masked_partial_velocities,
     partial_velocities,
     point_velocities,
+    support_mask,
 )
 from ..forces.elements import AbstractForce, AbstractStatefulForce, soft_constraint_gains
 from ..model import Model
 from ..spatial import quaternion as quatm
 from ..validation import check_choice, check_value, is_concrete
 from . import law as L
-from .geometry import AbstractGeom, PosedGeom, body_index
+from .geometry import AbstractGeom, PosedGeom, body_index, bounding_radius
 from .terrain import AbstractTerrain
 
 __all__ = [
@@ -147,7 +149,7 @@ def _point_inv_weight(model: Model, q, a, b=None):
     the centre of ``a``; where no joint moves that point, the rotational inverse weight
     trace(Ω M⁻¹ Ωᵀ)/3 times the square of ``a``'s bounding radius. Raises ValueError, naming
     the geoms, where no joint moves ``a`` relative to ``b`` at all: such a pair never pushes."""
-    from .geometry import bounding_radius, geom_frames
+    from .geometry import geom_frames
 
     q = model.qpos0 if q is None else _f64(q)
     kin = kinematics(model, q)
@@ -356,12 +358,17 @@ def _stack(items):
     return jax.tree.map(lambda *x: jnp.stack(x), *items)
 
 
-def _raw_points(el, model: Model, kin):
+def _raw_points(el, model: Model, kin, cull=False):
     """Per point: world position P, the other side's outward normal n, its signed distance d,
     and the static body indices of the source (force +f) and destination (−f) sides. The
     directions are evaluated in batches of the same geom kinds (one vmapped evaluation per
     kind, so the compiled size grows with the kinds of pairs, not their number) and returned
-    in the order of ``el.directions``."""
+    in the order of ``el.directions``.
+
+    ``cull``: of a batch of geom–geom directions with more than ⌈max_points / m⌉ of them
+    (m points each), only that many are evaluated, those whose bounding spheres are nearest
+    (:func:`_nearest`); the others get a distance bound d ≥ margin (no force) and return in
+    ``overflow`` (a traced bool, else None) whether any of them might touch."""
     Rb, pb = body_frames(model, kin)
     o = kin.origin
     frames = [_geom_frame(model, Rb, pb, o, g) for g in el.geoms]
@@ -376,7 +383,7 @@ def _raw_points(el, model: Model, kin):
         first.append(len(src))
         src += [_bid(model, gs)] * gs.n_points
         dst += [bd] * gs.n_points
-    out_P, out_D, out_N, order = [], [], [], []
+    out_P, out_D, out_N, order, overflow = [], [], [], [], []
     for (_, other_key), ks in groups.items():
         dirs = [el.directions[k] for k in ks]
         gs = _stack([_blank(el.geoms[d[1]]) for d in dirs])
@@ -389,8 +396,13 @@ def _raw_points(el, model: Model, kin):
             og = _stack([_blank(el.geoms[d[3]]) for d in dirs])
             oR = jnp.stack([frames[d[3]][0] for d in dirs])
             oc = jnp.stack([frames[d[3]][1] for d in dirs])
-            p, d, n = jax.vmap(lambda g, R, c, og, oR, oc: g.contacts(R, c, PosedGeom(og, oR, oc)))(
-                gs, R, c, og, oR, oc)
+            narrow = jax.vmap(lambda g, R, c, og, oR, oc: g.contacts(R, c, PosedGeom(og, oR, oc)))
+            cap = -(-el.max_points // el.geoms[dirs[0][1]].n_points)
+            if cull and len(dirs) > cap:
+                p, d, n, over = _nearest(el, dirs, narrow, (gs, R, c, og, oR, oc), cap)
+                overflow.append(over)
+            else:
+                p, d, n = narrow(gs, R, c, og, oR, oc)
         m = p.shape[1]
         out_P.append(p.reshape(-1, 3))
         out_D.append(d.reshape(-1))
@@ -398,8 +410,34 @@ def _raw_points(el, model: Model, kin):
         order += [first[k] + i for k in ks for i in range(m)]
     inv = np.empty(len(order), dtype=int)
     inv[np.array(order)] = np.arange(len(order))
-    return (jnp.concatenate(out_P)[inv], jnp.concatenate(out_D)[inv],
-            jnp.concatenate(out_N)[inv], np.array(src), np.array(dst))
+    out = (jnp.concatenate(out_P)[inv], jnp.concatenate(out_D)[inv],
+           jnp.concatenate(out_N)[inv], np.array(src), np.array(dst))
+    if not cull:
+        return out
+    return out + (jnp.any(jnp.stack(overflow)) if overflow else None,)
+
+
+def _nearest(el, dirs, narrow, args, cap):
+    """``narrow(*args)`` (a batch of geom–geom directions) at the ``cap`` directions whose
+    bounding spheres are nearest (the bound |c_a − c_b| − r_a − r_b − margin), the others'
+    points at their geom's centre with the distance bound (≥ margin: apart) and an upward
+    normal; and whether one left out might touch (its bound ≤ 0)."""
+    gs, R, c, og, oR, oc = args
+    radius = lambda g: jnp.asarray(bounding_radius(g), jnp.float64)  # noqa: E731
+    ra = jnp.stack([radius(el.geoms[d[1]]) for d in dirs])
+    rb = jnp.stack([radius(el.geoms[d[3]]) for d in dirs])
+    margin = el.margin[np.array([d[0] for d in dirs])]
+    gap = jnp.linalg.norm(c - oc, axis=-1) - ra - rb
+    bound = jax.lax.stop_gradient(gap - margin)
+    neg, sel = jax.lax.top_k(-bound, cap + 1)
+    sel = sel[:cap]
+    pick = lambda t: jax.tree.map(lambda x: x[sel], t)  # noqa: E731
+    p, d, n = narrow(*pick(args))
+    m = p.shape[1]
+    P = jnp.broadcast_to(c[:, None, :], (len(dirs), m, 3)).at[sel].set(p)
+    D = jnp.broadcast_to(jnp.maximum(gap, margin)[:, None], (len(dirs), m)).at[sel].set(d)
+    N = jnp.broadcast_to(jnp.array([0.0, 0.0, 1.0]), (len(dirs), m, 3)).at[sel].set(n)
+    return P, D, N, -neg[cap] <= 0.0
 
 
 def _body_velocities(model, kin, P, bodies):
@@ -453,37 +491,61 @@ class ContactLinearisation(eqx.Module):
     of the generalized velocities over the step; the stiction state moves by
     ``state_change(Δv)``. For a stage of a multi-stage step whose positions move at another
     rate and whose stiction states at another rate than the element's own (a Rosenbrock
-    stage), :meth:`explicit_change` gives the terms that replace ``c`` and ``dz0``."""
+    stage), :meth:`explicit_change` gives the terms that replace ``c`` and ``dz0``.
+
+    The blocks are taken at the K = ``AbstractContacts.max_points`` nearest of the nc
+    candidate points (``idx`` (K,), None: all of them); the others are out of contact, their
+    stiction states relax (ż = −k_t z / b_t, implicitly: ``hs_free``). ``dropped``: more than K
+    points pushed, or a geom pair left out of the narrow phase by its bounding spheres might
+    touch (:func:`_raw_points`'s ``cull``); the step then reports
+    :data:`~diffmb.systems.CONTACT_OVERFLOW`."""
 
     Q: jnp.ndarray  # (nv,)
     A: jnp.ndarray  # (nv, nv)
     c: jnp.ndarray  # (nv,)
     dz0: jnp.ndarray  # (nc, 3): Δz at Δv = 0
-    dz_du: jnp.ndarray  # (nc, 3, 3): Δz per change of the point's relative velocity
-    Jc: jnp.ndarray  # (nc, 3, nv): the points' relative velocities per generalized velocity
+    dz_du: jnp.ndarray  # (K, 3, 3): Δz per change of the point's relative velocity
+    Jc: jnp.ndarray  # (K, 3, nv): the points' relative velocities per generalized velocity
     zd: jnp.ndarray = None  # (nc, 3): the stiction rate ż at the start of the step
-    hS: jnp.ndarray = None  # (nc, 3, 3): h (I − h ∂ż/∂z)⁻¹
-    Fx: jnp.ndarray = None  # (nc, 3, 3): ∂f/∂x
-    Fz: jnp.ndarray = None  # (nc, 3, 3): ∂f/∂z
-    Gx: jnp.ndarray = None  # (nc, 3, 3): ∂ż/∂x
-    Jw: jnp.ndarray = None  # (nc, 3, nv): the points' relative spins (with spin friction)
-    Tx: jnp.ndarray = None  # (nc, 3, 3): ∂torque/∂x (with spin friction)
+    hS: jnp.ndarray = None  # (K, 3, 3): h (I − h ∂ż/∂z)⁻¹
+    Fx: jnp.ndarray = None  # (K, 3, 3): ∂f/∂x
+    Fz: jnp.ndarray = None  # (K, 3, 3): ∂f/∂z
+    Gx: jnp.ndarray = None  # (K, 3, 3): ∂ż/∂x
+    Jw: jnp.ndarray = None  # (K, 3, nv): the points' relative spins (with spin friction)
+    Tx: jnp.ndarray = None  # (K, 3, 3): ∂torque/∂x (with spin friction)
     on: jnp.ndarray = None  # (nc,) bool: the points that push at the start of the step
+    idx: jnp.ndarray = None  # (K,) int: the points linearised (None: all)
+    hs_free: jnp.ndarray = None  # (nc,): h / (1 + h k_t / b_t), the others' relaxation
+    dropped: jnp.ndarray = None  # () bool: a pushing point was not among the K
+
+    def _spread(self, x):
+        """Per-point rows (K, 3) placed at their points (nc, 3), zero elsewhere."""
+        if self.idx is None:
+            return x
+        return jnp.zeros(self.dz0.shape, x.dtype).at[self.idx].add(x)
+
+    def stage_state_change(self, dz0, dv):
+        """The stiction states' change over a stage with Δv = ``dv`` whose change at Δv = 0
+        is ``dz0`` (nc, 3)."""
+        return dz0 + self._spread(jnp.einsum("pij,pjk,k->pi", self.dz_du, self.Jc, dv))
 
     def state_change(self, dv):
-        return self.dz0 + jnp.einsum("pij,pjk,k->pi", self.dz_du, self.Jc, dv)
+        return self.stage_state_change(self.dz0, dv)
 
     def explicit_change(self, h, rate, zrate):
         """``(c, dz0)`` when over the step the generalized positions move by h (``rate`` + Δv)
         (``rate`` (nv,) in velocity coordinates) and the stiction states at the rate
         ``zrate`` (nc, 3) before their own implicit part: with ``rate`` = v and ``zrate`` =
-        ż these are ``c`` and ``dz0``. The state moves by ``dz0 + dz_du Jc Δv``."""
+        ż these are ``c`` and ``dz0``. The state moves by ``stage_state_change(dz0, Δv)``."""
         mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
         ru = jnp.einsum("pin,n->pi", self.Jc, rate)
-        dz0 = mv(self.hS, zrate + h * mv(self.Gx, ru))
+        zr = zrate if self.idx is None else zrate[self.idx]
+        dz0 = mv(self.hS, zr + h * mv(self.Gx, ru))
         c = jnp.einsum("pin,pi->n", self.Jc, h * mv(self.Fx, ru) + mv(self.Fz, dz0))
         if self.Tx is not None:
             c = c + h * jnp.einsum("pin,pi->n", self.Jw, mv(self.Tx, ru))
+        if self.idx is not None:
+            dz0 = (self.hs_free[:, None] * zrate).at[self.idx].set(dz0)
         return c, dz0
 
 
@@ -513,14 +575,10 @@ def _point_law(el, n, z0, w0, pi, smoothing=True):
     return law
 
 
-def _point_jacobians(model, kin, P, bodies):
-    """Velocity and angular-velocity Jacobians (k, 3, nv) of the material points P of
-    ``bodies`` (zero for the world's)."""
+def _moving(model, kin, bodies):
+    """(k, nv) of 0/1, static: which dofs move each of ``bodies`` (none for the world's)."""
     moving = bodies >= 0
-    V, W = partial_velocities(model, kin, P - kin.origin,
-                              [int(b) for b in np.where(moving, bodies, 0)])
-    live = jnp.asarray(moving, dtype=jnp.float64)[:, None, None]
-    return V * live, W * live
+    return support_mask(model, kin, np.where(moving, bodies, 0)) * moving[:, None]
 
 
 def _linear_stiction_blocks(el, pen, n, u, z, pi):
@@ -541,12 +599,15 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     fs = -kt[:, None] * jnp.einsum("pij,pj->pi", P, z) - bt[:, None] * jnp.einsum(
         "pij,pj->pi", P, u)
     F = mu * fn
-    nf = jnp.sqrt(jnp.sum(fs * fs, axis=-1))
-    slide = nf > F  # outside the cone (also F = 0 with a spring force): on its boundary
-    nf_safe = jnp.where(slide, nf, 1.0)
+    nf = L._norm(fs)[:, 0]  # 0 with a zero derivative at fs = 0 (a point at rest)
+    # inside the cone; F = 0 (out of contact) is a cone of one point: no friction and no
+    # derivative, also at fs = 0
+    stick = (nf <= F) & (F > 0)
+    slide = ~stick  # on the cone's boundary
+    nf_safe = jnp.where(nf > 0, nf, 1.0)
     fhat = fs / nf_safe[:, None]
-    ratio = jnp.where(slide, F / nf_safe, 1.0)
-    ft = jnp.where(slide[:, None], F[:, None] * fhat, fs)
+    ratio = jnp.where(stick, 1.0, F / nf_safe)
+    ft = jnp.where(stick[:, None], fs, F[:, None] * fhat)
     # d ft / d fs and d ft / d F (zero while sticking)
     dft_dfs = ratio[:, None, None] * (jnp.eye(3) - jnp.where(
         slide[:, None, None], fhat[:, :, None] * fhat[:, None, :], 0.0))
@@ -577,13 +638,24 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
     G_u Δu): the stiction state is eliminated point by point, so only an nv × nv system
     remains. ``kin``: the kinematics at q when the caller has them."""
     kin = kinematics(model, q) if kin is None else kin
-    P, d, n, src, dst = _raw_points(el, model, kin)
-    pi = np.asarray(el.point_geom)
-    pen0 = -d + el.margin[pi]
-    Jc, Jw = _point_jacobians(model, kin, P, src)
-    if np.any(dst >= 0):  # (a terrain or the world is at rest)
-        Vd, Wd = _point_jacobians(model, kin, P, dst)
-        Jc, Jw = Jc - Vd, Jw - Wd  # (nc, 3, nv)
+    P, d, n, src, dst, culled = _raw_points(el, model, kin, cull=True)
+    pi_all = np.asarray(el.point_geom)
+    pen0 = -d + el.margin[pi_all]
+    nc = el.n_points
+    # the points' relative velocity per dof: +1 where a dof moves the source, −1 the
+    # destination (a terrain or the world is at rest)
+    mask = _moving(model, kin, src) - _moving(model, kin, dst)
+    K = min(nc, el.max_points)
+    idx = dropped = None
+    pi = pi_all
+    if K < nc:  # the K nearest points (the others are apart: no force, no block)
+        top, idx = jax.lax.top_k(jax.lax.stop_gradient(pen0), K + 1)
+        idx, dropped = idx[:K], top[K] > 0.0
+    if culled is not None:
+        dropped = culled if dropped is None else dropped | culled
+        P, n, pen0, z_all, z = P[idx], n[idx], pen0[idx], z, z[idx]
+        pi, mask = jnp.asarray(pi_all)[idx], jnp.asarray(mask)[idx]
+    Jc, Jw = masked_partial_velocities(kin, P - kin.origin, mask)  # (K, 3, nv)
     u, w = Jc @ v, Jw @ v
     stiction = el.friction == "stiction"
     # directions: the penetration (the displacement x enters only through δ = δ0 − n·x), u,
@@ -608,11 +680,19 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
         f, zd, tq, D = jax.vmap(blocks)(pen0, n, u, z, w, jnp.asarray(pi))
         (Fx, Fu, Fz, _), (Gx, Gu, Gz, _), (Tx, Tu, _, Tw) = D
     mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
-    hS = h * _inv3(jnp.eye(3) - h * Gz)  # (nc, 3, 3), by the adjugate
+    hS = h * _inv3(jnp.eye(3) - h * Gz)  # (K, 3, 3), by the adjugate
     dz0 = mv(hS, zd + h * mv(Gx, u))
     dz_du = hS @ (Gu + h * Gx)
     E = Fu + h * Fx + Fz @ dz_du  # force per Δu
     cf = h * mv(Fx, u) + mv(Fz, dz0)
+    on = jnp.any(f != 0.0, axis=-1)
+    hs_free = None
+    if idx is not None:  # the others: out of contact, ż = −k_t z / b_t
+        g = -el.tangential_stiffness[pi_all] / el.tangential_damping[pi_all]
+        zd_free = g[:, None] * z_all
+        hs_free = h / (1.0 - h * g)
+        zd, dz0 = zd_free.at[idx].set(zd), (hs_free[:, None] * zd_free).at[idx].set(dz0)
+        on = jnp.zeros(nc, bool).at[idx].set(on)
     Q = jnp.einsum("pin,pi->n", Jc, f)
     A = jnp.einsum("pin,pij,pjm->nm", Jc, E, Jc)
     c = jnp.einsum("pin,pi->n", Jc, cf)
@@ -623,8 +703,8 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
         c = c + h * jnp.einsum("pin,pi->n", Jw, mv(Tx, u))
     return ContactLinearisation(Q=Q, A=A, c=c, dz0=dz0, dz_du=dz_du, Jc=Jc, zd=zd, hS=hS,
                                 Fx=Fx, Fz=Fz, Gx=Gx, Jw=Jw if el.spin else None,
-                                Tx=Tx if el.spin else None,
-                                on=jnp.any(f != 0.0, axis=-1))
+                                Tx=Tx if el.spin else None, on=on, idx=idx,
+                                hs_free=hs_free, dropped=dropped)
 
 
 class AbstractContacts(AbstractGroundForce):
@@ -677,6 +757,8 @@ class AbstractContacts(AbstractGroundForce):
     # (field, a, b) per field that follows solref as T^a ζ^b, and per pair whether it does
     solref_fields: tuple = eqx.field(static=True, default=())
     solref_pairs: tuple = eqx.field(static=True, default=())
+    # the most points an implicit step linearises (the nearest; ContactLinearisation)
+    max_points: int = eqx.field(static=True, default=64)
 
     @property
     def terrains(self) -> tuple:
@@ -700,6 +782,15 @@ class AbstractContacts(AbstractGroundForce):
         new = copy.copy(self)
         object.__setattr__(new, "backward_smoothing",
                            _check_smoothing(type(self).__name__, width))
+        return new
+
+    def with_max_points(self, max_points: int):
+        """This element with an implicit step linearising at most ``max_points`` contact
+        points at once (the nearest): a run in which more push stops with
+        :data:`~diffmb.systems.CONTACT_OVERFLOW`."""
+        new = copy.copy(self)
+        object.__setattr__(new, "max_points", _check_max_points(type(self).__name__,
+                                                                max_points))
         return new
 
     def with_solref(self, timeconst=None, dampratio=None):
@@ -888,6 +979,17 @@ def backward_smoothed(forces, width):
                  for f in forces)
 
 
+#: the default of :attr:`AbstractContacts.max_points`
+MAX_POINTS = 64
+
+
+def _check_max_points(owner, k):
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"{owner}.max_points = {k!r}: expected a positive integer (the most "
+                         "contact points an implicit step linearises at once)")
+    return int(k)
+
+
 def _check_smoothing(owner, width):
     """``backward_smoothing``: None or a width > 0 [m], a static Python float."""
     if width is None:
@@ -975,6 +1077,7 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
                              f"is terrain[{i}]: a pair needs a moving body")
     check_choice(owner, "normal", normal, L.NORMAL_LAWS)
     self.backward_smoothing = _check_smoothing(owner, kw.pop("backward_smoothing", None))
+    self.max_points = _check_max_points(owner, kw.pop("max_points", MAX_POINTS))
     if model is not None and not isinstance(model, Model):
         raise TypeError(f"{owner}.model = {model!r}: not a diffmb Model")
     _check_params(owner, len(geoms), kw)
@@ -1031,6 +1134,9 @@ _DOC_ARGS = """
     ``spin_eps`` [rad/s] (0.05). ``backward_smoothing`` [m] (None): contacts from distance in
     the backward pass only (:func:`~diffmb.contacts.law.normal_force_backward_smoothed`): the
     simulation is unchanged, its derivatives see the normal law smoothed over this width.
+    ``max_points`` (:data:`MAX_POINTS`): the most points an implicit step linearises at once,
+    the nearest of the candidates (the others are apart, so the step is the same); a run in
+    which more push stops with :data:`~diffmb.systems.CONTACT_OVERFLOW`.
 """
 
 
@@ -1046,13 +1152,14 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
                  mu=1.0, normal="linear", exponent=1.0, dissipation=None,
                  tangential_stiffness=None, tangential_damping=None, margin=0.0,
                  timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
-                 rolling=None, spin_eps=0.05, backward_smoothing=None):
+                 rolling=None, spin_eps=0.05, backward_smoothing=None,
+                 max_points=MAX_POINTS):
         _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
               dmax=dmax, torsion=torsion, rolling=rolling, spin_eps=spin_eps,
-              backward_smoothing=backward_smoothing)
+              backward_smoothing=backward_smoothing, max_points=max_points)
 
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
@@ -1070,12 +1177,14 @@ class CoulombContacts(AbstractContacts, AbstractForce):
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
                  mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
                  margin=0.0, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
-                 rolling=None, spin_eps=0.05, backward_smoothing=None):
+                 rolling=None, spin_eps=0.05, backward_smoothing=None,
+                 max_points=MAX_POINTS):
         _init(self, geoms, terrain, "coulomb", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, margin=margin,
               timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax, torsion=torsion,
-              rolling=rolling, spin_eps=spin_eps, backward_smoothing=backward_smoothing)
+              rolling=rolling, spin_eps=spin_eps, backward_smoothing=backward_smoothing,
+              max_points=max_points)
 
     def __call__(self, model, t, q, v, ctrl):
         r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))

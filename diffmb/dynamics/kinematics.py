@@ -51,6 +51,8 @@ __all__ = [
     "point_velocities",
     "point_accelerations",
     "partial_velocities",
+    "support_mask",
+    "masked_partial_velocities",
     "body_poses",
     "body_pose",
     "frame_point",
@@ -185,15 +187,27 @@ def partial_velocities(model: Model, kin: KinematicsData, x=None, bodies=None, s
     [a × x + l] of dof r where the dof's node supports the body's node, zero elsewhere;
     ``support`` (nb, nv) of 0/1, static: which dofs move which body, in place of the model's
     own table (e.g. from a path matrix: :meth:`diffmb.modular.Configuration.kane_support`)."""
-    topo = kin.topo
     bodies = np.arange(model.n_bodies) if bodies is None else np.asarray(bodies)
     if x is None:
         x = body_coms(model, kin)[bodies]
-    idx = topo.body_pos_idx[bodies]
-    if support is None:
-        mask = np.where((idx >= 0)[:, None], topo.anc[np.maximum(idx, 0)][:, topo.dof_node], 0.0)
-    else:
-        mask = np.asarray(support, dtype=float)[bodies]
+    mask = support_mask(model, kin, bodies) if support is None else \
+        np.asarray(support, dtype=float)[bodies]
+    return masked_partial_velocities(kin, x, mask)
+
+
+def support_mask(model: Model, kin: KinematicsData, bodies):
+    """(k, nv) of 0/1, static: which dofs move each of ``bodies`` (the model's tree)."""
+    topo = kin.topo
+    idx = topo.body_pos_idx[np.asarray(bodies)]
+    return np.where((idx >= 0)[:, None], topo.anc[np.maximum(idx, 0)][:, topo.dof_node], 0.0)
+
+
+def masked_partial_velocities(kin: KinematicsData, x, mask):
+    """:func:`partial_velocities` of the points x (k, 3) (relative to ``kin.origin``) with
+    the dof columns weighted by ``mask`` (k, nv), which may be traced (e.g. the rows of a
+    static table picked at run time, or the difference of two bodies' supports for a relative
+    velocity): V (k, 3, nv), Ω (k, 3, nv)."""
+    topo = kin.topo
     Sd = kin.S[topo.dof_node, :, topo.dof_slot]  # (nv, 6): world motion subspace of each dof
     A = Sd[:, :3]
     L = Sd[:, 3:] + jnp.cross(A, x[:, None, :])  # (k, nv, 3)
