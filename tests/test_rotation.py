@@ -183,7 +183,10 @@ def test_rpy_from_quat(q, scale):
         return np.angle(np.exp(1j * (np.asarray(a) - np.asarray(b))))
 
     close(wrapped(rpy, ref), 0.0, 1e-7)  # asin loses digits near gimbal lock; atan2 does not
-    close(wrapped(rpy, rot.euler_zyx_from_quat(jnp.asarray(q))[::-1]), 0.0, 1e-12)
+    # the same angles from the unit quaternion, to rounding: near gimbal lock roll and yaw
+    # alone are ill-conditioned (their rounding grows as 1 / cos(pitch))
+    zyx = rot.euler_zyx_from_quat(jnp.asarray(q))
+    close(wrapped(rpy, zyx[::-1]), 0.0, 1e-12 / max(abs(np.cos(ref[1])), 1e-6))
 
 @SETTINGS
 @given(st.floats(-3.1, 3.1), st.floats(0.05, 3.09), st.floats(-3.1, 3.1))
