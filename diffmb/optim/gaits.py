@@ -24,7 +24,7 @@ import numpy as np
 
 __all__ = ["compare_optimisers", "adam_runs", "line_search_runs", "guided_es_runs",
            "cmaes_runs", "compile_cold", "check_comparison", "final_value", "time_to_reach", "now", "Run", "KINDS",
-           "population_size"]
+           "population_size", "value_with_gradient_of", "periodic_knots"]
 
 KINDS = ("adam", "line-search", "guided-es")
 
@@ -230,6 +230,43 @@ def time_to_reach(run, target, clock="wall_s"):
         if j <= target:
             return w
     return float("inf")
+
+
+def _knot_basis(phase, n, xp=jnp):
+    """Trigonometric basis of the periodic interpolant through ``n`` (even) equally spaced
+    knots per cycle: 1, cos 2πkφ, sin 2πkφ (k = 1 … n/2 − 1), cos nπφ."""
+    a = 2 * xp.pi * xp.asarray(phase, float)
+    k = xp.arange(1.0, n // 2)
+    return xp.concatenate([xp.ones(1), xp.cos(k * a), xp.sin(k * a),
+                           xp.cos(n // 2 * a)[None]])
+
+
+_KNOT_TO_COEF = {}
+
+
+def periodic_knots(phase, K):
+    """The band-limited periodic interpolant (period 1 in ``phase``) through the knot values
+    ``K`` (rows, n), n even, given at phases 0, 1/n, …, (n − 1)/n: the rows' values (rows,) at
+    ``phase`` (a scalar)."""
+    K = jnp.asarray(K)
+    n = K.shape[-1]
+    if n not in _KNOT_TO_COEF:  # knot values -> basis coefficients
+        ph = np.arange(n) / n
+        _KNOT_TO_COEF[n] = np.linalg.inv(np.stack([_knot_basis(s, n, np) for s in ph]))
+    return (_knot_basis(phase, n) @ jnp.asarray(_KNOT_TO_COEF[n])) @ K.T
+
+
+@jax.custom_jvp
+def value_with_gradient_of(value, surrogate):
+    """``value``, differentiated as ``surrogate`` (which must have the same value in exact
+    arithmetic): the primal is ``value`` untouched, so a forward-only program computes it with
+    the surrogate as dead code (no rounding of value + (S − S), no other fusion)."""
+    return value
+
+
+@value_with_gradient_of.defjvp
+def _value_with_gradient_of_jvp(primals, tangents):
+    return primals[0], tangents[1]
 
 
 def population_size(dim: int, sigma0: float = 1.0) -> int:

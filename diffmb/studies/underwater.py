@@ -50,8 +50,9 @@ import numpy as np
 
 from ..forces.hydro import Hydrodynamics, lamb_k_factors
 from ..models import underwater as uw
-from ..optim.gaits import check_comparison, compare_optimisers
+from ..optim.gaits import check_comparison, compare_optimisers, periodic_knots
 from ..optim.gaits import compile_cold as _compile
+from ..optim.gaits import value_with_gradient_of as _value_with_gradient_of
 from ..optim.lsq import least_squares
 from ..simulation import simulate
 from ..systems import forward
@@ -680,26 +681,16 @@ def gait_metrics(run, mass, g=9.81, start=WINDOW_START) -> dict:
 # ------------------------------------------------------------------------------ gait optimisation
 
 
-def _knot_basis(phase):
-    """Trigonometric basis of the periodic interpolant through :data:`GAIT_KNOTS` = 8 equally
-    spaced knots per cycle: 1, cos 2πkφ, sin 2πkφ (k = 1, 2, 3), cos 8πφ."""
-    a = 2 * jnp.pi * jnp.asarray(phase, float)
-    k = jnp.arange(1.0, GAIT_KNOTS // 2)
-    return jnp.concatenate([jnp.ones(1), jnp.cos(k * a), jnp.sin(k * a),
-                            jnp.cos(GAIT_KNOTS // 2 * a)[None]])
-
-
 _KNOT_PHASES = np.arange(GAIT_KNOTS) / GAIT_KNOTS
-# knot values (…, n) -> basis coefficients: the interpolant passes through every knot
-_KNOT_TO_COEF = np.linalg.inv(np.stack([np.asarray(_knot_basis(s)) for s in _KNOT_PHASES]))
 
 
 def knot_targets(t, q, v, params):
     """The servo targets (8,) at time ``t`` of a knot-table gait ``params = (f, K)``: K (8 joints
     in actuator order, 8 knots) the targets [rad] at phases 0, 1/8, …, 7/8 of a cycle of
-    frequency f [Hz], interpolated periodically (:func:`_knot_basis`); a ``simulate`` control."""
+    frequency f [Hz], interpolated periodically (:func:`diffmb.optim.gaits.periodic_knots`); a ``simulate``
+    control."""
     f, K = params
-    return (_knot_basis(f * t) @ jnp.asarray(_KNOT_TO_COEF)) @ jnp.asarray(K).T
+    return periodic_knots(f * t, K)
 
 
 def nominal_knots(gait=None) -> np.ndarray:
@@ -798,19 +789,6 @@ def gait_objective(model, forces, *, T=None, window=None, solver=None, dt=None, 
         return jnp.where(ok, val, 1.0), (v, P)
 
     return J
-
-
-@jax.custom_jvp
-def _value_with_gradient_of(value, surrogate):
-    """``value``, differentiated as ``surrogate`` (which must have the same value in exact
-    arithmetic): the primal is ``value`` untouched, so a forward-only program computes it with
-    the surrogate as dead code (no rounding of value + (S − S), no other fusion)."""
-    return value
-
-
-@_value_with_gradient_of.defjvp
-def _value_with_gradient_of_jvp(primals, tangents):
-    return primals[0], tangents[1]
 
 
 def _start(seed):
