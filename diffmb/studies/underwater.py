@@ -79,9 +79,9 @@ KNOT_SCALE = 0.1  # rad per unit of θ
 START_SPREAD_RAD = 0.05  # rad, seed-dependent perturbation of the start's knots
 GAIT = dict(T=4.0, window=1.0, solver="implicit", dt=0.005, width=1e-3, sigma0=1.0,
             gradient="guided-es")
-# the gradient methods. Adam (:func:`diffmb.optim.gaits.adam_runs`): its step lr [θ units], the runs in one vmapped
-# call (batch) and the spread of their starts about the seed's start [θ units]. Line search
-# (:func:`diffmb.optim.gaits.line_search_runs`): the step sizes walked per gradient in one vmapped call (batch),
+# the gradient methods (diffmb.optim.gaits). Adam (adam_runs): its step lr [θ units], the runs
+# in one vmapped call (batch) and the spread of their starts about the seed's start [θ units].
+# Line search (line_search_runs): the step sizes walked per gradient in one vmapped call (batch),
 # the first largest move alpha0 [θ units], the grid's ratio and the jitter [θ units] of the next
 # gradient after a failed search
 GRADIENT_METHODS = {
@@ -96,9 +96,8 @@ GRADIENT_METHODS = {
                                   jitter=1.0, segment=0.5),
     "line-search-tbptt-1": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0,
                                 jitter=1.0, segment=1.0),
-    # guided ES (:func:`diffmb.optim.gaits.guided_es_runs`): pairs antithetic walks per gradient, their
-    # perturbation's norm sigma [θ units], alpha its isotropic share, the last k gradients
-    # span the rest; beta the estimate's scale, lr Adam's step [θ units]; the truncated gradient
+    # guided ES (guided_es_runs): pairs antithetic walks per gradient, their perturbation's
+    # norm sigma [θ units], alpha its isotropic share, the last k gradients span the rest; beta the estimate's scale, lr Adam's step [θ units]; the truncated gradient
     "guided-es": dict(kind="guided-es", pairs=8, sigma=8.0, alpha=0.5, k=4, beta=2.0, lr=2.0,
                       segment=0.25),
 }
@@ -687,8 +686,8 @@ _KNOT_PHASES = np.arange(GAIT_KNOTS) / GAIT_KNOTS
 def knot_targets(t, q, v, params):
     """The servo targets (8,) at time ``t`` of a knot-table gait ``params = (f, K)``: K (8 joints
     in actuator order, 8 knots) the targets [rad] at phases 0, 1/8, …, 7/8 of a cycle of
-    frequency f [Hz], interpolated periodically (:func:`diffmb.optim.gaits.periodic_knots`); a ``simulate``
-    control."""
+    frequency f [Hz], interpolated periodically (:func:`diffmb.optim.gaits.periodic_knots`);
+    a ``simulate`` control."""
     f, K = params
     return periodic_knots(f * t, K)
 
