@@ -97,7 +97,8 @@ GRADIENT_METHODS = {
     "line-search-tbptt-1": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0,
                                 jitter=1.0, segment=1.0),
     # guided ES (guided_es_runs): pairs antithetic walks per gradient, their perturbation's
-    # norm sigma [θ units], alpha its isotropic share, the last k gradients span the rest; beta the estimate's scale, lr Adam's step [θ units]; the truncated gradient
+    # norm sigma [θ units], alpha its isotropic share, the last k gradients span the rest;
+    # beta the estimate's scale, lr Adam's step [θ units]; the truncated gradient
     "guided-es": dict(kind="guided-es", pairs=8, sigma=8.0, alpha=0.5, k=4, beta=2.0, lr=2.0,
                       segment=0.25),
 }
