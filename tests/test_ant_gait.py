@@ -31,7 +31,7 @@ def test_compare_optimisers_finds_the_minimum_of_a_bowl(kind):
     each ends within 1e-3 of it, every seed, and J is never below it; the curves are best-so-far
     (never rising) and the contract keys are there."""
     out = gaits.compare_optimisers(_bowl, 4, lambda s: np.random.default_rng(s).normal(size=4),
-                                   seeds=(0, 1), budget_s=1.5, settings=SETTINGS[kind],
+                                   seeds=(0, 1), budget_s=0.5, settings=SETTINGS[kind],
                                    clock="cpu", sigma0=0.5, method=kind, log=lambda *a: None)
     fwd, lam = out.pop("_batch")
     assert lam == 4 + int(3 * np.log(4))
@@ -55,7 +55,7 @@ def test_compare_optimisers_on_rosenbrock():
 
     out = gaits.compare_optimisers(
         rosen, 2, lambda s: np.array([-1.2, 1.0]) + 0.1 * np.random.default_rng(s).normal(size=2),
-        seeds=(0,), budget_s=2.0, settings=SETTINGS["line-search"], clock="cpu", sigma0=0.5,
+        seeds=(0,), budget_s=1.0, settings=SETTINGS["line-search"], clock="cpu", sigma0=0.5,
         log=lambda *a: None)
     for name in ("gradient", "cmaes"):
         assert 0.0 <= out[name]["median_J_final"] < 1e-3, (name, out[name]["median_J_final"])
@@ -120,7 +120,8 @@ def test_zero_gait_stands_as_in_mujoco(ant):
 def test_gait_gradient_matches_central_differences(ant):
     """The reverse-mode gradient of J on a 0.2 s horizon (the feet on the ground throughout)
     at a start θ: finite, and its derivative along a random direction is the central
-    difference's (step 1e-5) within 1 % of the larger."""
+    difference's (step 1e-5) within 1e-6 of the larger (measured: 4e-10; on 0.5 s horizons
+    the two still agree to 1e-7)."""
     model, forces, q0 = ant
     J = ag.gait_objective(model, forces, q0, T=0.2)
     vg = jax.jit(jax.value_and_grad(lambda th: J(th)[0]))
@@ -131,7 +132,7 @@ def test_gait_gradient_matches_central_differences(ant):
     h = 1e-5
     fd = (float(vg(th + h * d)[0]) - float(vg(th - h * d)[0])) / (2 * h)
     ad = float(g @ d)
-    assert abs(ad - fd) <= 1e-2 * max(abs(ad), abs(fd)), (ad, fd)
+    assert abs(ad - fd) <= 1e-6 * max(abs(ad), abs(fd)), (ad, fd)
 
 
 @pytest.mark.slow  # ~90 s: the quick study, compiles included

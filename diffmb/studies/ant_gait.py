@@ -148,7 +148,7 @@ def gait_objective(model, forces, q0, *, T=None, dt=None, solver=None, width=Non
                       control=gait_control, params=gait_params(theta), saveat=ts, throw=False)
         x, z = tr.q[:, 0], tr.q[:, 2]
         # gymnasium's termination: the run counts up to the first state outside HEALTHY_Z
-        alive = jnp.cumprod((z >= HEALTHY_Z[0]) & (z <= HEALTHY_Z[1]))[1:]
+        alive = jnp.cumprod((z >= HEALTHY_Z[0]) & (z <= HEALTHY_Z[1]))[1:].astype(x.dtype)
         steps = jnp.diff(x)
         dx = jnp.sum(alive * steps)
         val = -dx / T
