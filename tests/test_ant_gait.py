@@ -104,7 +104,8 @@ def ant():
 
 def test_zero_gait_stands_as_in_mujoco(ant):
     """θ = 0 (u = 0) for 2 s from the file's init_qpos: the Ant settles on its feet and stays
-    (stiction: horizontal drift < 1e-6 m, height at 2 s within 1 mm of that at 0.5 s); its
+    (stiction: horizontal drift < 1e-6 m, so a mean speed below 5e-7 m/s; height at 2 s within
+    1 mm of that at 0.5 s); its
     torso height at 0.5 s, settled, is MuJoCo's on the same file within 5 mm. MuJoCo's soft
     friction then lets the unpowered legs creep apart (its torso sinks some 4 mm/s), so the
     two are not compared later."""
@@ -113,8 +114,6 @@ def test_zero_gait_stands_as_in_mujoco(ant):
     assert st["ok"] and st["xy_drift_m"] < 1e-6
     assert abs(st["z_m"][0] - st["z_mujoco_m"][0]) < 5e-3
     assert abs(st["z_m"][1] - st["z_m"][0]) < 1e-3
-    J = jax.jit(ag.gait_objective(model, forces, q0))
-    assert abs(float(J(jnp.zeros(ag.N_PARAMS))[0])) < 1e-6  # m/s
 
 
 def test_gait_gradient_matches_central_differences(ant):
