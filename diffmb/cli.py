@@ -60,6 +60,7 @@ STUDIES = {
     "underwater": "diffmb.studies.underwater",
     "excitation": "diffmb.studies.excitation",
     "contact-gradients": "diffmb.studies.contact_gradients",
+    "ant-gait": "diffmb.studies.ant_gait",
 }
 
 EXIT_CODES = {"ok": 0, "bad_input": 1, "usage": 2, "not_converged": 3, "interrupted": 130,
@@ -154,8 +155,8 @@ def _report_failed(failed) -> int:
 
 
 # `reproduce all --jobs N` starts the longest studies first (their quick CPU time, longest first)
-LONGEST_FIRST = ("rover", "underwater", "contact-gradients", "excitation", "arm", "uav", "chain",
-                 "flexible-arm")
+LONGEST_FIRST = ("rover", "underwater", "contact-gradients", "excitation", "arm", "ant-gait",
+                 "uav", "chain", "flexible-arm")
 
 
 def _reproduce_parallel(args, out: Path, names, failed, jobs: int) -> int:

@@ -50,6 +50,9 @@ import numpy as np
 
 from ..forces.hydro import Hydrodynamics, lamb_k_factors
 from ..models import underwater as uw
+from ..optim.gaits import check_comparison, compare_optimisers, periodic_knots
+from ..optim.gaits import compile_cold as _compile
+from ..optim.gaits import value_with_gradient_of as _value_with_gradient_of
 from ..optim.lsq import least_squares
 from ..simulation import simulate
 from ..systems import forward
@@ -76,9 +79,9 @@ KNOT_SCALE = 0.1  # rad per unit of θ
 START_SPREAD_RAD = 0.05  # rad, seed-dependent perturbation of the start's knots
 GAIT = dict(T=4.0, window=1.0, solver="implicit", dt=0.005, width=1e-3, sigma0=1.0,
             gradient="guided-es")
-# the gradient methods. Adam (:func:`_adam_runs`): its step lr [θ units], the runs in one vmapped
-# call (batch) and the spread of their starts about the seed's start [θ units]. Line search
-# (:func:`_line_search_runs`): the step sizes walked per gradient in one vmapped call (batch),
+# the gradient methods (diffmb.optim.gaits). Adam (adam_runs): its step lr [θ units], the runs
+# in one vmapped call (batch) and the spread of their starts about the seed's start [θ units].
+# Line search (line_search_runs): the step sizes walked per gradient in one vmapped call (batch),
 # the first largest move alpha0 [θ units], the grid's ratio and the jitter [θ units] of the next
 # gradient after a failed search
 GRADIENT_METHODS = {
@@ -93,9 +96,9 @@ GRADIENT_METHODS = {
                                   jitter=1.0, segment=0.5),
     "line-search-tbptt-1": dict(kind="line-search", batch=16, alpha0=0.5, ratio=2.0,
                                 jitter=1.0, segment=1.0),
-    # guided ES (:func:`_guided_es_runs`): pairs antithetic walks per gradient, their
-    # perturbation's norm sigma [θ units], alpha its isotropic share, the last k gradients
-    # span the rest; beta the estimate's scale, lr Adam's step [θ units]; the truncated gradient
+    # guided ES (guided_es_runs): pairs antithetic walks per gradient, their perturbation's
+    # norm sigma [θ units], alpha its isotropic share, the last k gradients span the rest;
+    # beta the estimate's scale, lr Adam's step [θ units]; the truncated gradient
     "guided-es": dict(kind="guided-es", pairs=8, sigma=8.0, alpha=0.5, k=4, beta=2.0, lr=2.0,
                       segment=0.25),
 }
@@ -678,26 +681,16 @@ def gait_metrics(run, mass, g=9.81, start=WINDOW_START) -> dict:
 # ------------------------------------------------------------------------------ gait optimisation
 
 
-def _knot_basis(phase):
-    """Trigonometric basis of the periodic interpolant through :data:`GAIT_KNOTS` = 8 equally
-    spaced knots per cycle: 1, cos 2πkφ, sin 2πkφ (k = 1, 2, 3), cos 8πφ."""
-    a = 2 * jnp.pi * jnp.asarray(phase, float)
-    k = jnp.arange(1.0, GAIT_KNOTS // 2)
-    return jnp.concatenate([jnp.ones(1), jnp.cos(k * a), jnp.sin(k * a),
-                            jnp.cos(GAIT_KNOTS // 2 * a)[None]])
-
-
 _KNOT_PHASES = np.arange(GAIT_KNOTS) / GAIT_KNOTS
-# knot values (…, n) -> basis coefficients: the interpolant passes through every knot
-_KNOT_TO_COEF = np.linalg.inv(np.stack([np.asarray(_knot_basis(s)) for s in _KNOT_PHASES]))
 
 
 def knot_targets(t, q, v, params):
     """The servo targets (8,) at time ``t`` of a knot-table gait ``params = (f, K)``: K (8 joints
     in actuator order, 8 knots) the targets [rad] at phases 0, 1/8, …, 7/8 of a cycle of
-    frequency f [Hz], interpolated periodically (:func:`_knot_basis`); a ``simulate`` control."""
+    frequency f [Hz], interpolated periodically (:func:`diffmb.optim.gaits.periodic_knots`);
+    a ``simulate`` control."""
     f, K = params
-    return (_knot_basis(f * t) @ jnp.asarray(_KNOT_TO_COEF)) @ jnp.asarray(K).T
+    return periodic_knots(f * t, K)
 
 
 def nominal_knots(gait=None) -> np.ndarray:
@@ -798,19 +791,6 @@ def gait_objective(model, forces, *, T=None, window=None, solver=None, dt=None, 
     return J
 
 
-@jax.custom_jvp
-def _value_with_gradient_of(value, surrogate):
-    """``value``, differentiated as ``surrogate`` (which must have the same value in exact
-    arithmetic): the primal is ``value`` untouched, so a forward-only program computes it with
-    the surrogate as dead code (no rounding of value + (S − S), no other fusion)."""
-    return value
-
-
-@_value_with_gradient_of.defjvp
-def _value_with_gradient_of_jvp(primals, tangents):
-    return primals[0], tangents[1]
-
-
 def _start(seed):
     """The seed's starting θ: the nominal gait with every knot moved by N(0, (0.05 rad)²) and
     the frequency's logit by N(0, 0.25²)."""
@@ -819,314 +799,41 @@ def _start(seed):
                            (START_SPREAD_RAD / KNOT_SCALE) * rng.normal(size=N_GAIT_PARAMS - 1)])
 
 
-def _now():
-    """(wall, CPU) seconds: ``time.perf_counter`` and this process's ``time.process_time``."""
-    return np.array([time.perf_counter(), time.process_time()])
-
-
-def _compile(fn, *args):
-    """AOT-compile ``fn`` (jitted) for ``args`` with JAX's persistent cache off (a cold,
-    fresh-process compile); returns (compiled, (wall, CPU) seconds of tracing, lowering and
-    compiling)."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    was = jax.config.jax_enable_compilation_cache
-    jax.config.update("jax_enable_compilation_cache", False)
-    cc.reset_cache()  # JAX decides once per process whether to use the cache: decide again
-    try:
-        t0 = _now()
-        out = jax.jit(fn).lower(*args).compile()
-        return out, _now() - t0
-    finally:
-        jax.config.update("jax_enable_compilation_cache", was)
-        cc.reset_cache()
-
-
-class _Run:
-    """One method's run on one seed: both clocks start at the method's compile time; the
-    budget applies to clock ``on`` (0 wall, 1 CPU); best-so-far J after every step."""
-
-    def __init__(self, compile_s, budget_s, on, theta0):
-        self.t, self.budget, self.on = np.array(compile_s, float), budget_s, on
-        self.wall, self.cpu, self.J, self.best, self.n = [], [], [], np.inf, 0
-        self.gradients = 0
-        self.theta_best = np.asarray(theta0, float)  # kept when nothing ran within budget
-
-    def going(self):
-        return self.t[self.on] < self.budget
-
-    def record(self, dt, vals, thetas):
-        self.t = self.t + dt
-        self.n += len(vals)
-        i = int(np.argmin(vals))
-        if vals[i] < self.best:
-            self.best, self.theta_best = float(vals[i]), np.asarray(thetas[i])
-        self.wall.append(float(self.t[0]))
-        self.cpu.append(float(self.t[1]))
-        self.J.append(self.best)
-
-    def result(self):
-        return {"wall_s": self.wall, "cpu_s": self.cpu, "J": self.J, "evaluations": self.n,
-                "gradients": self.gradients, "theta_best": self.theta_best}
-
-
-def _adam_runs(vg, theta0, compile_s, budget_s, *, lr, batch, spread, seed, on=0, b1=0.9,
-               b2=0.999, eps=1e-8):
-    """``batch`` independent runs of Adam (Kingma & Ba 2015, its default moments) on
-    reverse-mode gradients, the first from ``theta0`` and the others from ``theta0 + spread ε``
-    (ε ~ N(0, I)), each step one call of ``vg`` (``jax.vmap`` of ``value_and_grad`` of J over
-    the batch), until the budget clock passes ``budget_s`` (:class:`_Run`). J is the value at
-    each iterate, the best over the batch counts; a non-finite gradient entry counts as 0."""
-    rng = np.random.default_rng(seed)
-    th0 = np.asarray(theta0, float)
-    th = th0 + spread * rng.normal(size=(batch, th0.size))
-    th[0] = th0
-    m, v = np.zeros_like(th), np.zeros_like(th)
-    run, k = _Run(compile_s, budget_s, on, theta0), 0
-    while run.going():
-        t0 = _now()
-        vals, g = vg(jnp.asarray(th))
-        vals, g = np.asarray(vals, float), np.asarray(g, float)
-        g = np.where(np.isfinite(g), g, 0.0)
-        k += 1
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        th_next = th - lr * (m / (1 - b1**k)) / (np.sqrt(v / (1 - b2**k)) + eps)
-        run.record(_now() - t0, np.where(np.isfinite(vals), vals, np.inf), th)
-        run.gradients += len(th)
-        th = th_next
-    return run.result()
-
-
-def _line_search_runs(vg, fwd, theta0, compile_s, budget_s, *, batch, alpha0, ratio, jitter,
-                      seed, on=0):
-    """Gradient descent with a batched line search: at θ the reverse-mode gradient g (``vg``,
-    ``value_and_grad`` of J), then ``batch`` step sizes α along −g/max|g| (α the largest move of
-    one entry of θ; geometric, ratio ``ratio``, about the last accepted α, first ``alpha0``)
-    walked in one vmapped call (``fwd``); the best step is taken if it lowers J. Where none
-    does, the next direction is the gradient at θ + ``jitter`` ε (ε ~ N(0, I)) and the steps are
-    tried again from θ (or from that neighbour, where it walks better): a stationary or
-    misleading gradient does not stall the search. Until the budget clock passes ``budget_s``
-    (:class:`_Run`); every walk counts towards the best J."""
-    rng = np.random.default_rng(seed)
-    th = np.asarray(theta0, float)
-    run = _Run(compile_s, budget_s, on, theta0)
-    offsets = np.arange(batch) - batch // 2
-    alpha, val, g = alpha0, np.inf, None
-    x = th
-    while run.going():
-        t0 = _now()
-        if g is None:  # a gradient at x: θ, or its jittered neighbour after a failed search
-            vx, gx = vg(jnp.asarray(x))
-            vx, g = float(vx), np.asarray(gx, float)
-            g = np.where(np.isfinite(g), g, 0.0)
-            run.record(_now() - t0, [vx if np.isfinite(vx) else np.inf], [x])
-            run.gradients += 1
-            vx = vx if np.isfinite(vx) else np.inf
-            if x is th or vx < val:  # a jittered neighbour that walks better is kept
-                th, val = x, vx
-            continue
-        scale = np.max(np.abs(g))
-        d = g / scale if scale > 0 else rng.normal(size=th.size)
-        alphas = alpha * ratio ** offsets
-        xs = th - alphas[:, None] * d
-        vals = np.asarray(fwd(jnp.asarray(xs)), float)
-        vals = np.where(np.isfinite(vals), vals, np.inf)
-        run.record(_now() - t0, vals, xs)
-        i = int(np.argmin(vals))
-        if vals[i] < val:
-            th, alpha, x = xs[i], float(alphas[i]), xs[i]
-        else:
-            x = th + jitter * rng.normal(size=th.size)
-        g = None
-    return run.result()
-
-
-def _guided_es_runs(vg, fwd, theta0, compile_s, budget_s, *, pairs, sigma, alpha, k, beta,
-                    lr, seed, on=0, b1=0.9, b2=0.999, eps=1e-8):
-    """Guided evolutionary strategies (Maheswaranathan et al. 2019, "Guided evolutionary
-    strategies: augmenting random search with surrogate gradients"): at θ a reverse-mode
-    gradient (``vg``; the surrogate, kept with the last ``k`` − 1 before it), then ``pairs``
-    antithetic perturbations ε ~ σ N(0, α/n I + (1 − α)/k U Uᵀ) (U an orthonormal basis of the
-    kept gradients, n = θ's size) walked in one vmapped call (``fwd``, 2 ``pairs`` walks), the
-    estimate ĝ = β/(2σ² pairs) Σ ε (J(θ + ε) − J(θ − ε)) of the smoothed gradient, and an Adam
-    step (lr ``lr``, Kingma & Ba's moments) on it. The gradient only shapes where the walks
-    sample; the step follows the walks. Until the budget clock passes ``budget_s``
-    (:class:`_Run`); every walk counts towards the best J; a non-finite walk counts as J = 1."""
-    rng = np.random.default_rng(seed)
-    th = np.asarray(theta0, float)
-    n = th.size
-    run = _Run(compile_s, budget_s, on, theta0)
-    m, v, it, kept = np.zeros(n), np.zeros(n), 0, []
-    while run.going():
-        t0 = _now()
-        val, g = vg(jnp.asarray(th))
-        val, g = float(val), np.asarray(g, float)
-        g = np.where(np.isfinite(g), g, 0.0)
-        run.gradients += 1
-        if np.any(g):
-            kept = (kept + [g])[-k:]
-        W = rng.normal(size=(pairs, n))
-        if kept:
-            U = np.linalg.qr(np.stack(kept, axis=1))[0]
-            e = np.sqrt(alpha / n) * W + np.sqrt((1 - alpha) / U.shape[1]) * (
-                rng.normal(size=(pairs, U.shape[1])) @ U.T)
-        else:
-            e = W / np.sqrt(n)
-        e = sigma * e
-        xs = np.concatenate([th + e, th - e])
-        vals = np.asarray(fwd(jnp.asarray(xs)), float)
-        vals = np.where(np.isfinite(vals), vals, 1.0)
-        gh = beta / (2 * sigma**2 * pairs) * ((vals[:pairs] - vals[pairs:]) @ e)
-        it += 1
-        m = b1 * m + (1 - b1) * gh
-        v = b2 * v + (1 - b2) * gh * gh
-        th_next = th - lr * (m / (1 - b1**it)) / (np.sqrt(v / (1 - b2**it)) + eps)
-        run.record(_now() - t0, np.concatenate([[val if np.isfinite(val) else np.inf], vals]),
-                   np.concatenate([th[None], xs]))
-        th = th_next
-    return run.result()
-
-
-def _run_cmaes(fwd, theta0, compile_s, budget_s, sigma0, seed, on=0):
-    """``cmaes.CMA`` (its default population) from ``theta0``: each generation asked, evaluated
-    in one vmapped call, told; until the budget clock passes ``budget_s`` (:class:`_Run`)."""
-    from cmaes import CMA
-
-    es = CMA(mean=np.asarray(theta0, float), sigma=sigma0, seed=seed)
-    run = _Run(compile_s, budget_s, on, theta0)
-    while run.going():
-        t0 = _now()
-        xs = np.stack([es.ask() for _ in range(es.population_size)])
-        vals = np.asarray(fwd(jnp.asarray(xs)))
-        vals = np.where(np.isfinite(vals), vals, 1.0)
-        es.tell(list(zip(xs, vals.tolist(), strict=True)))
-        run.record(_now() - t0, vals, xs)
-    out = run.result()
-    out["population"] = int(es.population_size)
-    return out
-
-
-def _final(run, budget_s, clock="wall_s"):
-    """Best-so-far J among the evaluations finished within ``budget_s`` on ``clock``."""
-    js = [j for w, j in zip(run[clock], run["J"], strict=True) if w <= budget_s]
-    return js[-1] if js else float("inf")
-
-
-def _time_to_reach(run, target, clock="wall_s"):
-    """Time on ``clock`` [s] at which the best-so-far J first reached ``target`` (inf:
-    never)."""
-    for w, j in zip(run[clock], run["J"], strict=True):
-        if j <= target:
-            return w
-    return float("inf")
-
-
 def optimise_gait(model, forces, *, seeds, budget_s, clock="wall", gradient=None, lr=None,
                   sigma0=None, width=None, log=print):
     """The gait proof: a gradient method (``gradient``, a name in :data:`GRADIENT_METHODS`,
     default ``GAIT["gradient"]``) on ``jax.value_and_grad`` of :func:`gait_objective`, the
     contacts backward-smoothed by ``width`` m, truncated every ``segment`` s where the method's
-    settings name one (``gait_objective``'s ``segment``; the walks and J unchanged) (Adam
-    runs, :func:`_adam_runs`, ``lr`` overriding their step; a batched line search along the
-    gradient, :func:`_line_search_runs`; or guided ES, :func:`_guided_es_runs`), against
-    ``cmaes.CMA``
-    (ask/tell, default population, a generation evaluated by ``jax.vmap`` of the same J), both
-    from the same seed-dependent start (:func:`_start`), each for ``budget_s`` seconds including
-    its compile: each method is compiled once (cold, :func:`_compile`) and that time is charged
-    to every seed's clock, as if each seed ran in a fresh process. ``clock``: "wall"
-    (``time.perf_counter``) or "cpu" (this process's CPU time, which the load of other processes
-    on a shared machine does not inflate); both are recorded. Seeds are interleaved (gradient
-    then CMA-ES for each seed) so both share the machine's load. Returns per method every seed's
-    best-so-far J against both clocks, final J, compile times; the gradient's time to reach
-    CMA-ES's final J."""
-    if clock not in ("wall", "cpu"):
-        raise ValueError(f"optimise_gait: clock = {clock!r}, expected 'wall' or 'cpu'")
+    settings name one (``gait_objective``'s ``segment``; the walks and J unchanged), ``lr``
+    overriding Adam's or guided ES's step, against ``cmaes.CMA`` (``sigma0``) from the same
+    seed-dependent starts (:func:`_start`), each for ``budget_s`` seconds on ``clock``
+    including its compile (:func:`diffmb.optim.gaits.compare_optimisers`, which returns the
+    result; here with the method's segment and the smoothing width added)."""
     gradient = GAIT["gradient"] if gradient is None else gradient
     if gradient not in GRADIENT_METHODS:
         raise ValueError(f"optimise_gait: gradient = {gradient!r}, expected one of "
                          f"{sorted(GRADIENT_METHODS)}")
-    if not seeds or budget_s <= 0:
-        raise ValueError(f"optimise_gait: need seeds and budget_s > 0, got seeds = {seeds}, "
-                         f"budget_s = {budget_s}")
-    on, key = (0, "wall_s") if clock == "wall" else (1, "cpu_s")
     gm = dict(GRADIENT_METHODS[gradient])
-    kind = gm.pop("kind")
     segment = gm.pop("segment", None)
     if lr is not None:
-        if kind not in ("adam", "guided-es"):
+        if gm["kind"] not in ("adam", "guided-es"):
             raise ValueError(f"optimise_gait: lr is Adam's step; {gradient!r} has none")
         gm["lr"] = lr
     sigma0 = GAIT["sigma0"] if sigma0 is None else sigma0
     width = GAIT["width"] if width is None else width
+    check_comparison(clock, seeds, budget_s, "optimise_gait")  # before anything is built
     J = gait_objective(model, forces, width=width)
     # the gradient's: the same walk and J, reverse mode cut every segment s (when set)
     Jg = J if segment is None else gait_objective(model, forces, width=width, segment=segment)
-    from cmaes import CMA
-
-    lam = CMA(mean=np.zeros(N_GAIT_PARAMS), sigma=sigma0).population_size
-    value_grad = jax.value_and_grad(lambda th: Jg(th)[0])
-    batched = jax.vmap(lambda th: J(th)[0])
-    if kind == "adam":
-        vg, c_grad = _compile(jax.vmap(value_grad), jnp.zeros((gm["batch"], N_GAIT_PARAMS)))
-
-        def descend(start, s):
-            return _adam_runs(vg, start, c_grad, budget_s, seed=s, on=on, **gm)
-    else:  # one gradient, then a batch of walks: both compiles are the method's
-        nb = gm["batch"] if kind == "line-search" else 2 * gm["pairs"]
-        vg, c1 = _compile(value_grad, jnp.zeros(N_GAIT_PARAMS))
-        steps, c2 = _compile(batched, jnp.zeros((nb, N_GAIT_PARAMS)))
-        c_grad = c1 + c2
-        runs_of = _line_search_runs if kind == "line-search" else _guided_es_runs
-
-        def descend(start, s):
-            return runs_of(vg, steps, start, c_grad, budget_s, seed=s, on=on, **gm)
-    # CMA-ES's batch from its own function: JAX would otherwise reuse the line search's
-    # compiled batch of the same shape, and CMA-ES's compile would cost it nothing
-    fwd, c_fwd = _compile(jax.vmap(lambda th: J(th)[0]), jnp.zeros((lam, N_GAIT_PARAMS)))
-    log(f"[underwater] gait proof: compile (wall, CPU) gradient ({gradient}, batch of "
-        f"{gm.get('batch', 2 * gm.get('pairs', 0))}) {np.round(c_grad, 1)} s, CMA-ES batch of {lam} {np.round(c_fwd, 1)} s")
-    runs = {"gradient": [], "cmaes": []}
-    for s in seeds:
-        start = _start(s)
-        g = descend(start, s)
-        c = _run_cmaes(fwd, start, c_fwd, budget_s, sigma0, s, on)
-        for name, r in (("gradient", g), ("cmaes", c)):
-            r["seed"] = int(s)
-            r["J_final"] = _final(r, budget_s, key)
-            runs[name].append(r)
-        log(f"[underwater] gait proof seed {s}: gradient J = {g['J_final']:.4f} "
-            f"({g['gradients']} gradients, {g['evaluations']} walks), CMA-ES J = "
-            f"{c['J_final']:.4f} "
-            f"({c['evaluations']} walks)")
-    reach = [_time_to_reach(g, c["J_final"], key)
-             for g, c in zip(runs["gradient"], runs["cmaes"], strict=True)]
-    out = {}
-    for name, rs in runs.items():
-        cs = c_grad if name == "gradient" else c_fwd
-        out[name] = {
-            "seeds": [{"seed": r["seed"], "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                       "J": r["J"], "J_final": r["J_final"], "evaluations": r["evaluations"],
-                       "gradients": r["gradients"]} for r in rs],
-            "compile_s": float(cs[on]), "compile_wall_s": float(cs[0]),
-            "compile_cpu_s": float(cs[1]),
-            "median_J_final": float(np.median([r["J_final"] for r in rs])),
-            "theta_best": [np.asarray(r["theta_best"]).tolist() for r in rs]}
-    out["gradient"]["time_to_reach_cmaes_final_s"] = float(np.median(reach))
-    out["gradient"]["time_to_reach_cmaes_final_per_seed_s"] = reach
-    out["gradient"]["method"] = gradient
-    out["gradient"]["settings"] = dict(gm, kind=kind)
+    out = compare_optimisers(J, N_GAIT_PARAMS, _start, J_gradient=Jg, seeds=seeds,
+                             budget_s=budget_s, settings=gm, clock=clock, sigma0=sigma0,
+                             method=gradient, compile_fn=_compile, who="underwater gait proof",
+                             log=log)
     if segment is not None:
         out["gradient"]["settings"]["segment_s"] = segment
-    if kind == "adam":
+    if gm["kind"] == "adam":
         out["gradient"]["adam_lr"] = gm["lr"]
-    out["cmaes"]["population_size"] = int(lam)
-    out["cmaes"]["sigma0"] = sigma0
-    out["budget_s"] = budget_s
-    out["clock"] = key
-    out["seeds"] = [int(s) for s in seeds]
     out["smoothing_width_m"] = width
-    out["_batch"] = (fwd, lam)  # the compiled batch of J, for the caller's checks
     return out
 
 
