@@ -146,6 +146,7 @@ def diffmb_measure(robot: str, batches, reps: int) -> dict:
             first = time.perf_counter() - t0
             out[f"{start}_{B}"] = dict(
                 time_s=best_time(go, reps), first_call_s=first, dt=dt, horizon_s=t1,
+                devices=len(jax.devices()),
                 z=np.asarray(qf[:, 2]).tolist(), ok=int(np.sum(np.asarray(st) == 0)))
     return out
 
@@ -157,7 +158,9 @@ def _diffmb_subprocess(robot, batches, reps, notes):
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
         f"--xla_force_host_platform_device_count={n} --xla_cpu_multi_thread_eigen=false"))
     args = ["--diffmb", robot, ",".join(str(b) for b in batches), str(reps)]
-    for attempt in (1, 2):  # once more after a wedged XLA thread pool (run_module's stall check)
+    # a wedge (run_module's stall check) is tried once more; the Humanoid's wedges are jaxlib's
+    # batched LAPACK kernels blocking on their own thread pool (docs/performance.md)
+    for attempt in (1, 2):
         try:
             return json.loads(run_module(MODULE, args, env, f"diffmb {robot} run", 2400))
         except Exception as e:  # a failing run is reported, not hidden
@@ -222,7 +225,7 @@ def run(out_dir, quick: bool = False) -> dict:
                         extra = dict(z_diffmb_m=float(np.mean(zd)), z_mujoco_m=float(np.mean(zc)),
                                      z_diff_max_m=float(np.max(np.abs(zd - zc))),
                                      finished=d["ok"], first_call_s=d["first_call_s"],
-                                     dt=d["dt"])
+                                     dt=d["dt"], devices=d["devices"])
                         val = B * d["horizon_s"] / d["time_s"]
                     else:
                         extra, val = {}, float("nan")
