@@ -47,12 +47,13 @@ def _run(model, forces, v0=None, throw=False, **kw):
                            solver="implicit", saveat=np.linspace(0.0, T, 7), throw=throw, **kw)
 
 
-def test_nearest_points_give_the_step_over_every_candidate(scene):
-    # 6 points linearised of 15, and 6 of the 10 ball-ball directions evaluated: at most the
-    # five floor points and the one ball-ball point push at once
+@pytest.mark.parametrize("points", [6, 12])
+def test_nearest_points_give_the_step_over_every_candidate(scene, points):
+    # 6 points linearised of 15, and 6 of the 10 ball-ball directions evaluated (12: all
+    # directions, 12 points): at most the five floor points and one ball-ball point push
     model, with_points = scene
     every = _run(model, with_points(10**6))
-    near = _run(model, with_points(6))
+    near = _run(model, with_points(points))
     assert int(every.status) == SUCCESS and int(near.status) == SUCCESS
     np.testing.assert_allclose(near.q, every.q, rtol=0, atol=1e-12)
     # the falling ball was deflected by the resting one (the pair did act)

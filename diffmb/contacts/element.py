@@ -651,10 +651,10 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
     if K < nc:  # the K nearest points (the others are apart: no force, no block)
         top, idx = jax.lax.top_k(jax.lax.stop_gradient(pen0), K + 1)
         idx, dropped = idx[:K], top[K] > 0.0
-    if culled is not None:
-        dropped = culled if dropped is None else dropped | culled
         P, n, pen0, z_all, z = P[idx], n[idx], pen0[idx], z, z[idx]
         pi, mask = jnp.asarray(pi_all)[idx], jnp.asarray(mask)[idx]
+    if culled is not None:
+        dropped = culled if dropped is None else dropped | culled
     Jc, Jw = masked_partial_velocities(kin, P - kin.origin, mask)  # (K, 3, nv)
     u, w = Jc @ v, Jw @ v
     stiction = el.friction == "stiction"
