@@ -24,7 +24,7 @@ import numpy as np
 
 __all__ = ["compare_optimisers", "adam_runs", "line_search_runs", "guided_es_runs",
            "cmaes_runs", "compile_cold", "check_comparison", "final_value", "time_to_reach", "now", "Run", "KINDS",
-           "population_size", "value_with_gradient_of", "periodic_knots"]
+           "population_size", "value_with_gradient_of", "periodic_knots", "plot_comparison"]
 
 KINDS = ("adam", "line-search", "guided-es")
 
@@ -385,3 +385,33 @@ def compare_optimisers(J: Callable, dim: int, start: Callable, *, seeds, budget_
     out["seeds"] = [int(s) for s in seeds]
     out["_batch"] = (fwd, lam)
     return out
+
+
+def plot_comparison(out_dir, go, plt):
+    """The figure of a :func:`compare_optimisers` result ``go``: best-so-far J against time on
+    the budget clock, compile included, every seed of both methods (thin) and their medians
+    (thick), saved as ``out_dir/fig_gait_optimisation.png``; returns (file, caption)."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    grid = np.linspace(0.0, go["budget_s"], 400)
+    for name, col in (("gradient", "C0"), ("cmaes", "C3")):
+        curves = []
+        for r in go[name]["seeds"]:
+            w = np.concatenate([[go[name]["compile_s"]], r[go["clock"]]])
+            j = np.concatenate([[np.nan], r["J"]])
+            ax.step(w, j, where="post", color=col, lw=0.7, alpha=0.6)
+            k = np.searchsorted(w, grid, side="right") - 1
+            curves.append(np.where(k >= 0, j[np.clip(k, 0, None)], np.nan))
+        med = np.median(np.asarray(curves), axis=0)
+        ax.plot(grid, med, color=col, lw=2.5, label=f"{name}: median of {len(curves)} seeds")
+        ax.axvline(go[name]["compile_s"], color=col, ls=":", lw=1)
+    ax.set_xlabel(("process CPU time" if go["clock"] == "cpu_s" else "wall time")
+                  + ", compile included [s]")
+    ax.set_ylabel("best J so far (reference model)")
+    ax.set_title(f"gait: gradient ({go['gradient']['method']}) vs CMA-ES (dotted: compile "
+                 "time)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "fig_gait_optimisation.png", dpi=100)
+    plt.close(fig)
+    return ("fig_gait_optimisation.png", "objective against time, every seed of both methods "
+            "(thin) and their medians (thick)")

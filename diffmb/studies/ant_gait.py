@@ -42,7 +42,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..optim.gaits import compare_optimisers, periodic_knots, value_with_gradient_of
+from ..optim.batch import available_cpus
+from ..optim.gaits import (
+    compare_optimisers,
+    periodic_knots,
+    plot_comparison,
+    value_with_gradient_of,
+)
 
 __all__ = ["reproduce", "ant_path", "load", "gait_params", "gait_control", "gait_objective",
            "start", "optimise", "N_PARAMS", "GAIT", "GRADIENT", "PROOF", "F_RANGE", "F0"]
@@ -296,8 +302,7 @@ def _machine() -> dict:
     """The machine's CPU count, the cores this process may run on, the processor."""
     import os
 
-    used = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"cpus": os.cpu_count(), "cpus_used": used,
+    return {"cpus": os.cpu_count(), "cpus_used": available_cpus(),
             "processor": platform.processor() or platform.machine()}
 
 
@@ -307,10 +312,7 @@ def _figure(out_dir, go):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .underwater import _gait_figure
-
-    fig = _gait_figure(out_dir, go, plt)
-    return fig
+    return plot_comparison(out_dir, go, plt)
 
 
 def _report(res, fig, quick) -> str:

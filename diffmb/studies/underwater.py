@@ -50,7 +50,7 @@ import numpy as np
 
 from ..forces.hydro import Hydrodynamics, lamb_k_factors
 from ..models import underwater as uw
-from ..optim.gaits import check_comparison, compare_optimisers, periodic_knots
+from ..optim.gaits import check_comparison, compare_optimisers, periodic_knots, plot_comparison
 from ..optim.gaits import compile_cold as _compile
 from ..optim.gaits import value_with_gradient_of as _value_with_gradient_of
 from ..optim.lsq import least_squares
@@ -1261,7 +1261,7 @@ def _figures(out_dir, res, runs, plt):
     fig.savefig(out_dir / "fig_speed.png", dpi=100)
     plt.close(fig)
     figs.append(("fig_speed.png", "forward speed of the nominal and the optimised gaits"))
-    figs.append(_gait_figure(out_dir, res["gait_optimisation"], plt))
+    figs.append(plot_comparison(out_dir, res["gait_optimisation"], plt))
     return figs
 
 
@@ -1355,35 +1355,6 @@ def _configuration_lines(res) -> list:
         f"{sp['fit']['wall_s']:.0f} s): {ident}. Predicted with the identified set: the "
         f"{pn['configuration']}: {pred(pn)}; the {pq['configuration']} (types "
         f"{', '.join(pq['module_types'])}; it sinks {pq['truth_sink_m']:.3f} m): {pred(pq)}."]
-
-
-def _gait_figure(out_dir, go, plt):
-    """Best-so-far J against time on the budget clock, compile included: every seed of both
-    methods (thin) and their medians (thick); returns (file, caption)."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    grid = np.linspace(0.0, go["budget_s"], 400)
-    for name, col in (("gradient", "C0"), ("cmaes", "C3")):
-        curves = []
-        for r in go[name]["seeds"]:
-            w = np.concatenate([[go[name]["compile_s"]], r[go["clock"]]])
-            j = np.concatenate([[np.nan], r["J"]])
-            ax.step(w, j, where="post", color=col, lw=0.7, alpha=0.6)
-            k = np.searchsorted(w, grid, side="right") - 1
-            curves.append(np.where(k >= 0, j[np.clip(k, 0, None)], np.nan))
-        med = np.median(np.asarray(curves), axis=0)
-        ax.plot(grid, med, color=col, lw=2.5, label=f"{name}: median of {len(curves)} seeds")
-        ax.axvline(go[name]["compile_s"], color=col, ls=":", lw=1)
-    ax.set_xlabel(("process CPU time" if go["clock"] == "cpu_s" else "wall time")
-                  + ", compile included [s]")
-    ax.set_ylabel("best J so far (reference model)")
-    ax.set_title(f"gait: gradient ({go['gradient']['method']}) vs CMA-ES (dotted: compile "
-                 "time)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "fig_gait_optimisation.png", dpi=100)
-    plt.close(fig)
-    return ("fig_gait_optimisation.png", "objective against time, every seed of both methods "
-            "(thin) and their medians (thick)")
 
 
 def _gradient_method_line(g) -> str:
