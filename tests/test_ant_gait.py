@@ -8,11 +8,7 @@ import numpy as np
 import pytest
 
 from diffmb.optim import gaits
-
-pytest.importorskip("cmaes")
-pytest.importorskip("gymnasium")
-
-from diffmb.studies import ant_gait as ag  # noqa: E402
+from diffmb.studies import ant_gait as ag
 
 SETTINGS = {
     "adam": dict(kind="adam", lr=0.05, batch=2, spread=0.5),
