@@ -69,7 +69,8 @@ def test_forward_results_do_not_change_with_the_solref_fields(tmp_path):
     el = _contacts(path)
     # the element the loader built before solref was a parameter: the same explicit gains
     old = Contacts([el.geoms[ia] for ia, _, _ in el.pairs], list(el.others), model=model,
-                   **{f: getattr(el, f) for f in FIELDS}, mu=el.mu, margin=el.margin)
+                   **{f: getattr(el, f) for f in FIELDS}, mu=el.mu, margin=el.margin,
+                   solimp=el.solimp, solimp_depth=el.solimp_depth)
     _, same = set_params(model, {"force.contacts.timeconst": el.timeconst,
                                  "force.contacts.dampratio": el.dampratio}, {"contacts": el})
     q = jnp.array([0.0, 0.0, 0.0495, 0.999, 0.03, -0.02, 0.01])

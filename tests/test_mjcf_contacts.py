@@ -282,6 +282,43 @@ def test_rest_depth_is_mujocos_on_one_two_and_four_contacts(tmp_path):
     np.testing.assert_allclose(carried, np.asarray(mj.body_mass[1:]) * G, rtol=0.01)
 
 
+_LOADED = """<mujoco><option timestep="0.002" cone="{cone}"/>
+  <default><geom contype="2" conaffinity="1"/></default><worldbody>
+  <geom type="plane" size="5 5 .1" contype="1"/>
+  <body name="foot" pos="0 0 0.03"><joint name="s1" type="slide" axis="0 0 1"/>
+    <geom type="sphere" size=".02" mass="1" solimp="0.015 1 0.031" friction="1 .02 .01"/></body>
+  <body name="ball" pos="1 0 0.03"><joint name="s2" type="slide" axis="0 0 1"/>
+    <geom type="sphere" size=".02" mass="2" friction="1 .02 .01"/></body>
+  <body name="pad" pos="2 0 0.03"><joint name="s3" type="slide" axis="0 0 1"/>
+    <geom type="sphere" size=".02" mass=".5" solimp="0.5 0.99 0.01 0.3 3"
+          friction="1 .02 .01"/></body>
+  </worldbody><actuator><motor joint="s1"/><motor joint="s2"/><motor joint="s3"/></actuator>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+@pytest.mark.parametrize("load", [0.0, 25.0, 250.0])
+def test_a_contact_pushes_as_mujocos_row_whatever_load_it_carries(tmp_path, cone, load):
+    """A foot carries a share of a robot that the loader cannot know. MuJoCo's contact row at
+    rest pushes m K d(r)²/(1 − d(r)) r at depth r, whatever presses it down: three spheres on
+    slide joints (the A1's foot solimp, the default one, a power-3 one), each pressed by a
+    motor with ``load`` N on top of its weight, rest in MuJoCo at depths from 0.2 to 25 mm.
+    At MuJoCo's rest pose, diffmb's springs carry the weight plus the load (to 1 %). The
+    elliptic cone, and the pyramidal one with μ = 1 and impratio 1, where its edge rows add
+    up to one normal row."""
+    f = tmp_path / "loaded.xml"
+    f.write_text(_LOADED.format(cone=cone))
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    d = mujoco.MjData(mj)
+    d.ctrl[:] = -load
+    mujoco.mj_step(mj, d, nstep=1500)
+    assert np.max(np.abs(d.qvel)) < 1e-6  # at rest
+    (c,) = diffmb.io.mjcf.contacts_from_mjcf(f)
+    model = diffmb.load_mjcf(f)
+    fn = np.asarray(c.evaluate(model, jnp.asarray(d.qpos), jnp.zeros(3)).fn)
+    np.testing.assert_allclose(fn, np.asarray(mj.body_mass[1:]) * G + load, rtol=0.01)
+
+
 @pytest.mark.slow
 def test_bodies_on_one_two_and_four_contacts_rest_at_mujocos_heights(tmp_path):
     """The bodies above, dropped from 0.2–0.4 mm above their rest, come to rest at MuJoCo's

@@ -549,10 +549,20 @@ class ContactLinearisation(eqx.Module):
         return c, dz0
 
 
+def _spring_stiffness(el, pen, pi):
+    """The normal spring's stiffness at the points ``pi`` at penetration ``pen``: k, or with the
+    element's ``solimp`` k g(δ)/g(δ_k) (:func:`~diffmb.contacts.law.impedance_stiffness`)."""
+    k = el.stiffness[pi]
+    if el.solimp is None:
+        return k
+    return L.impedance_stiffness(pen, k, el.solimp[pi], el.solimp_depth[pi])
+
+
 def _normal_force(el, pen, ddelta, pi, smoothing=True):
     """The normal law at the points ``pi``; with the element's ``backward_smoothing`` (and
     ``smoothing``) its value with the smoothed law's derivative."""
-    args = (pen, ddelta, el.stiffness[pi], el.damping[pi], el.dissipation[pi], el.exponent[pi])
+    args = (pen, ddelta, _spring_stiffness(el, pen, pi), el.damping[pi], el.dissipation[pi],
+            el.exponent[pi])
     if smoothing and el.backward_smoothing is not None:
         return L.normal_force_backward_smoothed(el.normal, *args, el.backward_smoothing)
     return L.normal_force(el.normal, *args)
@@ -585,12 +595,15 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     """The per-point force f, stiction rate ż and their 3 × 3 derivatives with respect to the
     displacement x, the relative velocity u and the state z, in closed form for the linear
     normal law with stiction (what :func:`_point_law` under ``jacfwd`` gives, without it):
-    f_n = k δ + b δ̇ where positive and in contact; the friction f_t = f while the spring–damper
+    f_n = k δ + b δ̇ (k following ``solimp`` where given) where positive and in contact; the friction f_t = f while the spring–damper
     f = −k_t P z − b_t P u (P = I − n nᵀ) lies in the cone |f| ≤ μ f_n, else μ f_n f/|f|."""
-    k, b = el.stiffness[pi], el.damping[pi]
+    b = el.damping[pi]
     kt, bt, mu = el.tangential_stiffness[pi], el.tangential_damping[pi], el.mu[pi]
     ddelta = -jnp.sum(n * u, axis=-1)
-    raw = k * pen + b * ddelta
+    # the spring's force and its derivative (elementwise: the tangent of ones)
+    spring, dspring = jax.jvp(lambda p: _spring_stiffness(el, p, pi) * p, (pen,),
+                              (jnp.ones_like(pen),))
+    raw = spring + b * ddelta
     act = ((pen > 0) & (raw > 0)).astype(jnp.float64)  # the normal force is on and positive
     # its value; with backward smoothing that value differentiates as the smoothed law (the
     # blocks below, the step's Jacobian, stay the exact law's)
@@ -612,7 +625,7 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     dft_dfs = ratio[:, None, None] * (jnp.eye(3) - jnp.where(
         slide[:, None, None], fhat[:, :, None] * fhat[:, None, :], 0.0))
     dft_dF = jnp.where(slide[:, None], fhat, 0.0)
-    dfn_dpen = act * k
+    dfn_dpen = act * dspring
     dfn_du = -(act * b)[:, None] * n
     dft_du = -bt[:, None, None] * dft_dfs @ P + mu[:, None, None] * dft_dF[:, :, None] * \
         dfn_du[:, None, :]
@@ -759,6 +772,10 @@ class AbstractContacts(AbstractGroundForce):
     solref_pairs: tuple = eqx.field(static=True, default=())
     # the most points an implicit step linearises (the nearest; ContactLinearisation)
     max_points: int = eqx.field(static=True, default=64)
+    # MuJoCo's impedance that the linear spring follows (np, 5) and the depth [m] (np,) at
+    # which its stiffness is ``stiffness``; None: a constant stiffness
+    solimp: jnp.ndarray | None = None
+    solimp_depth: jnp.ndarray | None = None
 
     @property
     def terrains(self) -> tuple:
@@ -875,8 +892,12 @@ class AbstractContacts(AbstractGroundForce):
         the stiction springs ½ k_t |z|² when ``state`` z (nc, 3) is given."""
         r = self.evaluate(model, q, jnp.zeros(model.nv))
         pi = np.asarray(self.point_geom)
-        e = jnp.sum(L.normal_energy(self.normal, r.penetration, self.stiffness[pi],
-                                    self.exponent[pi]))
+        if self.solimp is None:
+            e = jnp.sum(L.normal_energy(self.normal, r.penetration, self.stiffness[pi],
+                                        self.exponent[pi]))
+        else:
+            e = jnp.sum(L.impedance_energy(r.penetration, self.stiffness[pi], self.solimp[pi],
+                                           self.solimp_depth[pi]))
         if state is not None:
             e = e + 0.5 * jnp.sum(self.tangential_stiffness[pi] * jnp.sum(state**2, axis=-1))
         return e
@@ -953,6 +974,45 @@ def _check_params(owner, npair, kw):
     if is_concrete((kw["dmin"], kw["dmax"])) and float(kw["dmin"]) > float(kw["dmax"]):
         raise ValueError(f"{owner}.dmin = {float(kw['dmin']):g}: must be <= dmax = "
                          f"{float(kw['dmax']):g}")
+
+
+# solimp's columns: name, admissible, in words
+_SOLIMP_RANGES = (("d_min", lambda x: (x > 0) & (x < 1), "in (0, 1)"),
+                  ("d_max", lambda x: (x > 0) & (x <= 1), "in (0, 1]"),
+                  ("width", lambda x: x >= 0, ">= 0 [m]"),
+                  ("mid", lambda x: (x > 0) & (x < 1), "in (0, 1)"),
+                  ("power", lambda x: x >= 1, ">= 1"))
+
+
+def _check_solimp(owner, npair, normal, solimp, depth):
+    """``solimp`` as (np, 5) and ``solimp_depth`` as (np,) float arrays (both None, or both
+    given), checked where concrete: d_min, d_max and mid in (0, 1), width ≥ 0, power ≥ 1, the
+    depth finite and ≥ 0; only for the linear law."""
+    if solimp is None and depth is None:
+        return None, None
+    if solimp is None or depth is None:
+        raise ValueError(f"{owner}: give solimp and solimp_depth together (the depth [m] at "
+                         "which the spring's stiffness is `stiffness`)")
+    if normal != "linear":
+        raise ValueError(f"{owner}.solimp: the spring follows MuJoCo's impedance only with "
+                         f"normal='linear', not {normal!r}")
+    if np.shape(solimp) not in ((5,), (npair, 5)):
+        raise TypeError(f"{owner}.solimp: expected (5,) or one row per pair ({npair}, 5), got "
+                        f"shape {np.shape(solimp)}")
+    if np.shape(depth) not in ((), (1,), (npair,)):
+        raise TypeError(f"{owner}.solimp_depth: expected one number or one per pair "
+                        f"({npair},), got shape {np.shape(depth)}")
+    check_value(owner, "solimp_depth", depth, lo=0.0)
+    si = jnp.broadcast_to(_f64(solimp), (npair, 5))
+    dep = jnp.broadcast_to(_f64(depth), (npair,))
+    if is_concrete(si):
+        for j, (name, ok, where) in enumerate(_SOLIMP_RANGES):
+            col = np.asarray(si)[:, j]
+            bad = ~(np.isfinite(col) & ok(col))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"{owner}.solimp[{i}]: {name} = {col[i]!r} must be {where}")
+    return si, dep
 
 
 def follow_solref(el, timeconst, dampratio, pairs):
@@ -1078,6 +1138,9 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
     check_choice(owner, "normal", normal, L.NORMAL_LAWS)
     self.backward_smoothing = _check_smoothing(owner, kw.pop("backward_smoothing", None))
     self.max_points = _check_max_points(owner, kw.pop("max_points", MAX_POINTS))
+    self.solimp, self.solimp_depth = _check_solimp(owner, len(geoms), normal,
+                                                   kw.pop("solimp", None),
+                                                   kw.pop("solimp_depth", None))
     if model is not None and not isinstance(model, Model):
         raise TypeError(f"{owner}.model = {model!r}: not a diffmb Model")
     _check_params(owner, len(geoms), kw)
@@ -1137,6 +1200,11 @@ _DOC_ARGS = """
     ``max_points`` (:data:`MAX_POINTS`): the most points an implicit step linearises at once,
     the nearest of the candidates (the others are apart, so the step is the same); a run in
     which more push stops with :data:`~diffmb.systems.CONTACT_OVERFLOW`.
+    ``solimp`` (MuJoCo's (d_min, d_max, width, mid, power), one row or one per pair) with
+    ``solimp_depth`` [m] (one or one per pair): the linear law's spring follows MuJoCo's
+    impedance, k g(δ)/g(δ_k) with g = d²/(1 − d), equal to ``stiffness`` at that depth, so it
+    pushes as MuJoCo's contact row at every depth
+    (:func:`~diffmb.contacts.law.impedance_stiffness`); None (default): a constant k.
 """
 
 
@@ -1153,13 +1221,14 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
                  tangential_stiffness=None, tangential_damping=None, margin=0.0,
                  timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
                  rolling=None, spin_eps=0.05, backward_smoothing=None,
-                 max_points=MAX_POINTS):
+                 max_points=MAX_POINTS, solimp=None, solimp_depth=None):
         _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
               dmax=dmax, torsion=torsion, rolling=rolling, spin_eps=spin_eps,
-              backward_smoothing=backward_smoothing, max_points=max_points)
+              backward_smoothing=backward_smoothing, max_points=max_points, solimp=solimp,
+              solimp_depth=solimp_depth)
 
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
@@ -1178,13 +1247,13 @@ class CoulombContacts(AbstractContacts, AbstractForce):
                  mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
                  margin=0.0, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
                  rolling=None, spin_eps=0.05, backward_smoothing=None,
-                 max_points=MAX_POINTS):
+                 max_points=MAX_POINTS, solimp=None, solimp_depth=None):
         _init(self, geoms, terrain, "coulomb", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, margin=margin,
               timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax, torsion=torsion,
               rolling=rolling, spin_eps=spin_eps, backward_smoothing=backward_smoothing,
-              max_points=max_points)
+              max_points=max_points, solimp=solimp, solimp_depth=solimp_depth)
 
     def __call__(self, model, t, q, v, ctrl):
         r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))

@@ -14,6 +14,13 @@ Normal laws (never pulling: f_n = max(·, 0), and 0 out of contact):
   c [s/m]; the damping vanishes with δ, so the force is continuous at touch-down. n = 1,
   c = 0 is the linear spring without damping; the linear spring–damper is its own choice.
 
+The linear law's spring may follow MuJoCo's impedance (a contact element's ``solimp``): its
+stiffness is then k g(δ)/g(δ_k), g(δ) = d(δ)²/(1 − d(δ)) with d MuJoCo's impedance
+(:func:`~diffmb.forces.elements.soft_impedance`), so that it equals k at the depth δ_k. A MuJoCo
+contact row at rest at depth δ pushes with m K g(δ) δ (m the pair's effective mass, K solref's
+stiffness): with k = m K g(δ_k) this spring pushes the same at every depth, whatever load the
+point carries (:func:`impedance_stiffness`, :func:`impedance_energy`).
+
 Torsional and rolling friction (MuJoCo's ``condim`` 4 and 6, :func:`spin_friction`): on the
 relative angular velocity ω of the two sides, split into its spin s = n·ω about the normal and
 its rolling part ω_r = ω − s n, the regularised Coulomb torques τ = −f_n [μ_s s n/√(s² + ε_ω²)
@@ -51,6 +58,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "NORMAL_LAWS",
@@ -65,6 +73,9 @@ __all__ = [
     "tangential",
     "spin_friction",
     "normal_energy",
+    "impedance_ratio",
+    "impedance_stiffness",
+    "impedance_energy",
 ]
 
 NORMAL_LAWS = ("linear", "hunt_crossley")
@@ -131,6 +142,60 @@ def normal_energy(law: str, delta, k, n):
     if law == "linear":
         return jnp.where(on, 0.5 * k * dpos**2, 0.0)
     return jnp.where(on, k * dpos ** (n + 1.0) / (n + 1.0), 0.0)
+
+
+def impedance_ratio(delta, solimp):
+    """g(δ) = d²/(1 − d) of MuJoCo's impedance d at the penetration max(δ, 0) (``solimp``
+    (..., 5), broadcast against δ)."""
+    from ..forces.elements import soft_impedance
+
+    d = soft_impedance(jnp.maximum(delta, 0.0), solimp)
+    return d * d / (1.0 - d)
+
+
+def impedance_stiffness(delta, k, solimp, depth):
+    """The stiffness k g(δ)/g(δ_k) at penetration δ of a spring that follows MuJoCo's impedance
+    ``solimp`` and has stiffness k at the depth ``depth`` δ_k [m] (module docstring)."""
+    return k * impedance_ratio(delta, solimp) / impedance_ratio(depth, solimp)
+
+
+def _graded_rule(levels=12, nodes=8):
+    """Gauss–Legendre nodes and weights on [0, 1], ``nodes`` per part, the parts halving
+    towards both ends (g = d²/(1 − d) grows like 1/(1 − d) where d nears 1 at an end)."""
+    cuts = np.unique(np.concatenate([0.5 ** np.arange(1, levels + 1),
+                                     1.0 - 0.5 ** np.arange(1, levels + 1), [0.0, 1.0]]))
+    gx, gw = np.polynomial.legendre.leggauss(nodes)
+    a, b = cuts[:-1, None], cuts[1:, None]
+    return ((a + (b - a) * 0.5 * (gx + 1.0)).ravel(), ((b - a) * 0.5 * gw).ravel())
+
+
+_GRADED = _graded_rule()
+
+
+def impedance_energy(delta, k, solimp, depth):
+    """Elastic energy ∫₀^δ k g(s)/g(δ_k) s ds [J] of the spring of :func:`impedance_stiffness`
+    (0 for δ ≤ 0): Gauss–Legendre on the pieces between solimp's breakpoints (``mid``·width,
+    width, and where d reaches MuJoCo's clip 0.9999), on which g is smooth, in parts graded
+    towards the pieces' ends."""
+    si = jnp.asarray(solimp, dtype=jnp.float64)
+    dpos = jnp.maximum(delta, 0.0)
+    dmin, dmax, width, mid, power = (si[..., i] for i in range(5))
+    power = jnp.maximum(power, 1.0)
+    # where d reaches MuJoCo's clip 0.9999 inside the width (solimp's y = (d − dmin)/(dmax − dmin))
+    yc = jnp.clip((0.9999 - dmin) / jnp.where(dmax > dmin, dmax - dmin, 1.0), 0.0, 1.0)
+    xc = jnp.where(yc >= mid, 1.0 - ((1.0 - yc) * (1.0 - mid) ** (power - 1.0)) ** (1.0 / power),
+                   (yc * mid ** (power - 1.0)) ** (1.0 / power))
+    xc = jnp.where(dmax > 0.9999, xc, 1.0)
+    knots = jnp.sort(jnp.stack([mid, xc, jnp.ones_like(mid)], -1), -1) * \
+        width[..., None]
+    cuts = [jnp.zeros_like(dpos)] + [jnp.minimum(dpos, knots[..., i]) for i in range(3)] + [dpos]
+    x, w = (jnp.asarray(a) for a in _GRADED)
+    e = 0.0
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        s = a[..., None] + (b - a)[..., None] * x
+        f = impedance_stiffness(s, k[..., None], si[..., None, :], depth[..., None]) * s
+        e = e + (b - a) * jnp.sum(w * f, axis=-1)
+    return e
 
 
 def _tangent(x, n):

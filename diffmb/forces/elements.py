@@ -69,6 +69,7 @@ __all__ = [
     "limit_force",
     "soft_impedance",
     "mujoco_contact_gains",
+    "mujoco_rest_depth",
     "soft_limit_force",
     "soft_limit_rows",
     "soft_row_gains",
@@ -727,9 +728,26 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
     Raises ValueError unless m_eff and n_points are finite and positive."""
     m = np.asarray(m_eff, float)
     n = np.asarray(n_points, float)
+    r = mujoco_rest_depth(m, n, solref, solimp, gravity, load)
+    si = np.broadcast_to(np.asarray(solimp, float), r.shape + (5,))
+    d = soft_impedance(r, si, xp=np)
+    k = m * _soft_gains(np.asarray(solref, float), si, xp=np)[0] * d * d / (1.0 - d)
+    zeta = np.where(np.asarray(solref, float)[..., 0] > 0, np.asarray(solref, float)[..., 1], 1.0)
+    return k, 2.0 * zeta * np.sqrt(k * m / n)
+
+
+def mujoco_rest_depth(m_eff, n_points, solref=(0.02, 1.0),
+                      solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None):
+    """The depth r* [m] at which each of ``n_points`` MuJoCo contact rows of a pair of
+    effective mass ``m_eff`` carries ``load`` g/n_points at rest (``load`` [kg], default
+    m_eff; ``gravity`` = |g|): the root of m_eff k' d(r)²/(1 − d(r)) r = load g/n_points
+    (see :func:`mujoco_contact_gains`), by bisection in numpy. Arrays broadcast. Raises
+    ValueError unless m_eff and n_points are finite and positive."""
+    m = np.asarray(m_eff, float)
+    n = np.asarray(n_points, float)
     for name, x in (("m_eff", m), ("n_points", n)):
         if not (np.all(np.isfinite(x)) and np.all(x > 0)):
-            raise ValueError(f"mujoco_contact_gains: {name} = {x.tolist()} must be finite and "
+            raise ValueError(f"mujoco_rest_depth: {name} = {x.tolist()} must be finite and "
                              "> 0")
     sr = np.asarray(solref, float)
     si = np.broadcast_to(np.asarray(solimp, float), np.broadcast(m, n).shape + (5,))
@@ -748,10 +766,7 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
         mid = 0.5 * (lo + hi)
         below = rest_force(mid) < target
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    d = soft_impedance(0.5 * (lo + hi), si, xp=np)
-    k = m * K * d * d / (1.0 - d)
-    zeta = np.where(sr[..., 0] > 0, sr[..., 1], 1.0)
-    return k, 2.0 * zeta * np.sqrt(k * m / n)
+    return 0.5 * (lo + hi)
 
 
 def soft_limit_force(y, yd, ydd_free, invweight, solref, solimp):

@@ -952,7 +952,11 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     MuJoCo's impedance at the depth where those points carry the heavier of the two bodies'
     trees (a free object: itself; a foot: the whole robot) (MuJoCo's rest penetration: a free sphere
     0.37 mm, a capsule lying flat 0.21 mm, a box on a face 0.11 mm with the defaults). The
-    stiction spring takes the same stiffness and the damping. ``margin``
+    normal spring follows the pair's ``solimp`` about that stiffness (the element's
+    ``solimp``), so each point pushes as MuJoCo's contact row at rest at every depth, whatever
+    share of the load it carries (MuJoCo's elliptic cone, and its pyramidal cone where
+    (condim − 1) impratio = μ² (1 + μ²), e.g. condim 3 with μ = 1 and impratio 1). The
+    stiction spring takes the stiffness at that depth, and the damping. ``margin``
     shifts the penetration (the contact acts from that distance, as MuJoCo's
     ``includemargin``); the geoms keep their size. Meshes collide as their convex hulls, as
     in MuJoCo (a concave mesh too). Unsupported pairs (SDF and plugin geoms, a plane or height
@@ -974,7 +978,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     import warnings
 
     from ..contacts.element import Contacts, follow_solref, pair_n_active
-    from ..forces.elements import mujoco_contact_gains
+    from ..forces.elements import mujoco_contact_gains, mujoco_rest_depth
 
     mj, where = _as_mjmodel(src)
     ignore = {str(x) for x in ((ignore,) if isinstance(ignore, str) else ignore)}
@@ -1060,8 +1064,12 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     if not geoms:
         return ()
     m_eff, na, solref, solimp, load = (np.array(x, float) for x in zip(*gain_in, strict=True))
-    k, d = mujoco_contact_gains(m_eff, na, solref, solimp, np.linalg.norm(mj.opt.gravity),
-                                load=load)  # every pair at once, in numpy
+    g = np.linalg.norm(mj.opt.gravity)
+    k, d = mujoco_contact_gains(m_eff, na, solref, solimp, g, load=load)  # all pairs, numpy
+    depth = mujoco_rest_depth(m_eff, na, solref, solimp, g, load=load)
+    # a given stiffness is a constant one: a flat impedance (zero width)
+    given = np.array(["stiffness" in ov for ov in ovs])
+    solimp[given] = (0.9, 0.9, 0.0, 0.5, 1.0)
     ks = np.array([float(ov.get("stiffness", x)) for ov, x in zip(ovs, k, strict=True)])
     bs = [float(ov.get("damping", x)) for ov, x in zip(ovs, d, strict=True)]
     m_pts = np.array(m_pts)
@@ -1069,7 +1077,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
     el = Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
                   mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
-                  tangential_damping=2.0 * np.sqrt(ks * m_pts), **kw)
+                  tangential_damping=2.0 * np.sqrt(ks * m_pts), solimp=solimp, solimp_depth=depth,
+                  **kw)
     refs = np.array(refs)
     return (follow_solref(el, refs[:, 0], refs[:, 1], follow),)
 
