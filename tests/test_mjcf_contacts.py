@@ -68,7 +68,7 @@ _SLOPE = """
 """
 
 
-def _box_on_slope(tmp_path, deg, mu, t1):
+def _box_on_slope(tmp_path, deg, mu, t1, solver="rk4", dt=1e-3):
     """A box released on a plane tilted by ``deg`` about y (it falls towards −x)."""
     a = np.radians(deg)
     # the box's bottom face on the plane: centre 0.05 m along the plane normal
@@ -78,8 +78,8 @@ def _box_on_slope(tmp_path, deg, mu, t1):
     f.write_text(_SLOPE.format(deg=deg, mu=mu, x=c[0], z=c[2]))
     model = diffmb.load_mjcf(f)
     q0 = np.array(model.qpos0)
-    traj = diffmb.simulate(model, jnp.asarray(q0), None, t1=t1, dt=1e-3,
-                           forces=diffmb.mjcf_forces(f), saveat=np.linspace(0.5, t1, 5))
+    traj = diffmb.simulate(model, jnp.asarray(q0), None, t1=t1, dt=dt, solver=solver,
+                           forces=diffmb.mjcf_forces(f), saveat=np.linspace(0.5, t1, 6))
     return traj, a
 
 
@@ -95,9 +95,13 @@ def test_box_slides_down_a_slope_with_coulomb_acceleration(tmp_path):
     assert abs(acc - expected) < 0.01 * expected
 
 
-def test_box_holds_on_a_slope_below_the_friction_angle(tmp_path):
-    """tan 25° = 0.47 < μ = 0.6: the box stays (creep under 1 mm in 3 s)."""
-    traj, _ = _box_on_slope(tmp_path, 25.0, 0.6, 3.0)
+@pytest.mark.parametrize("solver, dt", [("implicit", 2e-3), ("rk4", 5e-4)])
+def test_box_holds_on_a_slope_below_the_friction_angle(tmp_path, solver, dt):
+    """tan 25° = 0.47 < μ = 0.6: the box stays (creep under 1 mm in 3 s). MuJoCo's pyramidal
+    cone makes the normal springs of this μ 4.1 times one row's stiffness: RK4 then needs
+    0.5 ms (at 1 ms, near its stability bound, it creeps 5.4 mm; MuJoCo's own soft contact
+    creeps 6.4 mm)."""
+    traj, _ = _box_on_slope(tmp_path, 25.0, 0.6, 3.0, solver, dt)
     drift = np.linalg.norm(np.asarray(traj.q[-1, :3] - traj.q[0, :3]))
     assert drift < 1e-3
 
@@ -282,32 +286,35 @@ def test_rest_depth_is_mujocos_on_one_two_and_four_contacts(tmp_path):
     np.testing.assert_allclose(carried, np.asarray(mj.body_mass[1:]) * G, rtol=0.01)
 
 
-_LOADED = """<mujoco><option timestep="0.002" cone="{cone}"/>
-  <default><geom contype="2" conaffinity="1"/></default><worldbody>
+_LOADED = """<mujoco><option timestep="0.002" cone="{cone}" impratio="{impratio}"/>
+  <default><geom contype="2" conaffinity="1" condim="{condim}" friction="{mu} .02 .01"/>
+  </default><worldbody>
   <geom type="plane" size="5 5 .1" contype="1"/>
   <body name="foot" pos="0 0 0.03"><joint name="s1" type="slide" axis="0 0 1"/>
-    <geom type="sphere" size=".02" mass="1" solimp="0.015 1 0.031" friction="1 .02 .01"/></body>
+    <geom type="sphere" size=".02" mass="1" solimp="0.015 1 0.031"/></body>
   <body name="ball" pos="1 0 0.03"><joint name="s2" type="slide" axis="0 0 1"/>
-    <geom type="sphere" size=".02" mass="2" friction="1 .02 .01"/></body>
+    <geom type="sphere" size=".02" mass="2"/></body>
   <body name="pad" pos="2 0 0.03"><joint name="s3" type="slide" axis="0 0 1"/>
-    <geom type="sphere" size=".02" mass=".5" solimp="0.5 0.99 0.01 0.3 3"
-          friction="1 .02 .01"/></body>
+    <geom type="sphere" size=".02" mass=".5" solimp="0.5 0.99 0.01 0.3 3"/></body>
   </worldbody><actuator><motor joint="s1"/><motor joint="s2"/><motor joint="s3"/></actuator>
 </mujoco>"""
 
 
-@pytest.mark.parametrize("cone", ["elliptic", "pyramidal"])
+@pytest.mark.parametrize("cone, mu, condim, impratio", [
+    ("elliptic", 0.8, 6, 100), ("pyramidal", 1.0, 3, 1), ("pyramidal", 0.6, 3, 1),
+    ("pyramidal", 0.8, 6, 100)])
 @pytest.mark.parametrize("load", [0.0, 25.0, 250.0])
-def test_a_contact_pushes_as_mujocos_row_whatever_load_it_carries(tmp_path, cone, load):
-    """A foot carries a share of a robot that the loader cannot know. MuJoCo's contact row at
-    rest pushes m K d(r)²/(1 − d(r)) r at depth r, whatever presses it down: three spheres on
-    slide joints (the A1's foot solimp, the default one, a power-3 one), each pressed by a
-    motor with ``load`` N on top of its weight, rest in MuJoCo at depths from 0.2 to 25 mm.
-    At MuJoCo's rest pose, diffmb's springs carry the weight plus the load (to 1 %). The
-    elliptic cone, and the pyramidal one with μ = 1 and impratio 1, where its edge rows add
-    up to one normal row."""
+def test_a_contact_pushes_as_mujocos_row_whatever_load_it_carries(tmp_path, cone, mu, condim,
+                                                                  impratio, load):
+    """A foot carries a share of a robot that the loader cannot know. MuJoCo's contact at rest
+    pushes c m K d(r)²/(1 − d(r)) r at depth r, whatever presses it down (c = 1 for the
+    elliptic cone, (condim − 1) impratio/(μ² (1 + μ²)) for the pyramidal one's edge rows):
+    three spheres on slide joints (the A1's foot solimp, the default one, a power-3 one),
+    each pressed by a motor with ``load`` N on top of its weight, rest in MuJoCo at depths
+    from 0.05 to 25 mm. At MuJoCo's rest pose, diffmb's springs carry the weight plus the
+    load (to 1 %)."""
     f = tmp_path / "loaded.xml"
-    f.write_text(_LOADED.format(cone=cone))
+    f.write_text(_LOADED.format(cone=cone, mu=mu, condim=condim, impratio=impratio))
     mj = mujoco.MjModel.from_xml_path(str(f))
     d = mujoco.MjData(mj)
     d.ctrl[:] = -load

@@ -977,17 +977,18 @@ def _check_params(owner, npair, kw):
 
 
 # solimp's columns: name, admissible, in words
-_SOLIMP_RANGES = (("d_min", lambda x: (x > 0) & (x < 1), "in (0, 1)"),
-                  ("d_max", lambda x: (x > 0) & (x <= 1), "in (0, 1]"),
+_SOLIMP_RANGES = (("d_min", lambda x: (x >= 0) & (x <= 1), "in [0, 1]"),
+                  ("d_max", lambda x: (x >= 0) & (x <= 1), "in [0, 1]"),
                   ("width", lambda x: x >= 0, ">= 0 [m]"),
-                  ("mid", lambda x: (x > 0) & (x < 1), "in (0, 1)"),
+                  ("mid", lambda x: (x >= 0) & (x <= 1), "in [0, 1]"),
                   ("power", lambda x: x >= 1, ">= 1"))
 
 
 def _check_solimp(owner, npair, normal, solimp, depth):
     """``solimp`` as (np, 5) and ``solimp_depth`` as (np,) float arrays (both None, or both
-    given), checked where concrete: d_min, d_max and mid in (0, 1), width ≥ 0, power ≥ 1, the
-    depth finite and ≥ 0; only for the linear law."""
+    given), checked where concrete: d_min, d_max and mid in [0, 1] (d is clipped to
+    [1e-4, 0.9999] as MuJoCo clips it), width ≥ 0, power ≥ 1, the depth finite and ≥ 0; only
+    for the linear law."""
     if solimp is None and depth is None:
         return None, None
     if solimp is None or depth is None:

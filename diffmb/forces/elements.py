@@ -708,7 +708,8 @@ def soft_row_gains(solref, solimp, invweight):
 
 
 def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
-                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None):
+                         solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None,
+                         rows=1.0):
     """Per-point normal stiffness k and damping b that rest a contact pair as MuJoCo's contact
     rows rest it. ``m_eff`` = 1/(``body_invweight0`` of one body + of the other) is the pair's
     effective mass and ``n_points`` the number of its points that carry it at once (a capsule
@@ -717,32 +718,35 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
     MuJoCo gives every contact row the pair's whole inverse weight, R = (1 − d)/d / m_eff,
     whatever the number of contacts, and a_ref = −b' ẏ − k' d y (:func:`soft_limit_force`),
     so a row at rest pushes with f = m_eff k' d²/(1 − d) r at depth r, d = d(r)
-    (:func:`soft_impedance`). The linear spring k = m_eff k' d*²/(1 − d*) has that force at
-    the depth r* where each of the n_points points carries ``load`` g/n_points (``load``
-    [kg], default m_eff: a free body resting on them; ``gravity`` = |g|), so a body that
-    puts that load on them rests there as MuJoCo does. b = 2 ζ √(k m_eff/
-    n_points) damps the body on its n_points points critically (ζ = 1; ``solref``'s ζ when
-    positive). A contact that carries less than ``load`` sits shallower in MuJoCo, where d is
-    smaller: there this spring is stiffer than MuJoCo's row, by up to the ratio of
-    d²/(1 − d) at d* and at d_min. Every input is concrete; arrays broadcast.
+    (:func:`soft_impedance`), times ``rows`` (a contact's normal force over one normal row's:
+    1 for the elliptic cone, (condim − 1) impratio/(μ² (1 + μ²)) for the pyramidal one).
+    The linear spring k = rows m_eff k' d*²/(1 − d*) has that force at the depth r*
+    (:func:`mujoco_rest_depth`) where each of the n_points points carries ``load`` g/n_points
+    (``load`` [kg], default m_eff: a free body resting on them; ``gravity`` = |g|), so a body
+    that puts that load on them rests there as MuJoCo does (at other loads the spring that
+    follows solimp, :func:`~diffmb.contacts.law.impedance_stiffness`, does). b = 2 ζ √(k
+    m_eff/n_points) damps the body on its n_points points critically (ζ = 1; ``solref``'s ζ
+    when positive). Every input is concrete; arrays broadcast.
     Raises ValueError unless m_eff and n_points are finite and positive."""
     m = np.asarray(m_eff, float)
     n = np.asarray(n_points, float)
-    r = mujoco_rest_depth(m, n, solref, solimp, gravity, load)
+    r = mujoco_rest_depth(m, n, solref, solimp, gravity, load, rows)
     si = np.broadcast_to(np.asarray(solimp, float), r.shape + (5,))
     d = soft_impedance(r, si, xp=np)
-    k = m * _soft_gains(np.asarray(solref, float), si, xp=np)[0] * d * d / (1.0 - d)
+    k = np.asarray(rows, float) * m * _soft_gains(np.asarray(solref, float), si, xp=np)[0] \
+        * d * d / (1.0 - d)
     zeta = np.where(np.asarray(solref, float)[..., 0] > 0, np.asarray(solref, float)[..., 1], 1.0)
     return k, 2.0 * zeta * np.sqrt(k * m / n)
 
 
 def mujoco_rest_depth(m_eff, n_points, solref=(0.02, 1.0),
-                      solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None):
-    """The depth r* [m] at which each of ``n_points`` MuJoCo contact rows of a pair of
-    effective mass ``m_eff`` carries ``load`` g/n_points at rest (``load`` [kg], default
-    m_eff; ``gravity`` = |g|): the root of m_eff k' d(r)²/(1 − d(r)) r = load g/n_points
-    (see :func:`mujoco_contact_gains`), by bisection in numpy. Arrays broadcast. Raises
-    ValueError unless m_eff and n_points are finite and positive."""
+                      solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None, rows=1.0):
+    """The depth r* [m] at which each of ``n_points`` MuJoCo contacts of a pair of effective
+    mass ``m_eff`` carries ``load`` g/n_points at rest (``load`` [kg], default m_eff;
+    ``gravity`` = |g|): the root of rows m_eff k' d(r)²/(1 − d(r)) r = load g/n_points (see
+    :func:`mujoco_contact_gains`; ``rows``: a contact's normal force over one normal row's,
+    1 for the elliptic cone), by bisection in numpy. Arrays broadcast. Raises ValueError
+    unless m_eff and n_points are finite and positive."""
     m = np.asarray(m_eff, float)
     n = np.asarray(n_points, float)
     for name, x in (("m_eff", m), ("n_points", n)):
@@ -751,7 +755,7 @@ def mujoco_rest_depth(m_eff, n_points, solref=(0.02, 1.0),
                              "> 0")
     sr = np.asarray(solref, float)
     si = np.broadcast_to(np.asarray(solimp, float), np.broadcast(m, n).shape + (5,))
-    K = _soft_gains(sr, si[..., :2], xp=np)[0]
+    K = _soft_gains(sr, si[..., :2], xp=np)[0] * np.asarray(rows, float)
     carried = m if load is None else np.asarray(load, float)
     target = np.broadcast_to(float(gravity) * carried / (m * n), si.shape[:-1])
 
