@@ -168,6 +168,25 @@ def test_a_file_mujoco_cannot_compile_is_skipped_not_refused(tmp_path):
     assert scenes.summary([r])["all"]["rate"] is None
 
 
+# legged robots behaving like MuJoCo now, simulated in the slow suite (two minutes each)
+LEGGED = ("menagerie/unitree_a1/scene.xml", "dm_control/walker.xml")
+
+
+@pytest.mark.slow
+def test_legged_scenes_behave_like_mujoco(tmp_path):
+    """Menagerie's A1 stands on four feet whose solimp makes MuJoCo's contact stiffness grow a
+    hundredfold with depth (each carries a quarter of the robot); dm_control's walker lands on
+    MuJoCo's pyramidal cone."""
+    with redirect_stdout(io.StringIO()):
+        assert scenes.main(["--only", ",".join(LEGGED), "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "bench_scenes.json").read_text())["rows"]
+    assert sorted(f"{r['source']}/{r['scene']}" for r in rows) == sorted(LEGGED)
+    for r in rows:
+        _assert_behaves(r)
+    a1 = [r for r in rows if r["source"] == "menagerie"][0]
+    assert a1["contacts_diffmb"] == a1["contacts_mujoco"] == 8  # four feet, four calves
+
+
 @pytest.mark.slow
 def test_every_published_scene_loads_or_is_refused_out_of_scope():
     """Every scene file found is loaded as a user would (no simulation: the simulated sweep,
