@@ -107,6 +107,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .dynamics import small_linalg
 from .model import Model
 from .systems import (
     CONTACT_OVERFLOW,
@@ -383,7 +384,7 @@ class ImplicitVelocityEuler(_SecondOrderStep):
         def inverse():
             acc = lambda v: terms.vf(t0, (y0[0], v, *y0[2:]), args)[1]  # noqa: E731
             J = jax.jacfwd(acc)(y0[1])
-            return jnp.linalg.inv(jnp.eye(J.shape[0]) - h * J)
+            return small_linalg.inv(jnp.eye(J.shape[0]) - h * J)
 
         if self.jacobian_every == 1:
             Winv = inverse()
@@ -456,7 +457,7 @@ class ImplicitContactEuler(_SecondOrderStep):
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         system, params = args
         st = system.linear_stages(t0, y0, params, t1 - t0)
-        y1 = st.finish(jnp.linalg.solve(st.W, st.r))
+        y1 = st.finish(small_linalg.solve(st.W, st.r))
         return y1, None, dict(y0=y0, y1=y1), None, _step_result(st)
 
 
@@ -505,8 +506,8 @@ class ImplicitContactROS2(_SecondOrderStep):
         system, params = args
         h = t1 - t0
         st = system.linear_stages(t0, y0, params, ROS2_GAMMA * h)
-        lu = jax.scipy.linalg.lu_factor(st.W)
-        solve = lambda r: jax.scipy.linalg.lu_solve(lu, r)  # noqa: E731
+        lu = small_linalg.lu_factor(st.W)
+        solve = lambda r: small_linalg.lu_solve(lu, r)  # noqa: E731
         r1, inc1 = st.stage(st.force, y0[1], st.rates)
         k1 = inc1(solve(r1))
         y2 = _advance(system, y0, h, k1)

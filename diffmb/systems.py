@@ -50,6 +50,7 @@ from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternio
 from .dynamics.crba import crba_kin
 from .dynamics.kinematics import kinematics
 from .dynamics.rnea import rnea_kin
+from .dynamics.small_linalg import Cholesky, cho_factor, cho_solve, cholesky, solve, spd_solve
 from .forces.elements import (
     AbstractForce,
     AbstractStatefulForce,
@@ -355,11 +356,12 @@ class TreeSystem(AbstractSecondOrderSystem):
         if generalized:
             tau = tau + jnp.asarray(ctrl)
         M = crba_kin(m, kin)
-        cho = jax.scipy.linalg.cho_factor(M)
+        # the soft rows take a jax.scipy.linalg.cho_factor pair, differentiable in M
+        cho = Cholesky(M, cholesky(M)) if row_els else cho_factor(M)
         bias = rnea_kin(m, kin, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
-        a0 = jax.scipy.linalg.cho_solve(cho, tau + Qc - bias)  # without the rows
-        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext, (cho, a0))
-                for k in row_els]
+        a0 = cho_solve(cho, tau + Qc - bias)  # without the rows
+        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext,
+                                         ((cho.l, True), a0)) for k in row_els]
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
         c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
         proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)
@@ -395,8 +397,8 @@ class TreeSystem(AbstractSecondOrderSystem):
         def finish(dv):
             v1 = v + dv
             if Cx is not None:
-                X = jax.scipy.linalg.cho_solve(cho, Cx.T)
-                v1 = v1 - X @ jnp.linalg.solve(Cx @ X, Cx @ v1)
+                X = cho_solve(cho, Cx.T)
+                v1 = v1 - X @ solve(Cx @ X, Cx @ v1)
                 dv = v1 - v
             q1 = q + h * qdot(m, q, v1)
             if s is None:
@@ -438,13 +440,13 @@ class TreeSystem(AbstractSecondOrderSystem):
                 cg = cg + h * (Kq @ rate)
             rhs = h * (F + cg)
             if rows:
-                MiF = jax.scipy.linalg.cho_solve(cho, F)
+                MiF = cho_solve(cho, F)
                 rhs = rhs + sum(rw.step_rhs(h, rate, rw.J @ MiF) for rw in rows)
 
             def increment(dv):
                 if Cx is not None:
-                    X = jax.scipy.linalg.cho_solve(cho, Cx.T)
-                    dv = dv - X @ jnp.linalg.solve(Cx @ X, Cx @ dv)
+                    X = cho_solve(cho, Cx.T)
+                    dv = dv - X @ solve(Cx @ X, Cx @ dv)
                 kq, kv = rate + dv, dv / h
                 if s is None:
                     return (kq, kv)
@@ -599,7 +601,7 @@ def unilateral_forward_dynamics(model: Model, q, v, tau, f_ext, C, rows, method=
     Xu = X[:, nc:]
     if C is not None:
         Xc = X[:, :nc]
-        K = jnp.linalg.solve(C @ Xc, jnp.concatenate([(C @ a0)[:, None], C @ Xu], axis=1))
+        K = solve(C @ Xc, jnp.concatenate([(C @ a0)[:, None], C @ Xu], axis=1))
         a0, Xu = a0 - Xc @ K[:, 0], Xu - Xc @ K[:, 1:]
     f, violation = solve_lcp(rows.J @ Xu, rows.J @ a0 + rows.drift, rows.active)
     # an LCP without a solution (A not a P-matrix) makes the accelerations NaN: the run then
@@ -618,8 +620,8 @@ def project_accelerations(model: Model, q, a0, C):
     """a = a₀ − M⁻¹Cᵀ(C M⁻¹ Cᵀ)⁻¹ C a₀: the accelerations with the linear velocity constraints
     C v = 0 held (Gauss's principle; the constraint forces Cᵀλ do no work)."""
     M = mass_matrix(model, q)
-    X = jnp.linalg.solve(M, C.T)
-    lam = jnp.linalg.solve(C @ X, C @ a0)
+    X = spd_solve(M, C.T)
+    lam = solve(C @ X, C @ a0)
     return a0 - X @ lam
 
 
@@ -636,7 +638,7 @@ def coupled_forward_dynamics(model: Model, q, v, tau, f_ext, C):
     CX = C @ X
     if CX.shape == (1, 1):  # one coupling (a differential): a scalar division
         return a0 - X[:, 0] * ((C[0] @ a0) / CX[0, 0])
-    return a0 - X @ jnp.linalg.solve(CX, C @ a0)
+    return a0 - X @ solve(CX, C @ a0)
 
 
 def _project_initial(model: Model, forces, q0, v0):
@@ -647,7 +649,7 @@ def _project_initial(model: Model, forces, q0, v0):
         return q0, v0
     C = jnp.concatenate([f.jacobian() for f in cs], axis=0)
     r = jnp.concatenate([f.residual(q0) for f in cs])
-    P = C.T @ jnp.linalg.solve(C @ C.T, jnp.eye(C.shape[0]))  # right pseudo-inverse
+    P = C.T @ solve(C @ C.T, jnp.eye(C.shape[0]))  # right pseudo-inverse
     dq_dof = -P @ r
     dof_qadr = cs[0].dof_qadr
     idx = np.array([a for a in dof_qadr if a >= 0], dtype=np.int32)

@@ -159,7 +159,8 @@ def _diffmb_subprocess(robot, batches, reps, notes):
         f"--xla_force_host_platform_device_count={n} --xla_cpu_multi_thread_eigen=false"))
     args = ["--diffmb", robot, ",".join(str(b) for b in batches), str(reps)]
     # a wedge (run_module's stall check) is tried once more; the Humanoid's wedges are jaxlib's
-    # batched LAPACK kernels blocking on their own thread pool (docs/performance.md)
+    # batched LAPACK kernels blocking on their own thread pool (docs/performance.md): the
+    # step's own solves no longer call them (dynamics.small_linalg), its soft limit rows do
     for attempt in (1, 2):
         try:
             return json.loads(run_module(MODULE, args, env, f"diffmb {robot} run", 2400))

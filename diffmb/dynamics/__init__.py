@@ -1,5 +1,6 @@
 """Algorithms on a :class:`~diffmb.Model`: kinematics, RNEA, CRBA, ABA, recursive Lagrange, Kane,
-the inertial regressor and configuration maps (integrate/difference)."""
+the inertial regressor, configuration maps (integrate/difference) and the small dense
+solves of a time step."""
 
 from . import aba as aba
 from . import api as api
@@ -10,3 +11,4 @@ from . import kinematics as kinematics
 from . import lagrange as lagrange
 from . import regressor as regressor
 from . import rnea as rnea
+from . import small_linalg as small_linalg

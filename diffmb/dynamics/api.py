@@ -63,10 +63,9 @@ def forward_dynamics(model: Model, q, v, tau, f_ext=None, method: str = "aba"):
         kin = kinematics(model, q, v)
         M = crba_kin(model, kin)
         rhs = tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext)
-        L = jnp.linalg.cholesky(M)
-        from jax.scipy.linalg import cho_solve
+        from .small_linalg import spd_solve
 
-        return cho_solve((L, True), rhs)
+        return spd_solve(M, rhs)
     if method == "lagrange":
         from .lagrange import forward_dynamics_lagrange
 

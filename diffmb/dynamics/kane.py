@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_factor, cho_solve
 
 from .. import topology
 from ..model import JointType, Model
@@ -40,6 +39,7 @@ from .kinematics import (
     point_accelerations,
     point_velocities,
 )
+from .small_linalg import spd_solve
 
 __all__ = ["kane_terms", "forward_dynamics_kane", "inverse_dynamics_kane", "path_support"]
 
@@ -113,4 +113,4 @@ def inverse_dynamics_kane(model: Model, q, v, qdd, f_ext=None, support=None):
 def forward_dynamics_kane(model: Model, q, v, tau, f_ext=None, support=None):
     """Solve M u̇ = τ + (Fᵣ + Fᵣ*)|_{u̇=0}."""
     M, r0 = kane_terms(model, q, v, jnp.zeros(model.nv), f_ext, support)
-    return cho_solve(cho_factor(M), tau + r0)
+    return spd_solve(M, tau + r0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_factor, cho_solve
 
 from ..model import JointType, Model
 from ..topology import subtree_bodies
@@ -30,6 +29,7 @@ from .kinematics import (
     point_accelerations,
     point_velocities,
 )
+from .small_linalg import spd_solve
 
 __all__ = ["inverse_dynamics_lagrange", "forward_dynamics_lagrange", "lagrange_mass_matrix"]
 
@@ -96,4 +96,4 @@ def forward_dynamics_lagrange(model: Model, q, v, tau, f_ext=None):
     kin = kinematics(model, q, v)
     M = _mass_matrix(model, kin)
     b = _generalized_forces(model, kin, jnp.zeros(model.nv), f_ext)
-    return cho_solve(cho_factor(M), tau - b)
+    return spd_solve(M, tau - b)

@@ -27,6 +27,7 @@ from ..dynamics.kinematics import (
     point_accelerations,
 )
 from ..dynamics.rnea import rnea_kin
+from ..dynamics.small_linalg import cho_factor, cho_solve, solve
 from ..spatial import quaternion as quat
 from ..spatial.safe import safe_norm
 from ..validation import check_value, is_concrete
@@ -83,18 +84,18 @@ def soft_equality_rows(M, h, J, aref, R, unilateral=None, candidate=None, iters=
     where ``candidate`` (violated) and they push (f > 0, i.e. J a < a_ref); they are found by
     Newton's active-set steps on MuJoCo's piecewise-quadratic cost (``iters``; the set is
     fixed before the final solve, which ``grad`` differentiates)."""
-    L = jax.scipy.linalg.cho_factor(M)
-    A = J @ jax.scipy.linalg.cho_solve(L, J.T)
-    b = aref - J @ jax.scipy.linalg.cho_solve(L, h)
+    L = cho_factor(M)
+    A = J @ cho_solve(L, J.T)
+    b = aref - J @ cho_solve(L, h)
     K = A + jnp.diag(R)
     if unilateral is None or not np.any(unilateral):
-        return jnp.linalg.solve(K, b)
+        return solve(K, b)
     uni = np.asarray(unilateral, bool)
     candidate = jnp.ones(uni.shape, bool) if candidate is None else candidate
 
     def forces(active, K, b):
         m = active.astype(jnp.float64)
-        return m * jnp.linalg.solve(m[:, None] * K * m[None, :] + jnp.diag(1.0 - m), m * b)
+        return m * solve(m[:, None] * K * m[None, :] + jnp.diag(1.0 - m), m * b)
 
     A_, b_, K_ = (jax.lax.stop_gradient(x) for x in (A, b, K))
     active = ~uni | (candidate & (b_ > 0))
