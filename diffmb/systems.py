@@ -50,7 +50,7 @@ from .dynamics.configuration import ball_layout, normalize, qdot, unit_quaternio
 from .dynamics.crba import crba_kin
 from .dynamics.kinematics import kinematics
 from .dynamics.rnea import rnea_kin
-from .dynamics.small_linalg import Cholesky, cho_factor, cho_solve, cholesky, solve, spd_solve
+from .dynamics.small_linalg import cho_factor, cho_solve, solve, spd_solve
 from .forces.elements import (
     AbstractForce,
     AbstractStatefulForce,
@@ -356,12 +356,11 @@ class TreeSystem(AbstractSecondOrderSystem):
         if generalized:
             tau = tau + jnp.asarray(ctrl)
         M = crba_kin(m, kin)
-        # the soft rows take a jax.scipy.linalg.cho_factor pair, differentiable in M
-        cho = Cholesky(M, cholesky(M)) if row_els else cho_factor(M)
+        cho = cho_factor(M)
         bias = rnea_kin(m, kin, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
         a0 = cho_solve(cho, tau + Qc - bias)  # without the rows
         rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext,
-                                         ((cho.l, True), a0)) for k in row_els]
+                                         (cho, a0)) for k in row_els]
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
         c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
         proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)

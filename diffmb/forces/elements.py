@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..dynamics import small_linalg
 from ..model import Model
 from ..spatial import quaternion as quat
 from ..validation import check_index, check_value, is_concrete
@@ -846,10 +847,11 @@ class SoftRows(eqx.Module):
 
 
 def _masked_cholesky(K, on):
-    """The upper Cholesky factor of K (m, m) on the rows ``on`` (m,) (0/1), identity elsewhere
-    (a symmetric positive definite matrix for any mask when K is)."""
+    """The Cholesky factorisation (:mod:`~diffmb.dynamics.small_linalg`) of K (m, m) on the
+    rows ``on`` (m,) (0/1), identity elsewhere (a symmetric positive definite matrix for any
+    mask when K is)."""
     Km = on[:, None] * K * on[None, :] + jnp.diag(1.0 - on)
-    return jax.scipy.linalg.cho_factor(Km)[0]
+    return small_linalg.cho_factor(Km)
 
 
 def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4,
@@ -861,16 +863,17 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
     ``*_invweight0``), ``solref``/``solimp`` (:func:`soft_limit_force`, which this is for one
     row at A = ``invweight``). The rows that push are found by Newton's active-set steps on
     MuJoCo's piecewise-quadratic cost (``iters`` of them; one suffices for a single row).
-    ``dynamics``: ``(cho_factor(M), a₀)`` when the caller has them (an implicit step).
+    ``dynamics``: ``(small_linalg.cho_factor(M), a₀)`` when the caller has them (an implicit
+    step).
     ``active``: also return the rows that push (n,) bool, ``(f, active)``."""
     from ..dynamics.api import forward_dynamics, mass_matrix
 
     if dynamics is None:
-        cho = jax.scipy.linalg.cho_factor(mass_matrix(model, q))
+        cho = small_linalg.cho_factor(mass_matrix(model, q))
         a0 = forward_dynamics(model, q, v, tau, f_ext)
     else:
         cho, a0 = dynamics
-    X = jax.scipy.linalg.cho_solve(cho, J.T)
+    X = small_linalg.cho_solve(cho, J.T)
     A, ydd0 = J @ X, J @ a0
     aref, R = _soft_reference(y, J @ v, invweight, solref, solimp)
     violated = y < 0
@@ -878,7 +881,7 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
 
     def forces(K, r, on):  # K⁻¹ r on the rows ``on``, 0 elsewhere
         m = on.astype(jnp.float64)
-        return jax.scipy.linalg.cho_solve((_masked_cholesky(K, m), False), m * r)
+        return small_linalg.cho_solve(_masked_cholesky(K, m), m * r)
 
     K, r = A + jnp.diag(R), aref - ydd0
     pushing = violated & (ydd0 < aref)
