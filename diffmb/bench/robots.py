@@ -158,9 +158,9 @@ def _diffmb_subprocess(robot, batches, reps, notes):
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=(
         f"--xla_force_host_platform_device_count={n} --xla_cpu_multi_thread_eigen=false"))
     args = ["--diffmb", robot, ",".join(str(b) for b in batches), str(reps)]
-    # a wedge (run_module's stall check) is tried once more; the Humanoid's wedges are jaxlib's
-    # batched LAPACK kernels blocking on their own thread pool (docs/performance.md): the
-    # step's own solves no longer call them (dynamics.small_linalg), its soft limit rows do
+    # a wedge (run_module's stall check) is tried once more: the Humanoid's wedges were jaxlib's
+    # batched LAPACK kernels blocking on their own thread pool (docs/performance.md); the
+    # step's solves no longer call them (dynamics.small_linalg), the retry stays as a guard
     for attempt in (1, 2):
         try:
             return json.loads(run_module(MODULE, args, env, f"diffmb {robot} run", 2400))
