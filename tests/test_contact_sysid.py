@@ -145,7 +145,9 @@ def test_thrown_cube_friction_from_a_mujoco_record(tmp_path):
     0.1 mm / 1e-4 on the seven coordinates): it lands flat, bounces, slides 0.3 m and stops.
     diffmb's fit of (μ, T, ζ) from a guess 25-50 % off recovers μ; solref is only partly
     recovered, since diffmb's compliant law does not reproduce MuJoCo's soft-constraint impact
-    (docs/identification.md: the bounce carries the residual)."""
+    (docs/identification.md: the bounce carries the residual). With springs that follow
+    MuJoCo's impedance the fit recovers ζ and not T (with constant springs it was the other
+    way round)."""
     from diffmb.bench import sysid as B
 
     data = B.cube_record(0.5)
@@ -156,7 +158,7 @@ def test_thrown_cube_friction_from_a_mujoco_record(tmp_path):
     mu, half = r["estimates"]["mu"], r["ci95_half"]["mu"]
     assert abs(mu - truth["mu"]) < 0.05 * truth["mu"], r
     assert abs(mu - truth["mu"]) < 1.5 * half, r  # within ~3 standard errors
-    # what the law mismatch leaves: T within 15 %; ζ is not recovered (docs/identification.md),
-    # only a finite damping ratio of the right order
-    assert abs(r["estimates"]["timeconst"] - truth["timeconst"]) < 0.15 * truth["timeconst"], r
-    assert 0.0 < r["estimates"]["dampratio"] < 4.0 * truth["dampratio"], r
+    # what the law mismatch leaves: ζ within 15 %; T is not recovered (docs/identification.md),
+    # only a finite time constant of the right order
+    assert abs(r["estimates"]["dampratio"] - truth["dampratio"]) < 0.15 * truth["dampratio"], r
+    assert 0.1 * truth["timeconst"] < r["estimates"]["timeconst"] < 4.0 * truth["timeconst"], r

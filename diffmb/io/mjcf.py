@@ -231,17 +231,6 @@ def _solimp(solimp):
     return si
 
 
-def _pyramid_rows(mj, condim, mu) -> float:
-    """The normal force of MuJoCo's contact at a given depth over one normal row's: 1 for the
-    elliptic cone and a frictionless contact; for the pyramidal cone its 2 (condim − 1) edge
-    rows, each with the regulariser 2 μ² (1 + μ²)/impratio times the normal row's, give
-    (condim − 1) impratio/(μ² (1 + μ²)) (μ the sliding friction, at least MuJoCo's 1e-5)."""
-    if int(mj.opt.cone) != 0 or condim == 1:  # mjCONE_PYRAMIDAL = 0
-        return 1.0
-    m2 = max(float(mu), 1e-5) ** 2
-    return (condim - 1) * max(float(mj.opt.impratio), 1e-15) / (m2 * (1.0 + m2))
-
-
 _DYN = {0: "none", 1: "integrator", 2: "filter", 3: "filterexact"}  # mjtDyn values
 
 
@@ -973,11 +962,11 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     trees (a free object: itself; a foot: the whole robot) (MuJoCo's rest penetration: a free sphere
     0.37 mm, a capsule lying flat 0.21 mm, a box on a face 0.11 mm with the defaults). The
     normal spring follows the pair's ``solimp`` about that stiffness (the element's
-    ``solimp``, clamped as MuJoCo clamps it), so each point pushes as MuJoCo's contact at rest
-    at every depth, whatever share of the load it carries: one row of the elliptic cone, the
-    2 (condim − 1) edge rows of the pyramidal cone (a factor (condim − 1) impratio/(μ² (1 +
-    μ²)) on the stiffness, 1 for condim 3 with μ = 1 and impratio 1). The stiction spring
-    takes one row's stiffness at that depth, and the damping is critical on it. ``margin``
+    ``solimp``, clamped as MuJoCo clamps it), so each point pushes as MuJoCo's contact row at
+    rest at every depth, whatever share of the load it carries: MuJoCo's elliptic cone, and its
+    pyramidal cone where (condim − 1) impratio = μ² (1 + μ²) (e.g. condim 3, μ = 1, impratio
+    1; otherwise its edge rows push that factor times one row, not applied here:
+    docs/scenes.md). The stiction spring takes the stiffness at that depth, and the damping. ``margin``
     shifts the penetration (the contact acts from that distance, as MuJoCo's
     ``includemargin``); the geoms keep their size. Meshes collide as their convex hulls, as
     in MuJoCo (a concave mesh too). Unsupported pairs (SDF and plugin geoms, a plane or height
@@ -1066,8 +1055,7 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         # the most a pair can carry: the trees (free-floating or welded to the world) of its
         # bodies, the whole robot on a foot
         load = max(tree[p["body"]], 0.0 if p["terrain"] else tree[p["other_body"]])
-        gain_in.append((1.0 / w, na, solref, _solimp(p["solimp"]), max(load, 1.0 / w),
-                        _pyramid_rows(mj, p["condim"], p["friction"][0])))
+        gain_in.append((1.0 / w, na, solref, _solimp(p["solimp"]), max(load, 1.0 / w)))
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
         # the pair's gains follow a fitted solref unless the file gives them directly
         # (negative solref) or an override replaces them
@@ -1085,13 +1073,10 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         rolls.append(float(p["friction"][2]) if p["condim"] >= 6 else 0.0)
     if not geoms:
         return ()
-    m_eff, na, solref, solimp, load, rows = (np.array(x, float)
-                                             for x in zip(*gain_in, strict=True))
+    m_eff, na, solref, solimp, load = (np.array(x, float) for x in zip(*gain_in, strict=True))
     g = np.linalg.norm(mj.opt.gravity)
-    k, d = mujoco_contact_gains(m_eff, na, solref, solimp, g, load=load, rows=rows)  # numpy
-    depth = mujoco_rest_depth(m_eff, na, solref, solimp, g, load=load, rows=rows)
-    # the stiction spring: one row's stiffness at that depth
-    kt = k / rows
+    k, d = mujoco_contact_gains(m_eff, na, solref, solimp, g, load=load)  # all pairs, numpy
+    depth = mujoco_rest_depth(m_eff, na, solref, solimp, g, load=load)
     # a given stiffness is a constant one: a flat impedance (zero width)
     given = np.array(["stiffness" in ov for ov in ovs])
     solimp[given] = (0.9, 0.9, 0.0, 0.5, 1.0)
@@ -1100,10 +1085,9 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     m_pts = np.array(m_pts)
     spin = "condim" not in ignore and (any(tors) or any(rolls))
     kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
-    kts = np.where(given, ks, kt)
     el = Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
-                  mu=np.array(mus), margin=np.array(margins), tangential_stiffness=kts,
-                  tangential_damping=2.0 * np.sqrt(kts * m_pts), solimp=solimp,
+                  mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
+                  tangential_damping=2.0 * np.sqrt(ks * m_pts), solimp=solimp,
                   solimp_depth=depth, **kw)
     refs = np.array(refs)
     return (follow_solref(el, refs[:, 0], refs[:, 1], follow),)
