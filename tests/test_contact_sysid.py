@@ -146,8 +146,8 @@ def test_thrown_cube_friction_from_a_mujoco_record(tmp_path):
     diffmb's fit of (μ, T, ζ) from a guess 25-50 % off recovers μ; solref is only partly
     recovered, since diffmb's compliant law does not reproduce MuJoCo's soft-constraint impact
     (docs/identification.md: the bounce carries the residual). With springs that follow
-    MuJoCo's impedance the fit recovers ζ and not T (with constant springs it was the other
-    way round)."""
+    MuJoCo's impedance, solref is a flat direction of the fit: its intervals are wide and
+    hold the truth."""
     from diffmb.bench import sysid as B
 
     data = B.cube_record(0.5)
@@ -158,7 +158,8 @@ def test_thrown_cube_friction_from_a_mujoco_record(tmp_path):
     mu, half = r["estimates"]["mu"], r["ci95_half"]["mu"]
     assert abs(mu - truth["mu"]) < 0.05 * truth["mu"], r
     assert abs(mu - truth["mu"]) < 1.5 * half, r  # within ~3 standard errors
-    # what the law mismatch leaves: ζ within 15 %; T is not recovered (docs/identification.md),
-    # only a finite time constant of the right order
-    assert abs(r["estimates"]["dampratio"] - truth["dampratio"]) < 0.15 * truth["dampratio"], r
-    assert 0.1 * truth["timeconst"] < r["estimates"]["timeconst"] < 4.0 * truth["timeconst"], r
+    # what the law mismatch leaves: solref not determined by the record (docs/identification.md),
+    # finite positive estimates whose reported 95 % intervals cover the truth
+    for k in ("timeconst", "dampratio"):
+        assert 0.0 < r["estimates"][k] < 10.0 * truth[k], r
+        assert abs(r["estimates"][k] - truth[k]) <= r["ci95_half"][k], r
