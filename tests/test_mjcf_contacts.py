@@ -308,7 +308,8 @@ def test_a_contact_pushes_as_mujocos_row_whatever_load_it_carries(tmp_path, cone
                                                                   impratio, load):
     """A foot carries a share of a robot that the loader cannot know. MuJoCo's contact row at
     rest pushes m K d(r)²/(1 − d(r)) r at depth r, whatever presses it down:
-    three spheres on slide joints (the A1's foot solimp, the default one, a power-3 one),
+    three spheres on slide joints (the A1's foot solimp, the default one and a power-3 one,
+    each mixed with the floor's as MuJoCo mixes them),
     each pressed by a motor with ``load`` N on top of its weight, rest in MuJoCo at depths
     from 0.05 to 25 mm. At MuJoCo's rest pose, diffmb's springs carry the weight plus the
     load (to 1 %)."""
@@ -323,6 +324,34 @@ def test_a_contact_pushes_as_mujocos_row_whatever_load_it_carries(tmp_path, cone
     model = diffmb.load_mjcf(f)
     fn = np.asarray(c.evaluate(model, jnp.asarray(d.qpos), jnp.zeros(3)).fn)
     np.testing.assert_allclose(fn, np.asarray(mj.body_mass[1:]) * G + load, rtol=0.01)
+
+
+@pytest.mark.parametrize("cone, mu, condim, impratio", [
+    ("pyramidal", 0.8, 6, 100), ("pyramidal", 0.6, 3, 1), ("pyramidal", 1.5, 4, 2),
+    ("elliptic", 0.6, 3, 1)])
+def test_rest_depth_with_the_cones_factor_is_mujocos(tmp_path, cone, mu, condim, impratio):
+    """``mujoco_rest_depth(..., rows=c)`` with c = (condim − 1) impratio/(μ² (1 + μ²)) for
+    MuJoCo's pyramidal cone (its edge rows' regulariser, mj_makeImpedance) and 1 for the
+    elliptic one predicts where MuJoCo rests the pressed spheres above (to 1 %), for the three
+    solimps and loads from 0 to 250 N."""
+    from diffmb.forces.elements import mujoco_rest_depth
+
+    f = tmp_path / "loaded.xml"
+    f.write_text(_LOADED.format(cone=cone, mu=mu, condim=condim, impratio=impratio))
+    mj = mujoco.MjModel.from_xml_path(str(f))
+    rows = (condim - 1) * impratio / (mu**2 * (1 + mu**2)) if cone == "pyramidal" else 1.0
+    for load in (0.0, 25.0, 250.0):
+        d = mujoco.MjData(mj)
+        d.ctrl[:] = -load
+        mujoco.mj_step(mj, d, nstep=1500)
+        assert d.ncon == 3
+        body = np.asarray(mj.geom_bodyid)[np.asarray(d.contact.geom).max(axis=1)]
+        depth = 0.02 - np.asarray(d.xpos)[body, 2]  # the spheres' radius minus their height
+        m = np.asarray(mj.body_mass)[body]
+        # the contacts' own (mixed) solimp, as MuJoCo combined the sphere's and the floor's
+        r = mujoco_rest_depth(m, 1.0, (0.02, 1.0), np.asarray(d.contact.solimp), G,
+                              load=m + load / G, rows=rows)
+        np.testing.assert_allclose(r, depth, rtol=0.01)
 
 
 @pytest.mark.slow
