@@ -359,8 +359,8 @@ class TreeSystem(AbstractSecondOrderSystem):
         cho = cho_factor(M)
         bias = rnea_kin(m, kin, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
         a0 = cho_solve(cho, tau + Qc - bias)  # without the rows
-        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext,
-                                         (cho, a0)) for k in row_els]
+        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext, (cho, a0))
+                for k in row_els]
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
         c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
         proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)

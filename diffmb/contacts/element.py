@@ -595,8 +595,9 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     """The per-point force f, stiction rate ż and their 3 × 3 derivatives with respect to the
     displacement x, the relative velocity u and the state z, in closed form for the linear
     normal law with stiction (what :func:`_point_law` under ``jacfwd`` gives, without it):
-    f_n = k δ + b δ̇ (k following ``solimp`` where given) where positive and in contact; the friction f_t = f while the spring–damper
-    f = −k_t P z − b_t P u (P = I − n nᵀ) lies in the cone |f| ≤ μ f_n, else μ f_n f/|f|."""
+    f_n = k δ + b δ̇ (k following ``solimp`` where given) where positive and in contact; the
+    friction f_t = f while the spring–damper f = −k_t P z − b_t P u (P = I − n nᵀ) lies in the
+    cone |f| ≤ μ f_n, else μ f_n f/|f|."""
     b = el.damping[pi]
     kt, bt, mu = el.tangential_stiffness[pi], el.tangential_damping[pi], el.mu[pi]
     ddelta = -jnp.sum(n * u, axis=-1)

@@ -710,7 +710,7 @@ def soft_row_gains(solref, solimp, invweight):
 
 def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
                          solimp=(0.9, 0.95, 0.001, 0.5, 2.0), gravity=9.81, load=None,
-                         rows=1.0):
+                         rows=1.0, depth=None):
     """Per-point normal stiffness k and damping b that rest a contact pair as MuJoCo's contact
     rows rest it. ``m_eff`` = 1/(``body_invweight0`` of one body + of the other) is the pair's
     effective mass and ``n_points`` the number of its points that carry it at once (a capsule
@@ -727,16 +727,18 @@ def mujoco_contact_gains(m_eff, n_points, solref=(0.02, 1.0),
     that puts that load on them rests there as MuJoCo does (at other loads the spring that
     follows solimp, :func:`~diffmb.contacts.law.impedance_stiffness`, does). b = 2 ζ √(k
     m_eff/n_points) damps the body on its n_points points critically (ζ = 1; ``solref``'s ζ
-    when positive). Every input is concrete; arrays broadcast.
-    Raises ValueError unless m_eff and n_points are finite and positive."""
+    when positive). ``depth``: r* when the caller has it (else found here). Every input is
+    concrete; arrays broadcast. Raises ValueError unless m_eff and n_points are finite and
+    positive."""
     m = np.asarray(m_eff, float)
     n = np.asarray(n_points, float)
-    r = mujoco_rest_depth(m, n, solref, solimp, gravity, load, rows)
+    sr = np.asarray(solref, float)
+    r = mujoco_rest_depth(m, n, sr, solimp, gravity, load, rows) if depth is None \
+        else np.asarray(depth, float)
     si = np.broadcast_to(np.asarray(solimp, float), r.shape + (5,))
     d = soft_impedance(r, si, xp=np)
-    k = np.asarray(rows, float) * m * _soft_gains(np.asarray(solref, float), si, xp=np)[0] \
-        * d * d / (1.0 - d)
-    zeta = np.where(np.asarray(solref, float)[..., 0] > 0, np.asarray(solref, float)[..., 1], 1.0)
+    k = np.asarray(rows, float) * m * _soft_gains(sr, si, xp=np)[0] * d * d / (1.0 - d)
+    zeta = np.where(sr[..., 0] > 0, sr[..., 1], 1.0)
     return k, 2.0 * zeta * np.sqrt(k * m / n)
 
 

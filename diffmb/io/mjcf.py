@@ -966,8 +966,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     rest at every depth, whatever share of the load it carries: MuJoCo's elliptic cone, and its
     pyramidal cone where (condim − 1) impratio = μ² (1 + μ²) (e.g. condim 3, μ = 1, impratio
     1; otherwise its edge rows push that factor times one row, not applied here:
-    docs/scenes.md). The stiction spring takes the stiffness at that depth, and the damping. ``margin``
-    shifts the penetration (the contact acts from that distance, as MuJoCo's
+    docs/scenes.md). The stiction spring takes the stiffness at that depth, and the damping.
+    ``margin`` shifts the penetration (the contact acts from that distance, as MuJoCo's
     ``includemargin``); the geoms keep their size. Meshes collide as their convex hulls, as
     in MuJoCo (a concave mesh too). Unsupported pairs (SDF and plugin geoms, a plane or height
     field on a moving body) raise ``NotImplementedError`` naming the geoms unless
@@ -1075,8 +1075,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         return ()
     m_eff, na, solref, solimp, load = (np.array(x, float) for x in zip(*gain_in, strict=True))
     g = np.linalg.norm(mj.opt.gravity)
-    k, d = mujoco_contact_gains(m_eff, na, solref, solimp, g, load=load)  # all pairs, numpy
-    depth = mujoco_rest_depth(m_eff, na, solref, solimp, g, load=load)
+    depth = mujoco_rest_depth(m_eff, na, solref, solimp, g, load=load)  # all pairs, numpy
+    k, d = mujoco_contact_gains(m_eff, na, solref, solimp, g, load=load, depth=depth)
     # a given stiffness is a constant one: a flat impedance (zero width)
     given = np.array(["stiffness" in ov for ov in ovs])
     solimp[given] = (0.9, 0.9, 0.0, 0.5, 1.0)
