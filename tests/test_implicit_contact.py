@@ -180,17 +180,19 @@ def test_bench_quadruped_settles_at_the_file_step_and_at_20ms(dt, solver):
     assert np.all(jnp.linalg.norm(vf[:, :3], axis=1) < VMAX)
 
 
+@pytest.mark.parametrize("creep", [None, 3e-4])
 @pytest.mark.parametrize("impedance", [False, True])
 @pytest.mark.parametrize("state", ["stick", "slide", "lift"])
-def test_closed_form_blocks_equal_the_laws_autodiff(box, state, impedance):
+def test_closed_form_blocks_equal_the_laws_autodiff(box, state, impedance, creep):
     """The closed-form per-point blocks of the linear law with stiction equal forward-mode
     autodiff of the point law itself (the general path), sticking, sliding and lifting off;
-    also with a spring that follows MuJoCo's impedance (its stiffness varies with depth)."""
+    also with a spring that follows MuJoCo's impedance (its stiffness varies with depth) and
+    with creep (its rate too, with the impedance)."""
     from diffmb.contacts.element import _linear_stiction_blocks, _point_law
 
     # k at the points' depth as without; there ∂f/∂δ = k (1 + δ g'/g) ≈ 5.3 k
     kw = dict(solimp=(0.015, 1.0, 3e-4, 0.5, 2.0), solimp_depth=1e-4) if impedance else {}
-    c = contacts(box, mu=0.4, **kw)
+    c = contacts(box, mu=0.4, creep=creep, **kw)
     rng = np.random.default_rng({"stick": 0, "slide": 1, "lift": 2}[state])
     npt = c.n_points
     pi = np.asarray(c.point_geom)

@@ -469,7 +469,8 @@ def _evaluate(el, model: Model, q, v, z, on=None) -> _Points:
     if on is not None:
         fn = jnp.where(on, fn, 0.0)
     ft, dz = L.tangential(el.friction, fn, vrel, n, z, el.mu[pi],
-                          el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps)
+                          el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps,
+                          _creep(el, pen, pi))
     f = fn[:, None] * n + ft
     com = jnp.concatenate([body_coms(model, kin) + kin.origin, jnp.zeros((1, 3))])
     nb = model.n_bodies
@@ -558,6 +559,16 @@ def _spring_stiffness(el, pen, pi):
     return L.impedance_stiffness(pen, k, el.solimp[pi], el.solimp_depth[pi])
 
 
+def _creep(el, pen, pi):
+    """The stiction law's creep rate at the points ``pi`` at penetration ``pen`` (0.0 without
+    creep; with ``solimp``, :func:`~diffmb.contacts.law.impedance_creep`)."""
+    if el.creep is None:
+        return 0.0
+    if el.solimp is None:
+        return el.creep[pi]
+    return L.impedance_creep(pen, el.creep[pi], el.solimp[pi], el.solimp_depth[pi])
+
+
 def _normal_force(el, pen, ddelta, pi, smoothing=True):
     """The normal law at the points ``pi``; with the element's ``backward_smoothing`` (and
     ``smoothing``) its value with the smoothed law's derivative."""
@@ -576,7 +587,8 @@ def _point_law(el, n, z0, w0, pi, smoothing=True):
     def law(pen, u, dz, dw):
         fn = _normal_force(el, pen, -jnp.dot(n, u), pi, smoothing)
         ft, zd = L.tangential(el.friction, fn, u, n, z0 + dz, el.mu[pi],
-                              el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps)
+                              el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps,
+                              _creep(el, pen, pi))
         tq = jnp.zeros(3)
         if el.spin:
             tq = L.spin_friction(fn, w0 + dw, n, el.torsion[pi], el.rolling[pi], el.spin_eps)
@@ -597,7 +609,7 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     normal law with stiction (what :func:`_point_law` under ``jacfwd`` gives, without it):
     f_n = k δ + b δ̇ (k following ``solimp`` where given) where positive and in contact; the
     friction f_t = f while the spring–damper f = −k_t P z − b_t P u (P = I − n nᵀ) lies in the
-    cone |f| ≤ μ f_n, else μ f_n f/|f|."""
+    cone |f| ≤ μ f_n, else μ f_n f/|f|; ż = −(f_t + k_t z)/b_t + c f_t with the creep rate c."""
     b = el.damping[pi]
     kt, bt, mu = el.tangential_stiffness[pi], el.tangential_damping[pi], el.mu[pi]
     ddelta = -jnp.sum(n * u, axis=-1)
@@ -633,14 +645,20 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     dft_dz = -kt[:, None, None] * dft_dfs @ P
     dft_dpen = (mu * dfn_dpen)[:, None] * dft_dF
     f = fn[:, None] * n + ft
-    zd = -(ft + kt[:, None] * z) / bt[:, None]
+    # ż = α f_t − k_t z / b_t, α = c − 1/b_t (c the creep rate, varying with δ)
+    if el.creep is None:
+        cr, dcr = jnp.zeros_like(pen), jnp.zeros_like(pen)
+    else:
+        cr, dcr = jax.jvp(lambda p: _creep(el, p, pi), (pen,), (jnp.ones_like(pen),))
+    alpha = (cr - 1.0 / bt)[:, None, None]
+    zd = -(ft + kt[:, None] * z) / bt[:, None] + cr[:, None] * ft
     to_x = lambda d: -d[:, :, None] * n[:, None, :]  # noqa: E731 - ∂/∂x = −∂/∂δ nᵀ
     Fx = to_x(dfn_dpen[:, None] * n + dft_dpen)
     Fu = n[:, :, None] * dfn_du[:, None, :] + dft_du
     Fz = dft_dz
-    Gx = -to_x(dft_dpen) / bt[:, None, None]
-    Gu = -dft_du / bt[:, None, None]
-    Gz = -(dft_dz + kt[:, None, None] * jnp.eye(3)) / bt[:, None, None]
+    Gx = alpha * to_x(dft_dpen) + to_x(dcr[:, None] * ft)
+    Gu = alpha * dft_du
+    Gz = alpha * dft_dz - (kt / bt)[:, None, None] * jnp.eye(3)
     return f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz)
 
 
@@ -777,6 +795,9 @@ class AbstractContacts(AbstractGroundForce):
     # which its stiffness is ``stiffness``; None: a constant stiffness
     solimp: jnp.ndarray | None = None
     solimp_depth: jnp.ndarray | None = None
+    # the stiction law's creep rate c [m/(N s)] (np,) (at ``solimp_depth``, following the
+    # impedance as (1 − d)/d where ``solimp`` is given); None: the springs stick
+    creep: jnp.ndarray | None = None
 
     @property
     def terrains(self) -> tuple:
@@ -950,7 +971,7 @@ def _geom_names(el) -> list:
 
 # admissible ranges of the law parameters: (lo, lo_open)
 _RANGES = dict(stiffness=(0.0, True), damping=(0.0, False), mu=(0.0, False),
-               exponent=(1.0, False), dissipation=(0.0, False),
+               exponent=(1.0, False), dissipation=(0.0, False), creep=(0.0, False),
                tangential_stiffness=(0.0, True), tangential_damping=(0.0, True),
                eps=(0.0, True), timeconst=(0.0, True), dampratio=(0.0, True),
                dmin=(0.0, True), dmax=(0.0, True), margin=(None, False),
@@ -1017,6 +1038,18 @@ def _check_solimp(owner, npair, normal, solimp, depth):
     return si, dep
 
 
+def _check_creep(owner, npair, creep):
+    """``creep`` [m/(N s)] as a (np,) float array (None: no creep), finite and ≥ 0 where
+    concrete."""
+    if creep is None:
+        return None
+    if np.ndim(creep) > 0 and np.shape(creep) not in ((npair,), (1,)):
+        raise TypeError(f"{owner}.creep: expected one number or one per pair ({npair},), got "
+                        f"shape {np.shape(creep)}")
+    check_value(owner, "creep", creep, lo=0.0)
+    return jnp.broadcast_to(_f64(creep), (npair,))
+
+
 def follow_solref(el, timeconst, dampratio, pairs):
     """``el`` (built with explicit stiffness, damping, tangential_stiffness and critical
     tangential_damping 2 √(k_t m_pt), e.g. from a file's solref) recording the solref (T, ζ)
@@ -1028,8 +1061,10 @@ def follow_solref(el, timeconst, dampratio, pairs):
     object.__setattr__(new, "dampratio", jnp.broadcast_to(_f64(dampratio), (npair,)))
     pairs = tuple(bool(x) for x in np.broadcast_to(np.asarray(pairs, dtype=bool), (npair,)))
     fields = tuple((f, *SOLREF_POWERS[f]) for f in SOLREF_POWERS if f != "tangential_damping")
-    object.__setattr__(new, "solref_fields", fields + (("tangential_damping", -1.0, -1.0),)
-                       if any(pairs) else ())
+    # MuJoCo's creep R/b ∝ T (R does not depend on solref)
+    fields = fields + (("tangential_damping", -1.0, -1.0),) + \
+        ((("creep", 1.0, 0.0),) if el.creep is not None else ())
+    object.__setattr__(new, "solref_fields", fields if any(pairs) else ())
     object.__setattr__(new, "solref_pairs", pairs if any(pairs) else ())
     return new
 
@@ -1143,6 +1178,7 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
     self.solimp, self.solimp_depth = _check_solimp(owner, len(geoms), normal,
                                                    kw.pop("solimp", None),
                                                    kw.pop("solimp_depth", None))
+    self.creep = _check_creep(owner, len(geoms), kw.pop("creep", None))
     if model is not None and not isinstance(model, Model):
         raise TypeError(f"{owner}.model = {model!r}: not a diffmb Model")
     _check_params(owner, len(geoms), kw)
@@ -1216,6 +1252,10 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
     State: the tangential deformations z (n_points, 3) [m], zero initially. Returns
     ``(tau = 0, f_ext (nbody, 6), ż)``. ``tangential_stiffness`` k_t (default k) and
     ``tangential_damping`` b_t (default 2 ζ √(k_t m_pt), critical) set the stiction spring.
+    ``creep`` [m/(N s)] (one or one per pair; None, the default: none): a point that sticks
+    under a tangential load L slides on at c |L|, as MuJoCo's soft friction lets it
+    (:func:`~diffmb.contacts.law.creep_rate`; with ``solimp`` c is the rate at
+    ``solimp_depth`` and follows the impedance as (1 − d)/d, as MuJoCo's does).
     """
 
     def __init__(self, geoms, terrain, *, model=None, q=None, stiffness=None, damping=None,
@@ -1223,14 +1263,14 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
                  tangential_stiffness=None, tangential_damping=None, margin=0.0,
                  timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
                  rolling=None, spin_eps=0.05, backward_smoothing=None,
-                 max_points=MAX_POINTS, solimp=None, solimp_depth=None):
+                 max_points=MAX_POINTS, solimp=None, solimp_depth=None, creep=None):
         _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
               dmax=dmax, torsion=torsion, rolling=rolling, spin_eps=spin_eps,
               backward_smoothing=backward_smoothing, max_points=max_points, solimp=solimp,
-              solimp_depth=solimp_depth)
+              solimp_depth=solimp_depth, creep=creep)
 
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))

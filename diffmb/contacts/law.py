@@ -50,6 +50,13 @@ Friction laws:
   time constant b_t/k_t. z and v_t are projected onto the tangent plane (z's normal part relaxes
   at the same rate). Passive: the spring energy ½ k_t |z|² plus the work of f_t never grows
   (b_t × power = −[s|f + k_t z|² + (1 − s)|k_t z|²] ≤ 0, s = min(1, F/|f|)).
+
+  Creep (MuJoCo's soft friction, opt-in): with a creep rate c [m/(N s)] the spring's anchor
+  also slides with the friction force, ż = −(f_t + k_t z)/b_t + c f_t, so a point that sticks
+  under a steady tangential load L moves on at the speed c |L|, as a MuJoCo contact does (its
+  friction rows hold a load with the velocity R f / b: c = R/b, :func:`creep_rate`). c = 0
+  sticks. Passive while c b_t < 4 (the dissipation b_t|v|² + c|f_t|² + c b_t v·f_t while
+  sticking is then a positive definite form).
 """
 
 from __future__ import annotations
@@ -76,6 +83,8 @@ __all__ = [
     "impedance_ratio",
     "impedance_stiffness",
     "impedance_energy",
+    "creep_rate",
+    "impedance_creep",
 ]
 
 NORMAL_LAWS = ("linear", "hunt_crossley")
@@ -159,6 +168,27 @@ def impedance_stiffness(delta, k, solimp, depth):
     return k * impedance_ratio(delta, solimp) / impedance_ratio(depth, solimp)
 
 
+def creep_rate(b, impratio, mu, pyramidal, d, inv_weight):
+    """MuJoCo's creep of a contact that sticks under a tangential load: the slip speed per
+    newton c = R/b [m/(N s)] of its friction rows, R = (1 − d)/d · A / impratio with A the
+    pair's inverse weight ``inv_weight`` [1/kg] (MuJoCo's diagonal approximation, the bodies'
+    ``body_invweight0``), ``b`` solref's damping [1/s], ``d`` the impedance; a pyramidal cone's
+    two edges per direction share the load with R (1 + μ²) between them (``pyramidal``: bool,
+    or one per contact). Elementwise."""
+    cone = 1.0 + np.asarray(pyramidal, dtype=float) * mu * mu
+    return (1.0 - d) / d * inv_weight * cone / (b * impratio)
+
+
+def impedance_creep(delta, c, solimp, depth):
+    """The creep rate c h(δ)/h(δ_k), h = (1 − d)/d, at penetration δ of a contact whose rate is
+    c at the depth ``depth`` δ_k [m] and follows MuJoCo's impedance ``solimp`` (a MuJoCo
+    friction row's R/b moves with d as (1 − d)/d)."""
+    from ..forces.elements import soft_impedance
+
+    h = lambda r: (1.0 - (x := soft_impedance(jnp.maximum(r, 0.0), solimp))) / x  # noqa: E731
+    return c * h(delta) / h(depth)
+
+
 def _graded_rule(levels=12, nodes=8):
     """Gauss–Legendre nodes and weights on [0, 1], ``nodes`` per part, the parts halving
     towards both ends (g = d²/(1 − d) grows like 1/(1 − d) where d nears 1 at an end)."""
@@ -216,10 +246,11 @@ def regularised_coulomb(fn, v, n, mu, eps):
     return -jnp.asarray(mu * fn)[..., None] * vt / s
 
 
-def stiction(fn, v, n, z, mu, kt, bt):
+def stiction(fn, v, n, z, mu, kt, bt, creep=0.0):
     """Spring–damper stiction (see the module doc): ``(f_t (..., 3), ż (..., 3))``.
 
-    fn (...,) N; v, n, z (..., 3); mu, kt [N/m], bt [N s/m] broadcast against fn."""
+    fn (...,) N; v, n, z (..., 3); mu, kt [N/m], bt [N s/m], creep [m/(N s)] (0: none)
+    broadcast against fn."""
     vt = _tangent(v, n)
     zt = _tangent(z, n)
     kt, bt = jnp.asarray(kt)[..., None], jnp.asarray(bt)[..., None]
@@ -230,13 +261,14 @@ def stiction(fn, v, n, z, mu, kt, bt):
     den = jnp.maximum(_norm(f), F)
     ok = den > 0
     ft = jnp.where(ok, f * F / jnp.where(ok, den, 1.0), 0.0)
-    return ft, -(ft + kt * z) / bt
+    return ft, -(ft + kt * z) / bt + jnp.asarray(creep)[..., None] * ft
 
 
-def tangential(law: str, fn, v, n, z, mu, kt, bt, eps):
-    """Friction force of the static choice ``law`` and ż (zeros for ``"coulomb"``)."""
+def tangential(law: str, fn, v, n, z, mu, kt, bt, eps, creep=0.0):
+    """Friction force of the static choice ``law`` and ż (zeros for ``"coulomb"``); ``creep``
+    [m/(N s)]: the stiction law's creep rate."""
     if law == "stiction":
-        return stiction(fn, v, n, z, mu, kt, bt)
+        return stiction(fn, v, n, z, mu, kt, bt, creep)
     if law == "coulomb":
         return regularised_coulomb(fn, v, n, mu, eps), jnp.zeros_like(v)
     raise ValueError(f"unknown friction law {law!r}; choose one of {FRICTION_LAWS}")

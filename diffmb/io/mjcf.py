@@ -780,8 +780,10 @@ def _mixed_contact_params(mj, g1, g2, pair):
     starts to act (MuJoCo's ``includemargin``): the pair's ``margin``, else the sum of the two
     geoms' (``gap`` only adds contacts that exert no force beyond it)."""
     if pair >= 0:
+        fr = np.array(mj.pair_solreffriction[pair], float)
         return dict(friction=np.array(mj.pair_friction[pair][:3], float),
                     solref=np.array(mj.pair_solref[pair], float),
+                    solreffriction=None if not fr.any() else fr,
                     solimp=np.array(mj.pair_solimp[pair], float),
                     margin=float(mj.pair_margin[pair]), condim=int(mj.pair_dim[pair]))
     margin = float(mj.geom_margin[g1]) + float(mj.geom_margin[g2])
@@ -945,6 +947,21 @@ def _point_invweight(mj, p) -> float:
     return float(np.sum(J * MinvJ)) / 3.0
 
 
+def _mujoco_creep(mj, m_eff, solref, solimp, depth, mu):
+    """Per pair, the stiction law's creep rate [m/(N s)] at ``depth`` that MuJoCo's soft
+    friction has there (:func:`~diffmb.contacts.law.creep_rate`: R/b of its friction rows with
+    the pair's inverse weight 1/``m_eff``, its friction solref's damping, the impedance at
+    ``depth``, ``impratio`` and the cone); 0 for a frictionless pair."""
+    from ..contacts.law import creep_rate
+    from ..forces.elements import _soft_gains, soft_impedance
+
+    _, b = _soft_gains(solref, solimp, xp=np)
+    d = soft_impedance(depth, solimp, xp=np)
+    pyramidal = int(mj.opt.cone) == 0  # mjCONE_PYRAMIDAL
+    c = creep_rate(b, float(mj.opt.impratio), mu, pyramidal, d, 1.0 / m_eff)
+    return np.where(mu > 0, c, 0.0)
+
+
 def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False,
                        overrides=None, ignore=()) -> tuple:
     """The contact element (one :class:`~diffmb.contacts.Contacts` holding every pair, ground
@@ -1039,8 +1056,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
 
     iw = np.asarray(mj.body_invweight0, float)[:, 0]
     tree = np.asarray(mj.body_subtreemass, float)[np.asarray(mj.body_rootid, int)]
-    geoms, others, ovs, mus, m_pts, margins, tors, rolls, refs, follow, gain_in = (
-        [] for _ in range(11))
+    geoms, others, ovs, mus, m_pts, margins, tors, rolls, refs, follow, gain_in, fric_refs = (
+        [] for _ in range(12))
     for p in pairs:
         a = geom(p["geom"])
         b = terrain(p["other"], p["other_name"]) if p["terrain"] else geom(p["other"])
@@ -1056,6 +1073,9 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         # bodies, the whole robot on a foot
         load = max(tree[p["body"]], 0.0 if p["terrain"] else tree[p["other_body"]])
         gain_in.append((1.0 / w, na, solref, _solimp(p["solimp"]), max(load, 1.0 / w)))
+        # the friction rows' solref: the pair's solreffriction where it gives one
+        fric_refs.append(solref if p.get("solreffriction") is None
+                         else _solref(mj, p["solreffriction"]))
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
         # the pair's gains follow a fitted solref unless the file gives them directly
         # (negative solref) or an override replaces them
@@ -1085,6 +1105,9 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     m_pts = np.array(m_pts)
     spin = "condim" not in ignore and (any(tors) or any(rolls))
     kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
+    if "creep" not in ignore:
+        kw["creep"] = _mujoco_creep(mj, m_eff, np.array(fric_refs), solimp, depth,
+                                    np.array(mus))
     el = Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
                   mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
                   tangential_damping=2.0 * np.sqrt(ks * m_pts), solimp=solimp,
