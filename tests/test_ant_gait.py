@@ -99,17 +99,18 @@ def ant():
 
 
 def test_zero_gait_stands_as_in_mujoco(ant):
-    """θ = 0 (u = 0) for 2 s from the file's init_qpos: the Ant settles on its feet and stays
-    (stiction: horizontal drift < 1e-6 m, so a mean speed below 5e-7 m/s; height at 2 s within
-    1 mm of that at 0.5 s); its
-    torso height at 0.5 s, settled, is MuJoCo's on the same file within 5 mm. MuJoCo's soft
-    friction then lets the unpowered legs creep apart (its torso sinks some 4 mm/s), so the
-    two are not compared later."""
+    """θ = 0 (u = 0) for 2 s from the file's init_qpos: the Ant settles on its feet without
+    moving sideways (horizontal drift < 1e-6 m); its torso height at 0.5 s, settled, and at
+    2 s is MuJoCo's on the same file within 3 mm, and it sinks between the two as MuJoCo's does
+    (within 25 %: MuJoCo's soft friction lets the unpowered legs creep apart, some 4 mm/s,
+    and so does the contacts' creep)."""
     model, forces, q0 = ant
     st = ag._stand_check(model, forces, q0, ag.ant_path())
     assert st["ok"] and st["xy_drift_m"] < 1e-6
-    assert abs(st["z_m"][0] - st["z_mujoco_m"][0]) < 5e-3
-    assert abs(st["z_m"][1] - st["z_m"][0]) < 1e-3
+    for z, zm in zip(st["z_m"], st["z_mujoco_m"], strict=True):
+        assert abs(z - zm) < 3e-3
+    sink, sink_mj = (st["z_m"][0] - st["z_m"][1], st["z_mujoco_m"][0] - st["z_mujoco_m"][1])
+    assert sink_mj > 3e-3 and sink == pytest.approx(sink_mj, rel=0.25)
 
 
 def test_gait_gradient_matches_central_differences(ant):

@@ -355,8 +355,9 @@ def _report(res, fig, quick) -> str:
     if st is not None:
         lines += [f"- The zero gait (u = 0): torso height {st['z_m'][0]:.4f} m at "
                   f"{st['t_s'][0]} s and {st['z_m'][1]:.4f} m at {st['t_s'][1]} s (MuJoCo "
-                  f"{st['z_mujoco_m'][0]:.4f} and {st['z_mujoco_m'][1]:.4f} m: its soft "
-                  "friction lets the unpowered legs creep outward, stiction holds them); "
+                  f"{st['z_mujoco_m'][0]:.4f} and {st['z_mujoco_m'][1]:.4f} m: the unpowered legs "
+                  "creep outward in both, through MuJoCo's soft friction and the contacts' "
+                  "creep); "
                   f"horizontal drift {st['xy_drift_m']:.1e} m.", ""]
     el = res["best_gaits_elsewhere"]
     k = "J_check_dt"
