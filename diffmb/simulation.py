@@ -446,6 +446,10 @@ class ImplicitContactEuler(_SecondOrderStep):
     (the eigenvalue 1/(1 + h b/m + h² k/m) of a pure spring's amplitude per step), so the
     step is set by accuracy, not by the stiffest contact. The Jacobian blocks are taken afresh
     at every step (they cost one forward-mode pass over the contact law and the kinematics).
+    MuJoCo's soft constraint rows (joint and tendon limits) take MuJoCo's own Euler step: on a
+    pushing row J a = a_ref − R f with a_ref at the step's start and solref under MuJoCo's
+    refsafe at h (:meth:`~diffmb.forces.SoftRows.step_matrix`), so a limit moves as in MuJoCo
+    at the file's step.
 
     Gradients differentiate the linear solve (reverse or forward mode). A diffrax solver:
     fixed steps, linear interpolation; the system is read from ``args = (system, params)``.
@@ -456,7 +460,7 @@ class ImplicitContactEuler(_SecondOrderStep):
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         system, params = args
-        st = system.linear_stages(t0, y0, params, t1 - t0)
+        st = system.linear_stages(t0, y0, params, t1 - t0, rows_at_start=True)
         y1 = st.finish(small_linalg.solve(st.W, st.r))
         return y1, None, dict(y0=y0, y1=y1), None, _step_result(st)
 

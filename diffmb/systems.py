@@ -146,11 +146,12 @@ class AbstractSecondOrderSystem(AbstractODESystem):
         """A generalized speed beyond :data:`MAX_SPEED` (m/s or rad/s)."""
         return jnp.any(jnp.abs(y[1]) > MAX_SPEED)
 
-    def linear_stages(self, t, y, params, h):
+    def linear_stages(self, t, y, params, h, rows_at_start=False):
         """The stiff forces linearised over a step of size h from ``y``, for a linearly
         implicit step (:class:`~diffmb.simulation.ImplicitContactEuler`,
         :class:`~diffmb.simulation.ImplicitContactROS2`): a :class:`LinearStages`. Systems
-        that offer such a step override this."""
+        that offer such a step override this. ``rows_at_start``: soft constraint rows take
+        a_ref at the step's start (MuJoCo's Euler step) in ``W`` and ``r``."""
         raise TypeError(f"{self.name}: this system offers no linearly implicit stages; use an "
                         "explicit solver or 'implicit_euler_v'")
 
@@ -309,7 +310,7 @@ class TreeSystem(AbstractSecondOrderSystem):
     def position_rate(self, q, v):
         return qdot(self.model, q, v)
 
-    def linear_stages(self, t, y, params, h):
+    def linear_stages(self, t, y, params, h, rows_at_start=False):
         """The tree's stiff forces linearised over a step of size h from y, as a
         :class:`LinearStages`: the linearly implicit Euler step (see
         :class:`~diffmb.simulation.ImplicitContactEuler`) and any stage of a multi-stage one
@@ -388,8 +389,10 @@ class TreeSystem(AbstractSecondOrderSystem):
             A, c = A + Dv + h * Kp, c + h * (Kp @ v)
             Kq = Kp if Kq is None else Kq + Kp
         # the pushing soft rows join the step's own solve (SoftRows.step_matrix)
-        W = M - h * A + sum((rw.step_matrix(h) for rw in rows), jnp.zeros((m.nv, m.nv)))
-        r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v) for rw in rows), jnp.zeros(m.nv))
+        W = M - h * A + sum((rw.step_matrix(h, rows_at_start) for rw in rows),
+                            jnp.zeros((m.nv, m.nv)))
+        r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v, at_start=rows_at_start)
+                                             for rw in rows), jnp.zeros(m.nv))
         tau = tau + sum((rw.tau for rw in rows), jnp.zeros(m.nv))
         Cx = _exact_coupling_matrix(self.forces)
 

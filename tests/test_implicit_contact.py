@@ -225,14 +225,17 @@ def test_closed_form_blocks_equal_the_laws_autodiff(box, state, impedance, creep
         assert np.all(np.linalg.norm(ft, axis=1) >= F * (1 - 1e-9))
 
 
+@pytest.mark.parametrize("at_start", [True, False])
 @pytest.mark.parametrize("rate_scale", [1.0, 0.0])
-def test_soft_rows_in_the_steps_solve_equal_mujocos_constraint_equations(rate_scale):
+def test_soft_rows_in_the_steps_solve_equal_mujocos_constraint_equations(rate_scale, at_start):
     """The soft limit rows that push join the step's matrix (SoftRows.step_matrix/step_rhs).
     Expected: the step solved with the rows as separate unknowns, from MuJoCo's soft
-    constraint on each pushing row, J a = a_ref − R f with a = Δv/h and a_ref over the step
-    (−b J v₁ − k d (y + h J v₁)), beside M Δv = h (F + A Δv + c + Jᵀ f): one (nv + m) linear
-    system, solved by numpy; a row that does not push carries f = 0. The second case (a stage
-    whose positions do not move) checks the rows' rate term on its own."""
+    constraint on each pushing row, J a = a_ref − R f with a = Δv/h and a_ref at the step's
+    start (−b J v − k d y, as MuJoCo's own step computes it; the Euler step) or over the step
+    (−b J v₁ − k d (y + h J v₁); the second-order step's matrix), beside
+    M Δv = h (F + A Δv + c + Jᵀ f): one (nv + m) linear system, solved by numpy; a row that
+    does not push carries f = 0. The second case (a stage whose positions do not move) checks
+    the rows' rate term on its own."""
     from diffmb.forces.elements import SoftRows, _soft_gains, soft_impedance
 
     rng = np.random.default_rng(3)
@@ -251,8 +254,9 @@ def test_soft_rows_in_the_steps_solve_equal_mujocos_constraint_equations(rate_sc
     rows = SoftRows(J=jnp.asarray(J), y=jnp.asarray(y), f=jnp.zeros(m), active=jnp.asarray(active),
                     invweight=jnp.asarray(invw), solref=jnp.asarray(solref),
                     solimp=jnp.asarray(solimp))
-    dv = np.linalg.solve(Mm - h * A + np.asarray(rows.step_matrix(h)),
-                         h * (F + c) + np.asarray(rows.step_rhs(h, jnp.asarray(rate))))
+    dv = np.linalg.solve(Mm - h * A + np.asarray(rows.step_matrix(h, at_start)),
+                         h * (F + c) + np.asarray(rows.step_rhs(h, jnp.asarray(rate),
+                                                                at_start=at_start)))
 
     k, b = (np.asarray(x) for x in _soft_gains(jnp.asarray(solref), jnp.asarray(solimp)))
     d = np.asarray(soft_impedance(jnp.maximum(-jnp.asarray(y), 0.0), jnp.asarray(solimp)))
@@ -261,10 +265,12 @@ def test_soft_rows_in_the_steps_solve_equal_mujocos_constraint_equations(rate_sc
     n = Ja.shape[0]
     K = np.zeros((nv + n, nv + n))
     K[:nv, :nv], K[:nv, nv:] = Mm - h * A, -h * Ja.T
-    # J Δv/h + (b + h k d) J Δv + R f = −b J rate − k d (y + h J rate)
-    K[nv:, :nv] = (1 / h + (b + h * k * d)[active])[:, None] * Ja
+    # over the step: J Δv/h + β J Δv + R f = −β J rate − k d y, β = b + h k d; at the start:
+    # J Δv/h + R f = −b J rate − k d y (h = T/2: MuJoCo's refsafe leaves T as it is)
+    beta = b + h * k * d
+    K[nv:, :nv] = (1 / h + (0.0 * beta if at_start else beta)[active])[:, None] * Ja
     K[nv:, nv:] = np.diag(R[active])
-    rhs = np.concatenate([h * (F + c),
-                          -(b + h * k * d)[active] * (Ja @ rate) - (k * d * y)[active]])
+    rate_gain = b if at_start else beta
+    rhs = np.concatenate([h * (F + c), -rate_gain[active] * (Ja @ rate) - (k * d * y)[active]])
     expected = np.linalg.solve(K, rhs)[:nv]
     np.testing.assert_allclose(dv, expected, rtol=1e-10, atol=1e-14)

@@ -115,6 +115,32 @@ def test_release_from_far_outside_like_mujoco(tmp_path):
     np.testing.assert_allclose(q, ref, rtol=0, atol=1e-8)
 
 
+@pytest.mark.parametrize("soft", ["default", "arcs", "direct"])
+def test_implicit_step_is_mujocos_euler_step_on_a_limit(tmp_path, soft):
+    """The implicit contact step at the file's 5 ms takes MuJoCo's own Euler step through a
+    limit: released 0.5 rad beyond its upper limit (and, with the "arcs" solref, with a time
+    constant MuJoCo's refsafe raises to 2 h), the link is pushed back, swings to the lower
+    limit and bounces, 0.5 s, to 1e-8 rad of MuJoCo's Euler on the same file: the rows'
+    a_ref at the step's start, as MuJoCo computes it."""
+    joint = _SOFT[soft].replace('solreflimit="0.05 0.7"', 'solreflimit="0.004 0.7"')
+    path = tmp_path / "euler.xml"
+    path.write_text(_PENDULUM.format(joint=joint, extra="").replace(
+        'timestep="0.001" integrator="RK4"', 'timestep="0.005" integrator="Euler"'))
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+    d.qpos[:] = 1.0
+    ref = []
+    for _ in range(100):
+        mujoco.mj_step(mj, d)
+        ref.append(d.qpos[0])
+    model, forces = diffmb.load_mjcf(path), diffmb.mjcf_forces(path)
+    ts = np.arange(1, 101) * 5e-3
+    tr = diffmb.simulate(model, jnp.array([1.0]), jnp.array([0.0]), t1=0.5, dt=5e-3,
+                         solver="implicit", saveat=ts, forces=forces)
+    assert np.min(ref) < -0.5  # past the lower limit
+    np.testing.assert_allclose(np.asarray(tr.q[:, 0]), ref, rtol=0, atol=1e-8)
+
+
 def test_rest_under_an_actuator_load_like_mujoco(tmp_path):
     """A motor presses the damped link into its lower limit: the limit sees the motor's torque
     (the element is given the other forces), so the link comes to rest at MuJoCo's violation;

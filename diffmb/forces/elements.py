@@ -814,15 +814,25 @@ class SoftRows(eqx.Module):
     def tau(self):
         return self.J.T @ self.f
 
-    def _step_gains(self, h):
-        """(on/R, b + h k d, h k d) per row, R and k d at the rows' current depth."""
+    def _step_gains(self, h, at_start=False):
+        """(on/R, b + h k d, h k d) per row, R and k d at the rows' current depth; zeros for
+        the last two with ``at_start``."""
         si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
         k, b = _soft_gains(self.solref, si)
         d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
         R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
+        if at_start:
+            b = k = jnp.zeros_like(d)
         return self.active.astype(jnp.float64) / R, b + h * k * d, h * k * d
 
-    def step_matrix(self, h):
+    def step_solref(self, h):
+        """``solref`` with MuJoCo's ``refsafe`` at the step h: a positive time constant at least
+        2 h (what MuJoCo uses at that step)."""
+        sr = jnp.asarray(self.solref, jnp.float64)
+        return sr.at[..., 0].set(jnp.where(sr[..., 0] > 0, jnp.maximum(sr[..., 0], 2.0 * h),
+                                           sr[..., 0]))
+
+    def step_matrix(self, h, at_start=False):
         """Jᵀ diag(w (1 + h β)) J, w = 1/R on the pushing rows (0 elsewhere), β = b + h k d:
         what the rows add to the matrix M − h A of a linearly implicit step of size h.
 
@@ -831,19 +841,22 @@ class SoftRows(eqx.Module):
         (positions following the new velocities), which puts the rows into the step's own
         system: (M − h A + Jᵀ w (1 + h β) J) Δv = h (Q + c) + :meth:`step_rhs`, the same Δv
         as solving the rows apart with K = J M⁻¹ Jᵀ + R (Woodbury's identity: that system
-        times I + Jᵀ w J M⁻¹), without K's factorisations."""
-        w, beta, _ = self._step_gains(h)
+        times I + Jᵀ w J M⁻¹), without K's factorisations. ``at_start``: a_ref at the step's
+        start instead, −b J v − k d y (β = 0), as MuJoCo's own step computes it, with solref
+        under refsafe at h (:meth:`step_solref`): MuJoCo's Euler step."""
+        w, beta, _ = self._step_gains(h, at_start)
         return self.J.T @ ((w * (1.0 + h * beta))[:, None] * self.J)
 
-    def step_rhs(self, h, rate, ja=None):
+    def step_rhs(self, h, rate, ja=None, at_start=False):
         """What the rows add to the right-hand side h (F + c) of a stage of that step whose
         positions move at ``rate``: h Jᵀ w (J M⁻¹ F − h k d J rate) with ``ja`` = J M⁻¹ F for
         a force F that includes the rows' own; ``ja`` None: the Euler step with F without the
         rows (then J M⁻¹ F is replaced by a_ref at the current state, which the rows' force
-        makes it)."""
-        w, _, hkd = self._step_gains(h)
+        makes it; with ``at_start``, a_ref of :meth:`step_solref`)."""
+        w, _, hkd = self._step_gains(h, at_start)
         if ja is None:
-            ja, _ = _soft_reference(self.y, self.J @ rate, self.invweight, self.solref,
+            ja, _ = _soft_reference(self.y, self.J @ rate, self.invweight,
+                                    self.step_solref(h) if at_start else self.solref,
                                     self.solimp)
         return h * (self.J.T @ (w * (ja - hkd * (self.J @ rate))))
 
