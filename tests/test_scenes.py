@@ -168,15 +168,19 @@ def test_a_file_mujoco_cannot_compile_is_skipped_not_refused(tmp_path):
     assert scenes.summary([r])["all"]["rate"] is None
 
 
-# legged robots behaving like MuJoCo now, simulated in the slow suite (two minutes each)
-LEGGED = ("menagerie/unitree_a1/scene.xml", "dm_control/walker.xml")
+# legged robots behaving like MuJoCo now, simulated in the slow suite (one to two minutes each)
+LEGGED = ("menagerie/unitree_a1/scene.xml", "dm_control/walker.xml", "dm_control/quadruped.xml",
+          "dm_control/hopper.xml")
 
 
 @pytest.mark.slow
 def test_legged_scenes_behave_like_mujoco(tmp_path):
     """Menagerie's A1 stands on four feet whose solimp makes MuJoCo's contact stiffness grow a
     hundredfold with depth (each carries a quarter of the robot); dm_control's walker lands on
-    MuJoCo's pyramidal cone."""
+    MuJoCo's pyramidal cone; dm_control's quadruped lands with its toes splayed and MuJoCo's
+    soft friction lets them creep to its stance (the contacts' creep); dm_control's hopper
+    starts with its knee 5° outside its range, and the limit throws it as MuJoCo's Euler step
+    does."""
     with redirect_stdout(io.StringIO()):
         assert scenes.main(["--only", ",".join(LEGGED), "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "bench_scenes.json").read_text())["rows"]
