@@ -93,24 +93,29 @@ def test_large_violation_force_grows_with_mujocos_stiffness(tmp_path):
     np.testing.assert_allclose(slope, -1.0 / 0.02**2, rtol=1e-2)
 
 
+def _released_at_one_radian(path, dt, solver, t1=0.5):
+    """The link released at rest at q = 1 rad: MuJoCo's q at each of its steps to ``t1`` (its
+    own integrator and step ``dt``) and diffmb's with ``solver`` at the same step."""
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(mj)
+    d.qpos[:] = 1.0
+    n = int(round(t1 / dt))
+    ref = []
+    for _ in range(n):
+        mujoco.mj_step(mj, d)
+        ref.append(d.qpos[0])
+    model, forces = diffmb.load_mjcf(path), diffmb.mjcf_forces(path)
+    tr = diffmb.simulate(model, jnp.array([1.0]), jnp.array([0.0]), t1=t1, dt=dt,
+                         solver=solver, saveat=np.arange(1, n + 1) * dt, forces=forces)
+    return np.array(ref), np.asarray(tr.q[:, 0])
+
+
 def test_release_from_far_outside_like_mujoco(tmp_path):
     """Released at rest 0.5 rad beyond its upper limit, the link is pushed back, lets go,
     swings to the lower limit and bounces: 0.5 s of RK4 at MuJoCo's step against MuJoCo's own
     RK4 on the same file (the same equations, so to 1e-8 rad); the old penalty law stopped
     the link at the upper limit instead."""
-    path = _pendulum(tmp_path)
-    mj = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(mj)
-    d.qpos[:] = 1.0
-    ref = []
-    for _ in range(500):
-        mujoco.mj_step(mj, d)
-        ref.append(d.qpos[0])
-    model, forces = diffmb.load_mjcf(path), diffmb.mjcf_forces(path)
-    ts = np.arange(1, 501) * 1e-3
-    tr = diffmb.simulate(model, jnp.array([1.0]), jnp.array([0.0]), t1=0.5, dt=1e-3,
-                         solver="rk4", saveat=ts, forces=forces)
-    q = np.asarray(tr.q[:, 0])
+    ref, q = _released_at_one_radian(_pendulum(tmp_path), 1e-3, "rk4")
     assert np.min(ref) < -0.52  # MuJoCo's link reaches past the lower limit
     np.testing.assert_allclose(q, ref, rtol=0, atol=1e-8)
 
@@ -126,19 +131,9 @@ def test_implicit_step_is_mujocos_euler_step_on_a_limit(tmp_path, soft):
     path = tmp_path / "euler.xml"
     path.write_text(_PENDULUM.format(joint=joint, extra="").replace(
         'timestep="0.001" integrator="RK4"', 'timestep="0.005" integrator="Euler"'))
-    mj = mujoco.MjModel.from_xml_path(str(path))
-    d = mujoco.MjData(mj)
-    d.qpos[:] = 1.0
-    ref = []
-    for _ in range(100):
-        mujoco.mj_step(mj, d)
-        ref.append(d.qpos[0])
-    model, forces = diffmb.load_mjcf(path), diffmb.mjcf_forces(path)
-    ts = np.arange(1, 101) * 5e-3
-    tr = diffmb.simulate(model, jnp.array([1.0]), jnp.array([0.0]), t1=0.5, dt=5e-3,
-                         solver="implicit", saveat=ts, forces=forces)
+    ref, q = _released_at_one_radian(path, 5e-3, "implicit")
     assert np.min(ref) < -0.5  # past the lower limit
-    np.testing.assert_allclose(np.asarray(tr.q[:, 0]), ref, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(q, ref, rtol=0, atol=1e-8)
 
 
 def test_rest_under_an_actuator_load_like_mujoco(tmp_path):
