@@ -183,10 +183,16 @@ def impedance_creep(delta, c, solimp, depth):
     """The creep rate c h(δ)/h(δ_k), h = (1 − d)/d, at penetration δ of a contact whose rate is
     c at the depth ``depth`` δ_k [m] and follows MuJoCo's impedance ``solimp`` (a MuJoCo
     friction row's R/b moves with d as (1 − d)/d)."""
+    return c * _regulariser_ratio(delta, solimp) / _regulariser_ratio(depth, solimp)
+
+
+def _regulariser_ratio(delta, solimp):
+    """(1 − d)/d of MuJoCo's impedance d at the penetration max(δ, 0): a soft row's R over
+    its inverse weight."""
     from ..forces.elements import soft_impedance
 
-    h = lambda r: (1.0 - (x := soft_impedance(jnp.maximum(r, 0.0), solimp))) / x  # noqa: E731
-    return c * h(delta) / h(depth)
+    d = soft_impedance(jnp.maximum(delta, 0.0), solimp)
+    return (1.0 - d) / d
 
 
 def _graded_rule(levels=12, nodes=8):

@@ -675,6 +675,15 @@ def soft_impedance(r, solimp, xp=jnp):
     return xp.clip(dmin + y * (dmax - dmin), 1e-4, 0.9999)
 
 
+def refsafe(solref, h, xp=jnp):
+    """``solref`` (..., 2) as MuJoCo uses it at the time step h with ``refsafe`` (its default):
+    a positive time constant at least 2 h; a negative (direct) one as given. ``xp``: as in
+    :func:`soft_impedance`."""
+    sr = xp.asarray(solref, dtype=xp.float64)
+    T = xp.where(sr[..., 0] > 0, xp.maximum(sr[..., 0], 2.0 * h), sr[..., 0])
+    return xp.stack([T, sr[..., 1]], axis=-1)
+
+
 def _soft_gains(solref, solimp, xp=jnp):
     """MuJoCo's reference stiffness k and damping b of soft rows from ``solref`` = (T, ζ)
     (k = 1/(d_max² T² ζ²), b = 2/(d_max T); or k = −T/d_max², b = −ζ/d_max when negative).
@@ -818,19 +827,16 @@ class SoftRows(eqx.Module):
         """(on/R, b + h k d, h k d) per row, R and k d at the rows' current depth; zeros for
         the last two with ``at_start``."""
         si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
-        k, b = _soft_gains(self.solref, si)
         d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
-        R = jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
+        w = self.active.astype(jnp.float64) / jnp.maximum((1.0 - d) / d * self.invweight, 1e-15)
         if at_start:
-            b = k = jnp.zeros_like(d)
-        return self.active.astype(jnp.float64) / R, b + h * k * d, h * k * d
+            return w, jnp.zeros_like(d), jnp.zeros_like(d)
+        k, b = _soft_gains(self.solref, si)
+        return w, b + h * k * d, h * k * d
 
     def step_solref(self, h):
-        """``solref`` with MuJoCo's ``refsafe`` at the step h: a positive time constant at least
-        2 h (what MuJoCo uses at that step)."""
-        sr = jnp.asarray(self.solref, jnp.float64)
-        return sr.at[..., 0].set(jnp.where(sr[..., 0] > 0, jnp.maximum(sr[..., 0], 2.0 * h),
-                                           sr[..., 0]))
+        """``solref`` with MuJoCo's ``refsafe`` at the step h (:func:`refsafe`)."""
+        return refsafe(self.solref, h)
 
     def step_matrix(self, h, at_start=False):
         """Jᵀ diag(w (1 + h β)) J, w = 1/R on the pushing rows (0 elsewhere), β = b + h k d:

@@ -216,10 +216,10 @@ def _constraints_off(mj, kind: str) -> bool:
 def _solref(mj, solref):
     """``solref`` as MuJoCo uses it: with ``refsafe`` (default) a positive time constant is at
     least twice the time step."""
+    from ..forces.elements import refsafe
+
     r = np.array(solref, float)
-    if r[0] > 0 and not _disabled(mj, "REFSAFE"):
-        r[0] = max(r[0], 2.0 * float(mj.opt.timestep))
-    return r
+    return r if _disabled(mj, "REFSAFE") else refsafe(r, float(mj.opt.timestep), xp=np)
 
 
 def _solimp(solimp):
