@@ -146,12 +146,15 @@ class AbstractSecondOrderSystem(AbstractODESystem):
         """A generalized speed beyond :data:`MAX_SPEED` (m/s or rad/s)."""
         return jnp.any(jnp.abs(y[1]) > MAX_SPEED)
 
-    def linear_stages(self, t, y, params, h, rows_at_start=False):
+    def linear_stages(self, t, y, params, h, rows_at_start=False, cone_passes=1):
         """The stiff forces linearised over a step of size h from ``y``, for a linearly
         implicit step (:class:`~diffmb.simulation.ImplicitContactEuler`,
         :class:`~diffmb.simulation.ImplicitContactROS2`): a :class:`LinearStages`. Systems
         that offer such a step override this. ``rows_at_start``: soft constraint rows take
-        a_ref at the step's start (MuJoCo's Euler step) in ``W`` and ``r``."""
+        a_ref at the step's start (MuJoCo's Euler step) in ``W`` and ``r``.
+        ``cone_passes``: solve W Δv = r, take the sticking contact points' friction cones
+        at the end of that step (:meth:`~diffmb.contacts.AbstractContacts.relinearise`) and
+        rebuild W and r, ``cone_passes − 1`` times."""
         raise TypeError(f"{self.name}: this system offers no linearly implicit stages; use an "
                         "explicit solver or 'implicit_euler_v'")
 
@@ -310,7 +313,7 @@ class TreeSystem(AbstractSecondOrderSystem):
     def position_rate(self, q, v):
         return qdot(self.model, q, v)
 
-    def linear_stages(self, t, y, params, h, rows_at_start=False):
+    def linear_stages(self, t, y, params, h, rows_at_start=False, cone_passes=1):
         """The tree's stiff forces linearised over a step of size h from y, as a
         :class:`LinearStages`: the linearly implicit Euler step (see
         :class:`~diffmb.simulation.ImplicitContactEuler`) and any stage of a multi-stage one
@@ -331,7 +334,9 @@ class TreeSystem(AbstractSecondOrderSystem):
         the velocity-product terms stay explicit, and so do the other element and control
         states (Euler). Exact couplings hold v₁ on C v = 0 (the M-orthogonal projection).
         ``method`` is not used: M and C come from CRBA and RNEA, on the kinematics the contacts
-        use."""
+        use. ``cone_passes`` > 1 re-takes the contacts' cones at the solved step's end
+        (:meth:`AbstractSecondOrderSystem.linear_stages`); the soft rows keep the first
+        pass's load."""
         m = self.model
         if any(isinstance(f, AbstractUnilateral) for f in self.forces):
             raise TypeError(f"{self.name}: unilateral elements (diffmb.forces.unilateral) have "
@@ -393,6 +398,16 @@ class TreeSystem(AbstractSecondOrderSystem):
                             jnp.zeros((m.nv, m.nv)))
         r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v, at_start=rows_at_start)
                                              for rw in rows), jnp.zeros(m.nv))
+        for _ in range(cone_passes - 1):  # the cone at the end of the step just solved
+            dv = solve(W, r)
+            new = {k: self.forces[k].relinearise(lin, dv, h) for k, lin in lins.items()}
+            dQ = sum((new[k].Q + new[k].c - lin.Q - lin.c for k, lin in lins.items()),
+                     jnp.zeros(m.nv))
+            W = W - h * sum((new[k].A - lin.A for k, lin in lins.items()),
+                            jnp.zeros((m.nv, m.nv)))
+            r = r + h * dQ
+            Qc = Qc + sum((new[k].Q - lin.Q for k, lin in lins.items()), jnp.zeros(m.nv))
+            lins = new
         tau = tau + sum((rw.tau for rw in rows), jnp.zeros(m.nv))
         Cx = _exact_coupling_matrix(self.forces)
 

@@ -485,6 +485,24 @@ def _evaluate(el, model: Model, q, v, z, on=None) -> _Points:
     return _Points(P, sign * n, pen, sign * vrel, fn, sign * ft, dz, f_ext)
 
 
+class _PointGeometry(eqx.Module):
+    """What a contact element's linearisation over a step is taken at: the K linearised
+    points' penetrations, normals, relative velocities and spins, stiction states, geoms
+    and Jacobians (see :func:`_linearise`)."""
+
+    pen: jnp.ndarray  # (K,)
+    n: jnp.ndarray  # (K, 3)
+    u: jnp.ndarray  # (K, 3)
+    w: jnp.ndarray  # (K, 3)
+    z: jnp.ndarray  # (K, 3)
+    z_all: jnp.ndarray  # (nc, 3)
+    pi: object  # (K,) int: each point's geom
+    Jc: jnp.ndarray  # (K, 3, nv)
+    Jw: jnp.ndarray  # (K, 3, nv)
+    idx: jnp.ndarray = None  # (K,) int: the points linearised (None: all)
+    dropped: jnp.ndarray = None
+
+
 class ContactLinearisation(eqx.Module):
     """One contact element's forces at (q, v, z) and their linearisation over a step of size
     h, for an implicit step (:meth:`AbstractContacts.linearise`): the generalized contact force
@@ -518,6 +536,11 @@ class ContactLinearisation(eqx.Module):
     idx: jnp.ndarray = None  # (K,) int: the points linearised (None: all)
     hs_free: jnp.ndarray = None  # (nc,): h / (1 + h k_t / b_t), the others' relaxation
     dropped: jnp.ndarray = None  # () bool: a pushing point was not among the K
+    geo: _PointGeometry = None  # where it was taken (for :func:`_relinearise`)
+    f: jnp.ndarray = None  # (K, 3): the points' forces at the start
+    E: jnp.ndarray = None  # (K, 3, 3): their change per Δu over the step
+    cf: jnp.ndarray = None  # (K, 3): their change at Δu = 0
+    dz0_points: jnp.ndarray = None  # (K, 3): dz0 at the K points
 
     def _spread(self, x):
         """Per-point rows (K, 3) placed at their points (nc, 3), zero elsewhere."""
@@ -603,13 +626,18 @@ def _moving(model, kin, bodies):
     return support_mask(model, kin, np.where(moving, bodies, 0)) * moving[:, None]
 
 
-def _linear_stiction_blocks(el, pen, n, u, z, pi):
+def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
     """The per-point force f, stiction rate ż and their 3 × 3 derivatives with respect to the
     displacement x, the relative velocity u and the state z, in closed form for the linear
     normal law with stiction (what :func:`_point_law` under ``jacfwd`` gives, without it):
     f_n = k δ + b δ̇ (k following ``solimp`` where given) where positive and in contact; the
     friction f_t = f while the spring–damper f = −k_t P z − b_t P u (P = I − n nᵀ) lies in the
-    cone |f| ≤ μ f_n, else μ f_n f/|f|; ż = −(f_t + k_t z)/b_t + c f_t with the creep rate c."""
+    cone |f| ≤ μ f_n, else μ f_n f/|f|; ż = −(f_t + k_t z)/b_t + c f_t with the creep rate c.
+
+    ``trial = (f_L, F_L)`` (K, 3), (K,): the cone map f_t(f, F) (F = μ f_n) is linearised at
+    the spring force f_L and bound F_L instead of the start's (f, F); f, ż and the blocks
+    are then that linear model's at the start. Inside the cone at f_L it is the start's
+    sticking law; outside, f_t = F f̂_L + (F_L/|f_L|)(I − f̂_L f̂_Lᵀ) f."""
     b = el.damping[pi]
     kt, bt, mu = el.tangential_stiffness[pi], el.tangential_damping[pi], el.mu[pi]
     ddelta = -jnp.sum(n * u, axis=-1)
@@ -625,15 +653,20 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     fs = -kt[:, None] * jnp.einsum("pij,pj->pi", P, z) - bt[:, None] * jnp.einsum(
         "pij,pj->pi", P, u)
     F = mu * fn
-    nf = L._norm(fs)[:, 0]  # 0 with a zero derivative at fs = 0 (a point at rest)
+    fL, FL = fs, F
+    if trial is not None:  # only where the start sticks: a sliding start keeps its slide
+        held = (L._norm(fs)[:, 0] <= F) & (F > 0)
+        fL, FL = jnp.where(held[:, None], trial[0], fs), jnp.where(held, trial[1], F)
+    nf = L._norm(fL)[:, 0]  # 0 with a zero derivative at fs = 0 (a point at rest)
     # inside the cone; F = 0 (out of contact) is a cone of one point: no friction and no
     # derivative, also at fs = 0
-    stick = (nf <= F) & (F > 0)
+    stick = (nf <= FL) & (FL > 0) & (F > 0)
     slide = ~stick  # on the cone's boundary
     nf_safe = jnp.where(nf > 0, nf, 1.0)
-    fhat = fs / nf_safe[:, None]
-    ratio = jnp.where(stick, 1.0, F / nf_safe)
-    ft = jnp.where(stick[:, None], fs, F[:, None] * fhat)
+    fhat = fL / nf_safe[:, None]
+    ratio = jnp.where(stick, 1.0, jnp.where(F > 0, FL / nf_safe, 0.0))
+    across = fs - fhat * jnp.sum(fhat * fs, axis=-1, keepdims=True)  # (I − f̂ f̂ᵀ) f
+    ft = jnp.where(stick[:, None], fs, F[:, None] * fhat + ratio[:, None] * across)
     # d ft / d fs and d ft / d F (zero while sticking)
     dft_dfs = ratio[:, None, None] * (jnp.eye(3) - jnp.where(
         slide[:, None, None], fhat[:, :, None] * fhat[:, None, :], 0.0))
@@ -662,13 +695,7 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi):
     return f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz)
 
 
-def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
-    """Per point, the 3 × 3 derivatives of force, stiction rate and torque with respect to
-    the point's displacement x, velocity u, state z and spin w, mapped to generalized
-    coordinates by the points' Jacobians. Over a step, x moves by h u₁ (u₁ = u + Δu, the
-    positions follow the new velocities) and z by Δz = h (I − h G_z)⁻¹ (ż + G_x h u₁ +
-    G_u Δu): the stiction state is eliminated point by point, so only an nv × nv system
-    remains. ``kin``: the kinematics at q when the caller has them."""
+def _point_geometry(el, model: Model, q, v, z, kin=None) -> _PointGeometry:
     kin = kinematics(model, q) if kin is None else kin
     P, d, n, src, dst, culled = _raw_points(el, model, kin, cull=True)
     pi_all = np.asarray(el.point_geom)
@@ -679,16 +706,38 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
     mask = _moving(model, kin, src) - _moving(model, kin, dst)
     K = min(nc, el.max_points)
     idx = dropped = None
-    pi = pi_all
+    pi, z_all = pi_all, z
     if K < nc:  # the K nearest points (the others are apart: no force, no block)
         top, idx = jax.lax.top_k(jax.lax.stop_gradient(pen0), K + 1)
         idx, dropped = idx[:K], top[K] > 0.0
-        P, n, pen0, z_all, z = P[idx], n[idx], pen0[idx], z, z[idx]
+        P, n, pen0, z = P[idx], n[idx], pen0[idx], z[idx]
         pi, mask = jnp.asarray(pi_all)[idx], jnp.asarray(mask)[idx]
     if culled is not None:
         dropped = culled if dropped is None else dropped | culled
     Jc, Jw = masked_partial_velocities(kin, P - kin.origin, mask)  # (K, 3, nv)
-    u, w = Jc @ v, Jw @ v
+    return _PointGeometry(pen=pen0, n=n, u=Jc @ v, w=Jw @ v, z=z, z_all=z_all, pi=pi, Jc=Jc,
+                          Jw=Jw, idx=idx, dropped=dropped)
+
+
+def _closed_form(el) -> bool:
+    """The element's blocks come in closed form (:func:`_linear_stiction_blocks`)."""
+    return el.normal == "linear" and el.friction == "stiction" and not el.spin
+
+
+def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
+    """Per point, the 3 × 3 derivatives of force, stiction rate and torque with respect to
+    the point's displacement x, velocity u, state z and spin w, mapped to generalized
+    coordinates by the points' Jacobians. Over a step, x moves by h u₁ (u₁ = u + Δu, the
+    positions follow the new velocities) and z by Δz = h (I − h G_z)⁻¹ (ż + G_x h u₁ +
+    G_u Δu): the stiction state is eliminated point by point, so only an nv × nv system
+    remains. ``kin``: the kinematics at q when the caller has them."""
+    return _assemble(el, _point_geometry(el, model, q, v, z, kin), h)
+
+
+def _assemble(el, g: _PointGeometry, h, trial=None) -> ContactLinearisation:
+    """The linearisation over a step of size h at the points ``g``; ``trial``: the cone
+    linearised at other spring forces (:func:`_linear_stiction_blocks`)."""
+    pen0, n, u, z, w, pi, Jc, Jw, idx = g.pen, g.n, g.u, g.z, g.w, g.pi, g.Jc, g.Jw, g.idx
     stiction = el.friction == "stiction"
     # directions: the penetration (the displacement x enters only through δ = δ0 − n·x), u,
     # and where they act, z and w
@@ -706,8 +755,9 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
             row[0] = -row[0][:, None] * n[None, :]
         return f, zd, tq, full
 
-    if el.normal == "linear" and stiction and not el.spin:
-        f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz) = _linear_stiction_blocks(el, pen0, n, u, z, pi)
+    if _closed_form(el):
+        f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz) = _linear_stiction_blocks(el, pen0, n, u, z, pi,
+                                                                    trial)
     else:
         f, zd, tq, D = jax.vmap(blocks)(pen0, n, u, z, w, jnp.asarray(pi))
         (Fx, Fu, Fz, _), (Gx, Gu, Gz, _), (Tx, Tu, _, Tw) = D
@@ -719,10 +769,13 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
     cf = h * mv(Fx, u) + mv(Fz, dz0)
     on = jnp.any(f != 0.0, axis=-1)
     hs_free = None
+    dz0_k = dz0
     if idx is not None:  # the others: out of contact, ż = −k_t z / b_t
-        g = -el.tangential_stiffness[pi_all] / el.tangential_damping[pi_all]
-        zd_free = g[:, None] * z_all
-        hs_free = h / (1.0 - h * g)
+        nc = el.n_points
+        pi_all = np.asarray(el.point_geom)
+        gf = -el.tangential_stiffness[pi_all] / el.tangential_damping[pi_all]
+        zd_free = gf[:, None] * g.z_all
+        hs_free = h / (1.0 - h * gf)
         zd, dz0 = zd_free.at[idx].set(zd), (hs_free[:, None] * zd_free).at[idx].set(dz0)
         on = jnp.zeros(nc, bool).at[idx].set(on)
     Q = jnp.einsum("pin,pi->n", Jc, f)
@@ -736,7 +789,28 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
     return ContactLinearisation(Q=Q, A=A, c=c, dz0=dz0, dz_du=dz_du, Jc=Jc, zd=zd, hS=hS,
                                 Fx=Fx, Fz=Fz, Gx=Gx, Jw=Jw if el.spin else None,
                                 Tx=Tx if el.spin else None, on=on, idx=idx,
-                                hs_free=hs_free, dropped=dropped)
+                                hs_free=hs_free, dropped=g.dropped, geo=g, f=f, E=E, cf=cf,
+                                dz0_points=dz0_k)
+
+
+def _relinearise(el, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
+    """``lin`` with the friction cone linearised at the spring forces its own step predicts
+    at the step's end for Δv = ``dv`` (and their cone μ f_n): a point that the start's
+    linearisation holds sticking while its spring force leaves the cone over the step slides
+    instead, and one that starts sliding and comes to rest sticks. Only for the blocks in
+    closed form (:func:`_closed_form`); ``lin`` otherwise."""
+    if not _closed_form(el):
+        return lin
+    g = lin.geo
+    du = jnp.einsum("pin,n->pi", g.Jc, dv)
+    mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
+    f1 = lin.f + mv(lin.E, du) + lin.cf
+    z1 = g.z + lin.dz0_points + mv(lin.dz_du, du)
+    kt, bt = el.tangential_stiffness[g.pi], el.tangential_damping[g.pi]
+    P = jnp.eye(3) - g.n[:, :, None] * g.n[:, None, :]
+    fs1 = -kt[:, None] * mv(P, z1) - bt[:, None] * mv(P, g.u + du)
+    F1 = el.mu[g.pi] * jnp.maximum(jnp.sum(g.n * f1, axis=-1), 0.0)
+    return _assemble(el, g, h, (fs1, F1))
 
 
 class AbstractContacts(AbstractGroundForce):
@@ -902,6 +976,12 @@ class AbstractContacts(AbstractGroundForce):
         caller has them."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         return _linearise(self, model, q, v, z, h, kin)
+
+    def relinearise(self, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
+        """``lin`` (from :meth:`linearise` with the same h) with the friction cone taken at
+        the end of the step that Δv = ``dv`` predicts: one active-set pass on stick and slip
+        (:func:`_relinearise`)."""
+        return _relinearise(self, lin, dv, h)
 
     def masked(self, on) -> AbstractForce:
         """This element with only the points ``on`` (nc,) bool pushing, the others as out of
