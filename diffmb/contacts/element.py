@@ -634,10 +634,13 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
     friction f_t = f while the spring–damper f = −k_t P z − b_t P u (P = I − n nᵀ) lies in the
     cone |f| ≤ μ f_n, else μ f_n f/|f|; ż = −(f_t + k_t z)/b_t + c f_t with the creep rate c.
 
-    ``trial = (f_L, F_L)`` (K, 3), (K,): the cone map f_t(f, F) (F = μ f_n) is linearised at
-    the spring force f_L and bound F_L instead of the start's (f, F); f, ż and the blocks
-    are then that linear model's at the start. Inside the cone at f_L it is the start's
-    sticking law; outside, f_t = F f̂_L + (F_L/|f_L|)(I − f̂_L f̂_Lᵀ) f."""
+    ``trial = (f_L, F_L)`` (K, 3), (K,): a spring force and its bound μ f_n predicted at the
+    step's end (:func:`_relinearise`). A point that sticks at the start and whose f_L
+    leaves the cone (|f_L| > F_L) slides: f_t is the cone map linearised at (f_L, F_L),
+    F f̂_L + (F_L/|f_L|)(I − f̂_L f̂_Lᵀ) f, whose radial part is the bound itself. The step
+    then jumps where f_L crosses the cone (the cone map's tangent does: its radial slope
+    goes from 1 to 0); a blend over a band beyond the cone, tried to keep it continuous,
+    was less accurate against a converged reference at every step tried."""
     b = el.damping[pi]
     kt, bt, mu = el.tangential_stiffness[pi], el.tangential_damping[pi], el.mu[pi]
     ddelta = -jnp.sum(n * u, axis=-1)
@@ -653,24 +656,31 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
     fs = -kt[:, None] * jnp.einsum("pij,pj->pi", P, z) - bt[:, None] * jnp.einsum(
         "pij,pj->pi", P, u)
     F = mu * fn
-    fL, FL = fs, F
-    if trial is not None:  # only where the start sticks: a sliding start keeps its slide
-        held = (L._norm(fs)[:, 0] <= F) & (F > 0)
-        fL, FL = jnp.where(held[:, None], trial[0], fs), jnp.where(held, trial[1], F)
-    nf = L._norm(fL)[:, 0]  # 0 with a zero derivative at fs = 0 (a point at rest)
+    nf = L._norm(fs)[:, 0]  # 0 with a zero derivative at fs = 0 (a point at rest)
     # inside the cone; F = 0 (out of contact) is a cone of one point: no friction and no
     # derivative, also at fs = 0
-    stick = (nf <= FL) & (FL > 0) & (F > 0)
+    stick = (nf <= F) & (F > 0)
     slide = ~stick  # on the cone's boundary
     nf_safe = jnp.where(nf > 0, nf, 1.0)
-    fhat = fL / nf_safe[:, None]
-    ratio = jnp.where(stick, 1.0, jnp.where(F > 0, FL / nf_safe, 0.0))
-    across = fs - fhat * jnp.sum(fhat * fs, axis=-1, keepdims=True)  # (I − f̂ f̂ᵀ) f
-    ft = jnp.where(stick[:, None], fs, F[:, None] * fhat + ratio[:, None] * across)
+    fhat = fs / nf_safe[:, None]
+    ratio = jnp.where(stick, 1.0, F / nf_safe)
+    ft = jnp.where(stick[:, None], fs, F[:, None] * fhat)
     # d ft / d fs and d ft / d F (zero while sticking)
     dft_dfs = ratio[:, None, None] * (jnp.eye(3) - jnp.where(
         slide[:, None, None], fhat[:, :, None] * fhat[:, None, :], 0.0))
     dft_dF = jnp.where(slide[:, None], fhat, 0.0)
+    if trial is not None:  # a sticking point whose spring leaves the cone over the step
+        fL, FL = trial
+        nL = L._norm(fL)[:, 0]
+        FLp = jnp.maximum(FL, 0.0)
+        out = stick & (nL > FLp)
+        hL = fL / jnp.where(nL > 0, nL, 1.0)[:, None]
+        kL = jnp.where(nL > 0, FLp / jnp.where(nL > 0, nL, 1.0), 0.0)
+        across = fs - hL * jnp.sum(hL * fs, axis=-1, keepdims=True)  # (I − f̂_L f̂_Lᵀ) f
+        ft = jnp.where(out[:, None], F[:, None] * hL + kL[:, None] * across, ft)
+        dft_dfs = jnp.where(out[:, None, None], kL[:, None, None] * (
+            jnp.eye(3) - hL[:, :, None] * hL[:, None, :]), dft_dfs)
+        dft_dF = jnp.where(out[:, None], hL, dft_dF)
     dfn_dpen = act * dspring
     dfn_du = -(act * b)[:, None] * n
     dft_du = -bt[:, None, None] * dft_dfs @ P + mu[:, None, None] * dft_dF[:, :, None] * \
