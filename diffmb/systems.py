@@ -398,7 +398,8 @@ class TreeSystem(AbstractSecondOrderSystem):
                             jnp.zeros((m.nv, m.nv)))
         r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v, at_start=rows_at_start)
                                              for rw in rows), jnp.zeros(m.nv))
-        for _ in range(cone_passes - 1):  # the cone at the end of the step just solved
+        passes = cone_passes if any(self.forces[k].relinearises for k in lins) else 1
+        for _ in range(passes - 1):  # the cone at the end of the step just solved
             dv = solve(W, r)
             new = {k: self.forces[k].relinearise(lin, dv, h) for k, lin in lins.items()}
             dQ = sum((new[k].Q + new[k].c - lin.Q - lin.c for k, lin in lins.items()),

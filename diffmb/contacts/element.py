@@ -987,6 +987,12 @@ class AbstractContacts(AbstractGroundForce):
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         return _linearise(self, model, q, v, z, h, kin)
 
+    @property
+    def relinearises(self) -> bool:
+        """Whether :meth:`relinearise` changes a linearisation (the closed-form blocks of the
+        linear law with stiction and without spin friction)."""
+        return _closed_form(self)
+
     def relinearise(self, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
         """``lin`` (from :meth:`linearise` with the same h) with the friction cone taken at
         the end of the step that Δv = ``dv`` predicts: one active-set pass on stick and slip
