@@ -540,7 +540,6 @@ class ContactLinearisation(eqx.Module):
     f: jnp.ndarray = None  # (K, 3): the points' forces at the start
     E: jnp.ndarray = None  # (K, 3, 3): their change per Δu over the step
     cf: jnp.ndarray = None  # (K, 3): their change at Δu = 0
-    dz0_points: jnp.ndarray = None  # (K, 3): dz0 at the K points
 
     def _spread(self, x):
         """Per-point rows (K, 3) placed at their points (nc, 3), zero elsewhere."""
@@ -626,6 +625,14 @@ def _moving(model, kin, bodies):
     return support_mask(model, kin, np.where(moving, bodies, 0)) * moving[:, None]
 
 
+def _stiction_spring(el, n, u, z, pi):
+    """The stiction spring–damper's force −k_t P z − b_t P u (P = I − n nᵀ) at the points ``pi``
+    (K, 3)."""
+    kt, bt = el.tangential_stiffness[pi], el.tangential_damping[pi]
+    tangent = lambda x: x - n * jnp.sum(n * x, axis=-1, keepdims=True)  # noqa: E731
+    return -kt[:, None] * tangent(z) - bt[:, None] * tangent(u)
+
+
 def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
     """The per-point force f, stiction rate ż and their 3 × 3 derivatives with respect to the
     displacement x, the relative velocity u and the state z, in closed form for the linear
@@ -653,8 +660,7 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
     # blocks below, the step's Jacobian, stay the exact law's)
     fn = act * raw if el.backward_smoothing is None else _normal_force(el, pen, ddelta, pi)
     P = jnp.eye(3) - n[:, :, None] * n[:, None, :]
-    fs = -kt[:, None] * jnp.einsum("pij,pj->pi", P, z) - bt[:, None] * jnp.einsum(
-        "pij,pj->pi", P, u)
+    fs = _stiction_spring(el, n, u, z, pi)
     F = mu * fn
     nf = L._norm(fs)[:, 0]  # 0 with a zero derivative at fs = 0 (a point at rest)
     # inside the cone; F = 0 (out of contact) is a cone of one point: no friction and no
@@ -779,7 +785,6 @@ def _assemble(el, g: _PointGeometry, h, trial=None) -> ContactLinearisation:
     cf = h * mv(Fx, u) + mv(Fz, dz0)
     on = jnp.any(f != 0.0, axis=-1)
     hs_free = None
-    dz0_k = dz0
     if idx is not None:  # the others: out of contact, ż = −k_t z / b_t
         nc = el.n_points
         pi_all = np.asarray(el.point_geom)
@@ -799,15 +804,14 @@ def _assemble(el, g: _PointGeometry, h, trial=None) -> ContactLinearisation:
     return ContactLinearisation(Q=Q, A=A, c=c, dz0=dz0, dz_du=dz_du, Jc=Jc, zd=zd, hS=hS,
                                 Fx=Fx, Fz=Fz, Gx=Gx, Jw=Jw if el.spin else None,
                                 Tx=Tx if el.spin else None, on=on, idx=idx,
-                                hs_free=hs_free, dropped=g.dropped, geo=g, f=f, E=E, cf=cf,
-                                dz0_points=dz0_k)
+                                hs_free=hs_free, dropped=g.dropped, geo=g, f=f, E=E, cf=cf)
 
 
 def _relinearise(el, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
     """``lin`` with the friction cone linearised at the spring forces its own step predicts
     at the step's end for Δv = ``dv`` (and their cone μ f_n): a point that the start's
     linearisation holds sticking while its spring force leaves the cone over the step slides
-    instead, and one that starts sliding and comes to rest sticks. Only for the blocks in
+    instead (a point that slides at the start keeps its slide). Only for the blocks in
     closed form (:func:`_closed_form`); ``lin`` otherwise."""
     if not _closed_form(el):
         return lin
@@ -815,10 +819,8 @@ def _relinearise(el, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
     du = jnp.einsum("pin,n->pi", g.Jc, dv)
     mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
     f1 = lin.f + mv(lin.E, du) + lin.cf
-    z1 = g.z + lin.dz0_points + mv(lin.dz_du, du)
-    kt, bt = el.tangential_stiffness[g.pi], el.tangential_damping[g.pi]
-    P = jnp.eye(3) - g.n[:, :, None] * g.n[:, None, :]
-    fs1 = -kt[:, None] * mv(P, z1) - bt[:, None] * mv(P, g.u + du)
+    dz0 = lin.dz0 if g.idx is None else lin.dz0[g.idx]
+    fs1 = _stiction_spring(el, g.n, g.u + du, g.z + dz0 + mv(lin.dz_du, du), g.pi)
     F1 = el.mu[g.pi] * jnp.maximum(jnp.sum(g.n * f1, axis=-1), 0.0)
     return _assemble(el, g, h, (fs1, F1))
 
