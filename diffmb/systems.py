@@ -348,13 +348,21 @@ class TreeSystem(AbstractSecondOrderSystem):
         qd = normalize(m, q) if self.quaternion == "exact" else q
         ctrl, dsc = _control(self.control, t, qd, v, params, sc, m)
         kin = kinematics(m, qd, v)  # shared by the contacts, CRBA and RNEA
+        # contacts whose normals are MuJoCo's soft rows (normal='constraint')
+        con = [k for k, f in enumerate(self.forces)
+               if isinstance(f, AbstractContacts) and f.needs_load]
+        if con and not rows_at_start:
+            raise TypeError(f"{self.name}: contacts with normal='constraint' take "
+                            "solver='implicit' (MuJoCo's Euler step) or an explicit solver")
         lins = {k: f.linearise(m, qd, v, None if fs is None else fs[k], h, kin)
-                for k, f in enumerate(self.forces) if isinstance(f, AbstractContacts)}
+                for k, f in enumerate(self.forces)
+                if isinstance(f, AbstractContacts) and k not in con}
         Qc = sum((lin.Q for lin in lins.values()), jnp.zeros(m.nv))
         # soft rows solved under the others' load (MuJoCo's limits): which rows push
         row_els = [k for k, f in enumerate(self.forces)
                    if k not in lins and f.needs_load and isinstance(f, JointLimits)]
-        rest = [k for k in range(len(self.forces)) if k not in lins and k not in row_els]
+        rest = [k for k in range(len(self.forces))
+                if k not in lins and k not in row_els and k not in con]
         sub = tuple(self.forces[k] for k in rest)
         sub_s = None if fs is None else tuple(fs[k] for k in rest)
         tau, f_ext, ds = total_force(sub, m, t, qd, v, ctrl, sub_s, extra_load=Qc)
@@ -365,6 +373,12 @@ class TreeSystem(AbstractSecondOrderSystem):
         cho = cho_factor(M)
         bias = rnea_kin(m, kin, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
         a0 = cho_solve(cho, tau + Qc - bias)  # without the rows
+        crows = {}  # the contact rows, solved first; then load for the limits
+        for k in con:
+            lins[k], crows[k] = self.forces[k].linearise_rows(
+                m, qd, v, None if fs is None else fs[k], h, kin, cho, a0)
+            Qk = lins[k].Q + crows[k].tau
+            Qc, a0 = Qc + lins[k].Q, a0 + cho_solve(cho, Qk)
         rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext, (cho, a0))
                 for k in row_els]
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
@@ -394,14 +408,17 @@ class TreeSystem(AbstractSecondOrderSystem):
             A, c = A + Dv + h * Kp, c + h * (Kp @ v)
             Kq = Kp if Kq is None else Kq + Kp
         # the pushing soft rows join the step's own solve (SoftRows.step_matrix)
-        W = M - h * A + sum((rw.step_matrix(h, rows_at_start) for rw in rows),
+        every = rows + list(crows.values())
+        W = M - h * A + sum((rw.step_matrix(h, rows_at_start) for rw in every),
                             jnp.zeros((m.nv, m.nv)))
         r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v, at_start=rows_at_start)
-                                             for rw in rows), jnp.zeros(m.nv))
+                                             for rw in every), jnp.zeros(m.nv))
         passes = cone_passes if any(self.forces[k].relinearises for k in lins) else 1
         for _ in range(passes - 1):  # the cone at the end of the step just solved
             dv = solve(W, r)
-            new = {k: self.forces[k].relinearise(lin, dv, h) for k, lin in lins.items()}
+            new = {k: self.forces[k].relinearise(
+                lin, dv, h, crows[k].end_force(h, v, dv, rows_at_start) if k in crows
+                else None) for k, lin in lins.items()}
             dQ = sum((new[k].Q + new[k].c - lin.Q - lin.c for k, lin in lins.items()),
                      jnp.zeros(m.nv))
             W = W - h * sum((new[k].A - lin.A for k, lin in lins.items()),
@@ -409,7 +426,7 @@ class TreeSystem(AbstractSecondOrderSystem):
             r = r + h * dQ
             Qc = Qc + sum((new[k].Q - lin.Q for k, lin in lins.items()), jnp.zeros(m.nv))
             lins = new
-        tau = tau + sum((rw.tau for rw in rows), jnp.zeros(m.nv))
+        tau = tau + sum((rw.tau for rw in every), jnp.zeros(m.nv))
         Cx = _exact_coupling_matrix(self.forces)
 
         def finish(dv):

@@ -501,11 +501,13 @@ def cube_guess(truth=None) -> dict:
     return {k: truth[k] * CUBE_GUESS_FACTOR[k] for k in truth}
 
 
-def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=None) -> dict:
-    """diffmb's fit of (μ, T, ζ) on the cube record: the file's contact element (MuJoCo's
-    solref mapped to a compliant law), the implicit contact step at MuJoCo's step (its flight
-    is MuJoCo's semi-implicit Euler), the initial state known, weights 1/σ, exact forward-mode
-    Jacobians."""
+def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=None,
+                    contacts="constraint") -> dict:
+    """diffmb's fit of (μ, T, ζ) on the cube record: the file's contact element
+    (``contacts="constraint"``: MuJoCo's soft rows for the normals, the default; True: its
+    solref mapped to a compliant spring), the implicit contact step at MuJoCo's step (its
+    flight is MuJoCo's semi-implicit Euler), the initial state known, weights 1/σ, exact
+    forward-mode Jacobians."""
     import jax.numpy as jnp
 
     import diffmb
@@ -513,7 +515,7 @@ def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=N
     from diffmb.optim import fit
 
     model = diffmb.load_mjcf(path)
-    forces = {type(f).__name__.lower(): f for f in mjcf_forces(path)}
+    forces = {type(f).__name__.lower(): f for f in mjcf_forces(path, contacts=contacts)}
     if backward_smoothing is not None:
         forces["contacts"] = forces["contacts"].with_backward_smoothing(backward_smoothing)
     npair = len(forces["contacts"].pairs)
@@ -538,7 +540,7 @@ def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=N
     return _summary("diffmb", wall, rollouts, res.n_iter, est, half, data["truth"],
                     success=res.success, message=res.message, jacobians=1 + accepted,
                     trial_residuals=trials, rms_position_error_m=float(np.sqrt(np.mean(err**2))),
-                    backward_smoothing=backward_smoothing)
+                    backward_smoothing=backward_smoothing, contacts=contacts)
 
 
 def mujoco_cube_problem(data, guess, measured="q"):

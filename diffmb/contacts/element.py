@@ -83,6 +83,7 @@ import numpy as np
 
 from ..dynamics._world import _inv3
 from ..dynamics.api import mass_matrix
+from ..dynamics.crba import crba_kin
 from ..dynamics.kinematics import (
     body_coms,
     body_frames,
@@ -93,7 +94,15 @@ from ..dynamics.kinematics import (
     point_velocities,
     support_mask,
 )
-from ..forces.elements import AbstractForce, AbstractStatefulForce, soft_constraint_gains
+from ..dynamics.rnea import rnea_kin
+from ..dynamics.small_linalg import cho_factor, cho_solve
+from ..forces.elements import (
+    AbstractForce,
+    AbstractStatefulForce,
+    SoftRows,
+    soft_constraint_gains,
+    soft_limit_rows,
+)
 from ..model import Model
 from ..spatial import quaternion as quatm
 from ..validation import check_choice, check_value, is_concrete
@@ -175,6 +184,10 @@ def _point_inv_weight(model: Model, q, a, b=None):
 
 ROUND = ("point", "sphere", "capsule")
 
+#: the normal laws of a contact element: the pointwise springs of :mod:`~diffmb.contacts.law`
+#: and "constraint", MuJoCo's soft constraint rows solved against the load (:func:`_rows_of`)
+NORMALS = L.NORMAL_LAWS + ("constraint",)
+
 
 def _is_world(body) -> bool:
     return isinstance(body, str) and body == "world"
@@ -187,17 +200,18 @@ def _bid(model: Model, g, owner="geom") -> int:
 
 def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
             tangential_stiffness, tangential_damping, eps, margin, timeconst, dampratio, dmin,
-            dmax, torsion=0.0, rolling=0.0, spin_eps=0.05):
+            dmax, torsion=0.0, rolling=0.0, spin_eps=0.05, invweight=None):
     """The per-pair parameter arrays (np,) (and eps ()), defaults filled in."""
     npair = len(el.pairs)
     full = lambda x: jnp.broadcast_to(_f64(x), (npair,))
     need = [x is None for x in (stiffness, damping, tangential_stiffness, tangential_damping)]
     k_soft = b_soft = m_pt = None
-    if any(need):
+    rows = normal == "constraint" and invweight is None  # the rows' weight from the model
+    if any(need) or rows:
         if model is None:
             raise ValueError("Contacts: pass model= for the mass-normalised default stiffness and"
                              " damping (or give stiffness, damping, tangential_stiffness and "
-                             "tangential_damping)")
+                             "tangential_damping; with normal='constraint' also invweight)")
         per_body = {}
 
         def inv_weight(b):
@@ -241,8 +255,10 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
     kt = k_lin if tangential_stiffness is None else full(tangential_stiffness)
     bt = 2.0 * dampratio * jnp.sqrt(kt * m_pt) if tangential_damping is None \
         else full(tangential_damping)
+    if normal == "constraint":
+        invweight = 1.0 / m if invweight is None else full(invweight)
     follow = []  # the defaulted fields, as powers (T, ζ) of solref
-    if normal == "linear":
+    if normal in ("linear", "constraint"):
         follow = [(f, *SOLREF_POWERS[f]) for f, dflt in zip(SOLREF_POWERS, need, strict=True)
                   if dflt]
         if stiffness is not None:  # k_t defaults to the given k
@@ -255,7 +271,8 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
                 eps=_f64(eps).reshape(()), torsion=full(torsion), rolling=full(rolling),
                 spin_eps=_f64(spin_eps).reshape(()), timeconst=full(timeconst),
                 dampratio=full(dampratio), solref_fields=tuple(follow),
-                solref_pairs=(True,) * npair if follow else ())
+                solref_pairs=(True,) * npair if follow else (),
+                invweight=invweight if normal == "constraint" else None)
 
 
 # how the mass-normalised defaults scale with solref: field ∝ T^a ζ^b (module docstring:
@@ -455,9 +472,10 @@ def _body_spins(model, kin, bodies):
     return jnp.where(moving[:, None], w, 0.0)
 
 
-def _evaluate(el, model: Model, q, v, z, on=None) -> _Points:
+def _evaluate(el, model: Model, q, v, z, on=None, fn=None) -> _Points:
     """The element's points and forces at (q, v, z); ``on`` (nc,) bool: only those points
-    push (the others as out of contact)."""
+    push (the others as out of contact); ``fn`` (nc,): the normal forces (normal='constraint':
+    solved against the load, :func:`_loaded_points`)."""
     kin = kinematics(model, q, v)
     P, d, n, src, dst = _raw_points(el, model, kin)
     pi = np.asarray(el.point_geom)
@@ -465,7 +483,11 @@ def _evaluate(el, model: Model, q, v, z, on=None) -> _Points:
     vrel = _body_velocities(model, kin, P, src) - _body_velocities(model, kin, P, dst)
     pen = -d + el.margin[pi]
     ddelta = -jnp.sum(n * vrel, axis=-1)
-    fn = _normal_force(el, pen, ddelta, pi)
+    if fn is None:
+        if el.normal == "constraint":
+            raise TypeError(f"{type(el).__name__}: normal='constraint' forces need the load "
+                            "they act against (diffmb.forces.total_force passes it)")
+        fn = _normal_force(el, pen, ddelta, pi)
     if on is not None:
         fn = jnp.where(on, fn, 0.0)
     ft, dz = L.tangential(el.friction, fn, vrel, n, z, el.mu[pi],
@@ -540,6 +562,7 @@ class ContactLinearisation(eqx.Module):
     f: jnp.ndarray = None  # (K, 3): the points' forces at the start
     E: jnp.ndarray = None  # (K, 3, 3): their change per Δu over the step
     cf: jnp.ndarray = None  # (K, 3): their change at Δu = 0
+    fn: jnp.ndarray = None  # (K,): normal='constraint': the rows' forces the friction took
 
     def _spread(self, x):
         """Per-point rows (K, 3) placed at their points (nc, 3), zero elsewhere."""
@@ -601,20 +624,23 @@ def _normal_force(el, pen, ddelta, pi, smoothing=True):
     return L.normal_force(el.normal, *args)
 
 
-def _point_law(el, n, z0, w0, pi, smoothing=True):
+def _point_law(el, n, z0, w0, pi, smoothing=True, fn_row=None):
     """Force (3,), ż (3,) and torque (3,) at one point as functions of its penetration, its
     relative velocity u, stiction state change dz and spin change dw (A's side); without
-    ``smoothing`` the exact law's derivatives (for the step's Jacobian)."""
+    ``smoothing`` the exact law's derivatives (for the step's Jacobian). ``fn_row``: the
+    normal force of a constraint row, held (the force is then the friction alone: the row
+    acts in the step's solve)."""
 
     def law(pen, u, dz, dw):
-        fn = _normal_force(el, pen, -jnp.dot(n, u), pi, smoothing)
+        fn = fn_row if fn_row is not None else _normal_force(el, pen, -jnp.dot(n, u), pi,
+                                                               smoothing)
         ft, zd = L.tangential(el.friction, fn, u, n, z0 + dz, el.mu[pi],
                               el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps,
                               _creep(el, pen, pi))
         tq = jnp.zeros(3)
         if el.spin:
             tq = L.spin_friction(fn, w0 + dw, n, el.torsion[pi], el.rolling[pi], el.spin_eps)
-        return fn * n + ft, zd, tq
+        return (ft if fn_row is not None else fn * n + ft), zd, tq
 
     return law
 
@@ -633,7 +659,7 @@ def _stiction_spring(el, n, u, z, pi):
     return -kt[:, None] * tangent(z) - bt[:, None] * tangent(u)
 
 
-def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
+def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None, fn_row=None):
     """The per-point force f, stiction rate ż and their 3 × 3 derivatives with respect to the
     displacement x, the relative velocity u and the state z, in closed form for the linear
     normal law with stiction (what :func:`_point_law` under ``jacfwd`` gives, without it):
@@ -647,18 +673,27 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
     F f̂_L + (F_L/|f_L|)(I − f̂_L f̂_Lᵀ) f, whose radial part is the bound itself. The step
     then jumps where f_L crosses the cone (the cone map's tangent does: its radial slope
     goes from 1 to 0); a blend over a band beyond the cone, tried to keep it continuous,
-    was less accurate against a converged reference at every step tried."""
+    was less accurate against a converged reference at every step tried.
+
+    ``fn_row`` (K,): normal='constraint': the rows' forces solved at the step's start, held
+    over the step as MuJoCo's Euler step holds its constraint forces (taking them along the
+    rows' own line over the step, f₀ − R⁻¹ J Δv/h, moved the thrown cube further from
+    MuJoCo's record); f is then the friction alone (the rows act in the step's solve)."""
     b = el.damping[pi]
     kt, bt, mu = el.tangential_stiffness[pi], el.tangential_damping[pi], el.mu[pi]
     ddelta = -jnp.sum(n * u, axis=-1)
-    # the spring's force and its derivative (elementwise: the tangent of ones)
-    spring, dspring = jax.jvp(lambda p: _spring_stiffness(el, p, pi) * p, (pen,),
-                              (jnp.ones_like(pen),))
-    raw = spring + b * ddelta
-    act = ((pen > 0) & (raw > 0)).astype(jnp.float64)  # the normal force is on and positive
-    # its value; with backward smoothing that value differentiates as the smoothed law (the
-    # blocks below, the step's Jacobian, stay the exact law's)
-    fn = act * raw if el.backward_smoothing is None else _normal_force(el, pen, ddelta, pi)
+    if fn_row is not None:  # held: no derivative
+        fn, act, dspring = fn_row, jnp.zeros_like(pen), jnp.zeros_like(pen)
+    else:
+        # the spring's force and its derivative (elementwise: the tangent of ones)
+        spring, dspring = jax.jvp(lambda p: _spring_stiffness(el, p, pi) * p, (pen,),
+                                  (jnp.ones_like(pen),))
+        raw = spring + b * ddelta
+        act = ((pen > 0) & (raw > 0)).astype(jnp.float64)  # on and positive
+        # its value; with backward smoothing that value differentiates as the smoothed law
+        # (the blocks below, the step's Jacobian, stay the exact law's)
+        fn = act * raw if el.backward_smoothing is None else _normal_force(el, pen, ddelta,
+                                                                           pi)
     P = jnp.eye(3) - n[:, :, None] * n[:, None, :]
     fs = _stiction_spring(el, n, u, z, pi)
     F = mu * fn
@@ -708,19 +743,24 @@ def _linear_stiction_blocks(el, pen, n, u, z, pi, trial=None):
     Gx = alpha * to_x(dft_dpen) + to_x(dcr[:, None] * ft)
     Gu = alpha * dft_du
     Gz = alpha * dft_dz - (kt / bt)[:, None, None] * jnp.eye(3)
+    if fn_row is not None:
+        f = ft
     return f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz)
 
 
-def _point_geometry(el, model: Model, q, v, z, kin=None) -> _PointGeometry:
+def _point_geometry(el, model: Model, q, v, z, kin=None, every=False) -> _PointGeometry:
+    """The points' geometry and Jacobians at (q, v, z): the K = ``max_points`` nearest
+    (``every``: all nc candidates)."""
     kin = kinematics(model, q) if kin is None else kin
-    P, d, n, src, dst, culled = _raw_points(el, model, kin, cull=True)
+    P, d, n, src, dst, *culled = _raw_points(el, model, kin, cull=not every)
+    culled = culled[0] if culled else None
     pi_all = np.asarray(el.point_geom)
     pen0 = -d + el.margin[pi_all]
     nc = el.n_points
     # the points' relative velocity per dof: +1 where a dof moves the source, −1 the
     # destination (a terrain or the world is at rest)
     mask = _moving(model, kin, src) - _moving(model, kin, dst)
-    K = min(nc, el.max_points)
+    K = nc if every else min(nc, el.max_points)
     idx = dropped = None
     pi, z_all = pi_all, z
     if K < nc:  # the K nearest points (the others are apart: no force, no block)
@@ -737,7 +777,62 @@ def _point_geometry(el, model: Model, q, v, z, kin=None) -> _PointGeometry:
 
 def _closed_form(el) -> bool:
     """The element's blocks come in closed form (:func:`_linear_stiction_blocks`)."""
-    return el.normal == "linear" and el.friction == "stiction" and not el.spin
+    return el.normal in ("linear", "constraint") and el.friction == "stiction" and not el.spin
+
+
+def _rows_of(el, g: _PointGeometry) -> SoftRows:
+    """normal='constraint': the points ``g`` as MuJoCo's soft contact rows, forces not yet
+    solved: row coordinate y = −δ (the distance beyond the margin), ẏ = n·u (J = nᵀ Jc),
+    the pair's ``invweight``, solref (``timeconst``, ``dampratio``) and ``solimp``."""
+    pi = g.pi
+    J = jnp.einsum("pi,pin->pn", g.n, g.Jc)
+    sr = jnp.stack([el.timeconst[pi], el.dampratio[pi]], axis=-1)
+    zero = jnp.zeros(g.pen.shape)
+    return SoftRows(J=J, y=-g.pen, f=zero, active=zero > 0, invweight=el.invweight[pi],
+                    solref=sr, solimp=el.solimp[pi])
+
+
+def _solve_rows(rows: SoftRows, v, cho, a0) -> SoftRows:
+    """``rows`` with their forces solved together under the accelerations ``a0`` (nv,) of
+    the load (:func:`~diffmb.forces.elements.soft_limit_rows`; ``cho``: M's factor)."""
+    f, on = soft_limit_rows(None, None, v, None, None, rows.J, rows.y, rows.invweight,
+                            rows.solref, rows.solimp, dynamics=(cho, a0), active=True)
+    return eqx.tree_at(lambda r: (r.f, r.active), rows, (f, on))
+
+
+def _friction_force(el, g: _PointGeometry, fn):
+    """The friction and spin forces at the points ``g`` with normal forces ``fn``: their
+    generalized force (nv,), the friction (K, 3) and ż (K, 3)."""
+    pi = g.pi
+    ft, dz = L.tangential(el.friction, fn, g.u, g.n, g.z, el.mu[pi],
+                          el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps,
+                          _creep(el, g.pen, pi))
+    Q = jnp.einsum("pin,pi->n", g.Jc, ft)
+    if el.spin:
+        tq = L.spin_friction(fn, g.w, g.n, el.torsion[pi], el.rolling[pi], el.spin_eps)
+        Q = Q + jnp.einsum("pin,pi->n", g.Jw, tq)
+    return Q, ft, dz
+
+
+def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None):
+    """normal='constraint' at (q, v, z) under the load ``tau`` (nv,), ``f_ext`` (the other
+    elements' forces): the normal rows solved together as MuJoCo's solver solves them
+    (:func:`_solve_rows`), the friction bounded by μ times their force, and the rows solved
+    again with that friction in the load (it shifts the load between the points). Returns
+    the rows, the generalized force of rows and friction (nv,) and ż (nc, 3); ``on`` (nc,)
+    bool: only those points push."""
+    kin = kinematics(model, q, v)
+    g = _point_geometry(el, model, q, v, z, kin, every=True)
+    rows = _rows_of(el, g)
+    if on is not None:
+        rows = eqx.tree_at(lambda r: r.y, rows, jnp.where(on, rows.y, 1.0))
+    cho = cho_factor(crba_kin(model, kin))
+    a0 = cho_solve(cho, tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext))
+    rows = _solve_rows(rows, v, cho, a0)
+    Qf, _, _ = _friction_force(el, g, rows.f)
+    rows = _solve_rows(rows, v, cho, a0 + cho_solve(cho, Qf))
+    Qf, _, dz = _friction_force(el, g, rows.f)
+    return rows, rows.tau + Qf, dz
 
 
 def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
@@ -750,19 +845,20 @@ def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
     return _assemble(el, _point_geometry(el, model, q, v, z, kin), h)
 
 
-def _assemble(el, g: _PointGeometry, h, trial=None) -> ContactLinearisation:
+def _assemble(el, g: _PointGeometry, h, trial=None, fn=None) -> ContactLinearisation:
     """The linearisation over a step of size h at the points ``g``; ``trial``: the cone
-    linearised at other spring forces (:func:`_linear_stiction_blocks`)."""
+    linearised at other spring forces (:func:`_linear_stiction_blocks`); ``fn`` (K,):
+    normal='constraint': the friction alone, bounded by these row forces."""
     pen0, n, u, z, w, pi, Jc, Jw, idx = g.pen, g.n, g.u, g.z, g.w, g.pi, g.Jc, g.Jw, g.idx
     stiction = el.friction == "stiction"
     # directions: the penetration (the displacement x enters only through δ = δ0 − n·x), u,
     # and where they act, z and w
     argnums = (0, 1) + ((2,) if stiction else ()) + ((3,) if el.spin else ())
 
-    def blocks(pen0, n, u0, z0, w0, pi):
-        law = _point_law(el, n, z0, w0, pi, smoothing=False)
+    def blocks(pen0, n, u0, z0, w0, pi, fn):
+        law = _point_law(el, n, z0, w0, pi, smoothing=False, fn_row=fn)
         zero = jnp.zeros(3)
-        f, zd, tq = _point_law(el, n, z0, w0, pi)(pen0, u0, zero, zero)
+        f, zd, tq = _point_law(el, n, z0, w0, pi, fn_row=fn)(pen0, u0, zero, zero)
         D = jax.jacfwd(law, argnums=argnums)(pen0, u0, zero, zero)
         full = [[d[argnums.index(a)] if a in argnums else jnp.zeros((3,) + ((3,) if a else ()))
                  for a in range(4)] for d in D]
@@ -773,9 +869,10 @@ def _assemble(el, g: _PointGeometry, h, trial=None) -> ContactLinearisation:
 
     if _closed_form(el):
         f, zd, (Fx, Fu, Fz), (Gx, Gu, Gz) = _linear_stiction_blocks(el, pen0, n, u, z, pi,
-                                                                    trial)
+                                                                    trial, fn)
     else:
-        f, zd, tq, D = jax.vmap(blocks)(pen0, n, u, z, w, jnp.asarray(pi))
+        f, zd, tq, D = jax.vmap(blocks, in_axes=(0,) * 6 + (None if fn is None else 0,))(
+            pen0, n, u, z, w, jnp.asarray(pi), fn)
         (Fx, Fu, Fz, _), (Gx, Gu, Gz, _), (Tx, Tu, _, Tw) = D
     mv = lambda X, y: jnp.einsum("pij,pj->pi", X, y)  # noqa: E731
     hS = h * _inv3(jnp.eye(3) - h * Gz)  # (K, 3, 3), by the adjugate
@@ -783,7 +880,7 @@ def _assemble(el, g: _PointGeometry, h, trial=None) -> ContactLinearisation:
     dz_du = hS @ (Gu + h * Gx)
     E = Fu + h * Fx + Fz @ dz_du  # force per Δu
     cf = h * mv(Fx, u) + mv(Fz, dz0)
-    on = jnp.any(f != 0.0, axis=-1)
+    on = jnp.any(f != 0.0, axis=-1) if fn is None else fn > 0.0
     hs_free = None
     if idx is not None:  # the others: out of contact, ż = −k_t z / b_t
         nc = el.n_points
@@ -804,15 +901,17 @@ def _assemble(el, g: _PointGeometry, h, trial=None) -> ContactLinearisation:
     return ContactLinearisation(Q=Q, A=A, c=c, dz0=dz0, dz_du=dz_du, Jc=Jc, zd=zd, hS=hS,
                                 Fx=Fx, Fz=Fz, Gx=Gx, Jw=Jw if el.spin else None,
                                 Tx=Tx if el.spin else None, on=on, idx=idx,
-                                hs_free=hs_free, dropped=g.dropped, geo=g, f=f, E=E, cf=cf)
+                                hs_free=hs_free, dropped=g.dropped, geo=g, f=f, E=E, cf=cf,
+                                fn=fn)
 
 
-def _relinearise(el, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
+def _relinearise(el, lin: ContactLinearisation, dv, h, fn_end=None) -> ContactLinearisation:
     """``lin`` with the friction cone linearised at the spring forces its own step predicts
     at the step's end for Δv = ``dv`` (and their cone μ f_n): a point that the start's
     linearisation holds sticking while its spring force leaves the cone over the step slides
     instead (a point that slides at the start keeps its slide). Only for the blocks in
-    closed form (:func:`_closed_form`); ``lin`` otherwise."""
+    closed form (:func:`_closed_form`); ``lin`` otherwise. normal='constraint': ``fn_end``
+    (K,), the rows' forces at the step's end (:meth:`~diffmb.forces.SoftRows.end_force`)."""
     if not _closed_form(el):
         return lin
     g = lin.geo
@@ -821,8 +920,9 @@ def _relinearise(el, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
     f1 = lin.f + mv(lin.E, du) + lin.cf
     dz0 = lin.dz0 if g.idx is None else lin.dz0[g.idx]
     fs1 = _stiction_spring(el, g.n, g.u + du, g.z + dz0 + mv(lin.dz_du, du), g.pi)
-    F1 = el.mu[g.pi] * jnp.maximum(jnp.sum(g.n * f1, axis=-1), 0.0)
-    return _assemble(el, g, h, (fs1, F1))
+    fn1 = jnp.sum(g.n * f1, axis=-1) if fn_end is None else fn_end
+    F1 = el.mu[g.pi] * jnp.maximum(fn1, 0.0)
+    return _assemble(el, g, h, (fs1, F1), lin.fn)
 
 
 class AbstractContacts(AbstractGroundForce):
@@ -884,6 +984,9 @@ class AbstractContacts(AbstractGroundForce):
     # the stiction law's creep rate c [m/(N s)] (np,) (at ``solimp_depth``, following the
     # impedance as (1 − d)/d where ``solimp`` is given); None: the springs stick
     creep: jnp.ndarray | None = None
+    # normal='constraint': MuJoCo's inverse weight of each pair's normal row [1/kg] (np,),
+    # its regulariser R = (1 − d)/d · invweight; None for the other laws
+    invweight: jnp.ndarray | None = None
 
     @property
     def terrains(self) -> tuple:
@@ -975,19 +1078,54 @@ class AbstractContacts(AbstractGroundForce):
                 return
             check_value(owner, field, value, lo=lo, lo_open=lo_open)
 
-    def evaluate(self, model: Model, q, v, state=None) -> _Points:
+    def evaluate(self, model: Model, q, v, state=None, tau=None, f_ext=None) -> _Points:
         """Points, normals, penetrations, velocities, forces (nc, ...) and the body wrenches
-        at (q, v) (and stiction state (nc, 3), default zeros)."""
+        at (q, v) (and stiction state (nc, 3), default zeros). normal='constraint': the
+        forces against the load ``tau`` (nv,), ``f_ext`` (the other elements' forces; zero
+        and None: gravity and the velocity terms alone)."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
-        return _evaluate(self, model, q, v, z)
+        fn = None
+        if self.normal == "constraint":
+            tau = jnp.zeros(model.nv) if tau is None else tau
+            fn = _loaded_points(self, model, q, v, z, tau, f_ext)[0].f
+        return _evaluate(self, model, q, v, z, fn=fn)
 
     def linearise(self, model: Model, q, v, state, h, kin=None) -> ContactLinearisation:
         """The forces linearised over a step of size ``h`` (a Python or traced number) from
         (q, v) and stiction state (nc, 3) (None: zeros), for an implicit step: see
         :class:`ContactLinearisation`. ``kin``: ``kinematics(model, q)`` (or with v) when the
-        caller has them."""
+        caller has them. normal='constraint': :meth:`linearise_rows`."""
+        if self.normal == "constraint":
+            raise TypeError(f"{type(self).__name__}: normal='constraint' linearises with the "
+                            "load (linearise_rows)")
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         return _linearise(self, model, q, v, z, h, kin)
+
+    @property
+    def needs_load(self) -> bool:
+        """True for normal='constraint': the rows act against the other elements' load."""
+        return self.normal == "constraint"
+
+    @property
+    def load_rank(self) -> int:
+        """0: :func:`~diffmb.forces.total_force` evaluates the contact rows before the other
+        loaded elements (limits, equalities), which then carry them as load."""
+        return 0
+
+    def linearise_rows(self, model: Model, q, v, state, h, kin, cho, a0):
+        """normal='constraint' over a step of size ``h``: the normal rows (:class:`~diffmb.
+        forces.SoftRows`, solved together under the load whose accelerations are ``a0``,
+        ``cho`` M's factor at q), and the friction linearised as :meth:`linearise` does with
+        the rows' forces as its bound (solved once without, then again with the friction in
+        the load); returns ``(ContactLinearisation, SoftRows)``."""
+        z = jnp.zeros((self.n_points, 3)) if state is None else state
+        g = _point_geometry(self, model, q, v, z, kin)
+        rows = _rows_of(self, g)
+        rows = eqx.tree_at(lambda r: r.solref, rows, rows.step_solref(h))  # MuJoCo's refsafe
+        rows = _solve_rows(rows, v, cho, a0)
+        lin = _assemble(self, g, h, fn=rows.f)
+        rows = _solve_rows(rows, v, cho, a0 + cho_solve(cho, lin.Q))
+        return _assemble(self, g, h, fn=rows.f), rows
 
     @property
     def relinearises(self) -> bool:
@@ -995,11 +1133,12 @@ class AbstractContacts(AbstractGroundForce):
         linear law with stiction and without spin friction)."""
         return _closed_form(self)
 
-    def relinearise(self, lin: ContactLinearisation, dv, h) -> ContactLinearisation:
+    def relinearise(self, lin: ContactLinearisation, dv, h, fn_end=None
+                    ) -> ContactLinearisation:
         """``lin`` (from :meth:`linearise` with the same h) with the friction cone taken at
         the end of the step that Δv = ``dv`` predicts: one active-set pass on stick and slip
         (:func:`_relinearise`)."""
-        return _relinearise(self, lin, dv, h)
+        return _relinearise(self, lin, dv, h, fn_end)
 
     def masked(self, on) -> AbstractForce:
         """This element with only the points ``on`` (nc,) bool pushing, the others as out of
@@ -1010,8 +1149,11 @@ class AbstractContacts(AbstractGroundForce):
     def energy(self, model: Model, q, state=None):
         """Elastic energy stored in the contacts (J): the normal springs of every pair, and
         the stiction springs ½ k_t |z|² when ``state`` z (nc, 3) is given."""
-        r = self.evaluate(model, q, jnp.zeros(model.nv))
         pi = np.asarray(self.point_geom)
+        if self.normal == "constraint":  # the rows store no energy of their own
+            z = jnp.zeros((self.n_points, 3)) if state is None else state
+            return 0.5 * jnp.sum(self.tangential_stiffness[pi] * jnp.sum(z**2, axis=-1))
+        r = self.evaluate(model, q, jnp.zeros(model.nv))
         if self.solimp is None:
             e = jnp.sum(L.normal_energy(self.normal, r.penetration, self.stiffness[pi],
                                         self.exponent[pi]))
@@ -1060,7 +1202,9 @@ class AbstractContacts(AbstractGroundForce):
 
 
 def _penetrations(el, model, q):
-    return el.evaluate(model, q, jnp.zeros(model.nv)).penetration
+    nc = el.n_points
+    return _evaluate(el, model, q, jnp.zeros(model.nv), jnp.zeros((nc, 3)),
+                     fn=jnp.zeros(nc)).penetration
 
 
 def _geom_names(el) -> list:
@@ -1073,7 +1217,8 @@ _RANGES = dict(stiffness=(0.0, True), damping=(0.0, False), mu=(0.0, False),
                tangential_stiffness=(0.0, True), tangential_damping=(0.0, True),
                eps=(0.0, True), timeconst=(0.0, True), dampratio=(0.0, True),
                dmin=(0.0, True), dmax=(0.0, True), margin=(None, False),
-               torsion=(0.0, False), rolling=(0.0, False), spin_eps=(0.0, True))
+               torsion=(0.0, False), rolling=(0.0, False), spin_eps=(0.0, True),
+               invweight=(0.0, True))
 
 
 def _check_params(owner, npair, kw):
@@ -1111,12 +1256,14 @@ def _check_solimp(owner, npair, normal, solimp, depth):
     for the linear law."""
     if solimp is None and depth is None:
         return None, None
+    if normal == "constraint" and depth is None:  # the rows' impedance; no spring to follow it
+        depth = 0.0
     if solimp is None or depth is None:
         raise ValueError(f"{owner}: give solimp and solimp_depth together (the depth [m] at "
                          "which the spring's stiffness is `stiffness`)")
-    if normal != "linear":
+    if normal not in ("linear", "constraint"):
         raise ValueError(f"{owner}.solimp: the spring follows MuJoCo's impedance only with "
-                         f"normal='linear', not {normal!r}")
+                         f"normal='linear' (and the rows of 'constraint'), not {normal!r}")
     if np.shape(solimp) not in ((5,), (npair, 5)):
         raise TypeError(f"{owner}.solimp: expected (5,) or one row per pair ({npair}, 5), got "
                         f"shape {np.shape(solimp)}")
@@ -1270,8 +1417,17 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
         if _is_world(geoms[i].body) and (isinstance(t, AbstractTerrain) or _is_world(t.body)):
             raise ValueError(f"{owner}.geoms[{i}] ({geoms[i].name!r}) is on the world and so "
                              f"is terrain[{i}]: a pair needs a moving body")
-    check_choice(owner, "normal", normal, L.NORMAL_LAWS)
+    check_choice(owner, "normal", normal, NORMALS)
     self.backward_smoothing = _check_smoothing(owner, kw.pop("backward_smoothing", None))
+    if normal == "constraint":
+        if self.backward_smoothing is not None:
+            raise ValueError(f"{owner}: backward_smoothing smooths a spring's normal law; "
+                             "normal='constraint' has none (its force comes from a solve)")
+        if kw.get("solimp") is None:  # MuJoCo's default impedance
+            kw["solimp"] = (0.9, 0.95, 0.001, 0.5, 2.0)
+    elif kw.get("invweight") is not None:
+        raise ValueError(f"{owner}.invweight: the normal rows' inverse weight is for "
+                         f"normal='constraint', not {normal!r}")
     self.max_points = _check_max_points(owner, kw.pop("max_points", MAX_POINTS))
     self.solimp, self.solimp_depth = _check_solimp(owner, len(geoms), normal,
                                                    kw.pop("solimp", None),
@@ -1341,6 +1497,14 @@ _DOC_ARGS = """
     impedance, k g(δ)/g(δ_k) with g = d²/(1 − d), equal to ``stiffness`` at that depth, so it
     pushes as MuJoCo's contact row at every depth
     (:func:`~diffmb.contacts.law.impedance_stiffness`); None (default): a constant k.
+    ``normal="constraint"``: each point's normal force is MuJoCo's soft contact row (its
+    ``solref`` = (``timeconst``, ``dampratio``), ``solimp`` (default MuJoCo's) and the
+    pair's ``invweight`` [1/kg], R = (1 − d)/d · invweight; default 1/m of the pair's
+    effective mass from ``model``), the rows solved together against the other forces' load
+    as MuJoCo's solver does: the point then moves as ÿ = (1 − d) ÿ₀ + d a_ref, at MuJoCo's
+    depth and with its dynamics (the spring laws rest at its depth, but are stiffer away
+    from it). Friction and its parameters as with the other laws; ``stiffness`` and
+    ``damping`` are not used by the normal.
 """
 
 
@@ -1361,21 +1525,31 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
                  tangential_stiffness=None, tangential_damping=None, margin=0.0,
                  timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
                  rolling=None, spin_eps=0.05, backward_smoothing=None,
-                 max_points=MAX_POINTS, solimp=None, solimp_depth=None, creep=None):
+                 max_points=MAX_POINTS, solimp=None, solimp_depth=None, creep=None,
+                 invweight=None):
         _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
               dmax=dmax, torsion=torsion, rolling=rolling, spin_eps=spin_eps,
               backward_smoothing=backward_smoothing, max_points=max_points, solimp=solimp,
-              solimp_depth=solimp_depth, creep=creep)
+              solimp_depth=solimp_depth, creep=creep, invweight=invweight)
 
     def init_state(self, model):
         return jnp.zeros((self.n_points, 3))
 
     def stateful_call(self, model, t, q, v, ctrl, state):
+        if self.normal == "constraint":
+            return self.loaded_stateful_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None,
+                                             state)
         r = _evaluate(self, model, q, v, state)
         return jnp.zeros(model.nv), r.f_ext, r.dz
+
+    def loaded_stateful_call(self, model, t, q, v, ctrl, tau, f_ext, state):
+        if self.normal != "constraint":
+            return self.stateful_call(model, t, q, v, ctrl, state)
+        _, Q, dz = _loaded_points(self, model, q, v, state, tau, f_ext)
+        return Q, None, dz
 
 
 class CoulombContacts(AbstractContacts, AbstractForce):
@@ -1387,17 +1561,23 @@ class CoulombContacts(AbstractContacts, AbstractForce):
                  mu=1.0, eps=1e-3, normal="linear", exponent=1.0, dissipation=None,
                  margin=0.0, timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
                  rolling=None, spin_eps=0.05, backward_smoothing=None,
-                 max_points=MAX_POINTS, solimp=None, solimp_depth=None):
+                 max_points=MAX_POINTS, solimp=None, solimp_depth=None, invweight=None):
         _init(self, geoms, terrain, "coulomb", model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=0.0, tangential_damping=1.0, eps=eps, margin=margin,
               timeconst=timeconst, dampratio=dampratio, dmin=dmin, dmax=dmax, torsion=torsion,
               rolling=rolling, spin_eps=spin_eps, backward_smoothing=backward_smoothing,
-              max_points=max_points, solimp=solimp, solimp_depth=solimp_depth)
+              max_points=max_points, solimp=solimp, solimp_depth=solimp_depth,
+              invweight=invweight)
 
     def __call__(self, model, t, q, v, ctrl):
-        r = _evaluate(self, model, q, v, jnp.zeros((self.n_points, 3)))
-        return jnp.zeros(model.nv), r.f_ext
+        return self.loaded_call(model, t, q, v, ctrl, jnp.zeros(model.nv), None)
+
+    def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
+        z = jnp.zeros((self.n_points, 3))
+        if self.normal == "constraint":
+            return _loaded_points(self, model, q, v, z, tau, f_ext)[1], None
+        return jnp.zeros(model.nv), _evaluate(self, model, q, v, z).f_ext
 
 
 class _MaskedContacts(AbstractForce):
@@ -1459,10 +1639,26 @@ def _evaluate_many(el, model, q, v, z):
     return jax.vmap(lambda qi, vi, zi: _evaluate(el, model, qi, vi, zi))(q, v, z)
 
 
+@eqx.filter_jit
+def _evaluate_loaded_many(el, model, others, t, q, v, z, states):
+    """normal='constraint': the points along a trajectory against the load of ``others``
+    (the other force elements, with their ``states`` or None) at each save."""
+    from ..forces.elements import total_force
+
+    def one(ti, qi, vi, zi, si):
+        tau, f_ext, _ = total_force(others, model, ti, qi, vi, None, si)
+        return el.evaluate(model, qi, vi, zi, tau, f_ext)
+
+    return jax.vmap(one)(t, q, v, z, states)
+
+
 def contact_forces(model: Model, traj, forces) -> ContactResult:
     """Evaluate the contact elements among ``forces`` (the tuple given to ``simulate``) along
     ``traj`` (a :class:`~diffmb.Trajectory`: ts, q (..., nq), v (..., nv), aux holding the
-    stiction states), concatenating their points; see :class:`ContactResult`."""
+    stiction states), concatenating their points; see :class:`ContactResult`. An element
+    with normal='constraint' is solved against the load of the other elements of ``forces``
+    at each save (a control given to ``simulate`` outside ``forces`` is not in it: its
+    forces are then those of the uncontrolled state)."""
     forces = tuple(forces)
     states = None
     if traj.aux is not None and traj.aux[0] is not None:
@@ -1482,7 +1678,21 @@ def contact_forces(model: Model, traj, forces) -> ContactResult:
             z = states[k].reshape(-1, el.n_points, 3)
         else:
             z = jnp.zeros((q.shape[0], el.n_points, 3))
-        r = _evaluate_many(el, model, q, v, z)
+        if el.needs_load:
+            others = tuple(f for j, f in enumerate(forces) if j != k)
+            st = None
+            if states is not None:
+                st = tuple(None if j == k or x is None else
+                           jax.tree.map(lambda a: a.reshape(q.shape[0], *a.shape[len(lead):]),
+                                        x)
+                           for j, x in enumerate(states))
+                st = tuple(x for j, x in enumerate(st) if j != k)
+                if all(x is None for x in st):
+                    st = None
+            ts = jnp.broadcast_to(jnp.asarray(traj.ts), lead).reshape(-1)
+            r = _evaluate_loaded_many(el, model, others, ts, q, v, z, st)
+        else:
+            r = _evaluate_many(el, model, q, v, z)
         parts.append(r)
         pairs += _pairs(el)
     if not parts:

@@ -99,6 +99,12 @@ class AbstractForce(eqx.Module):
         whose ``needs_load`` is False ignores them."""
         return self(model, t, q, v, ctrl)
 
+    @property
+    def load_rank(self) -> int:
+        """Order among the loaded elements: those of rank 0 (contact rows) come first and are
+        load for those of rank 1 (limits, equalities), which do not load each other."""
+        return 1
+
     def implicit_proxy(self):
         """The element whose joint-space force an implicit step linearises in place of this
         one (:class:`~diffmb.simulation.ImplicitContactEuler`): itself, or for an element
@@ -139,6 +145,11 @@ class AbstractStatefulForce(AbstractForce):
     def stateful_call(self, model: Model, t, q, v, ctrl, state):
         """``(tau (nv,), f_ext (nbody, 6) | None, ds_dt)`` at state ``state``."""
         raise NotImplementedError
+
+    def loaded_stateful_call(self, model: Model, t, q, v, ctrl, tau, f_ext, state):
+        """:meth:`stateful_call` given ``tau`` (nv,) and ``f_ext`` acting besides the element
+        (for an element whose ``needs_load`` is True)."""
+        return self.stateful_call(model, t, q, v, ctrl, state)
 
     def __call__(self, model: Model, t, q, v, ctrl):
         raise TypeError(f"{type(self).__name__} has a state: evaluate it with "
@@ -853,6 +864,19 @@ class SoftRows(eqx.Module):
         w, beta, _ = self._step_gains(h, at_start)
         return self.J.T @ ((w * (1.0 + h * beta))[:, None] * self.J)
 
+    def end_force(self, h, v, dv, at_start=False):
+        """The rows' forces (m,) at the end of a step of size h from the velocities ``v``
+        with Δv = ``dv`` (:meth:`step_matrix`'s step): R⁻¹ (a_ref − J Δv/h) on the pushing
+        rows, a_ref at the step's end (``at_start``: at its start), 0 elsewhere."""
+        w, _, _ = self._step_gains(h, at_start)
+        jv = self.J @ (v if at_start else v + dv)
+        sr = self.step_solref(h) if at_start else self.solref
+        si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
+        k, b = _soft_gains(sr, si)
+        d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
+        y = self.y if at_start else self.y + h * jv
+        return w * (-b * jv - k * d * y - self.J @ dv / h)
+
     def step_rhs(self, h, rate, ja=None, at_start=False):
         """What the rows add to the right-hand side h (F + c) of a stage of that step whose
         positions move at ``rate``: h Jᵀ w (J M⁻¹ F − h k d J rate) with ``ja`` = J M⁻¹ F for
@@ -1485,7 +1509,15 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None, extra_load=Non
     if later and ctrl is not None and not any(getattr(f, "uses_ctrl", False) for f in forces):
         c = jnp.asarray(ctrl)  # a control no element consumes is a generalized force
         load = load + c if c.shape == (model.nv,) else load
-    extra = [forces[k].loaded_call(model, t, q, v, ctrl, load, f_ext)[0] for k in later]
-    for ti in extra:
+    first = jnp.zeros(model.nv)  # the rank-0 elements' forces: load for the others
+    for k in sorted(later, key=lambda k: forces[k].load_rank):
+        el = forces[k]
+        seen = load + first if el.load_rank else load
+        if states is not None and states[k] is not None:
+            ti, _, ds[k] = el.loaded_stateful_call(model, t, q, v, ctrl, seen, f_ext, states[k])
+        else:
+            ti = el.loaded_call(model, t, q, v, ctrl, seen, f_ext)[0]
         tau = tau + ti
+        if not el.load_rank:
+            first = first + ti
     return tau, f_ext, (None if states is None else tuple(ds))

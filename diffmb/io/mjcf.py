@@ -15,6 +15,7 @@ import numpy as np
 
 from ..model import Model, ModelBuilder
 from ..spatial.quaternion import to_rotmat
+from ..validation import check_choice
 from .sources import with_source
 
 __all__ = ["load_mjcf", "from_mjmodel", "file_timestep", "mjcf_forces", "actuators_from_mjcf", "joint_limits_from_mjcf",
@@ -963,7 +964,7 @@ def _mujoco_creep(mj, m_eff, solref, solimp, depth, mu):
 
 
 def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=False,
-                       overrides=None, ignore=()) -> tuple:
+                       overrides=None, ignore=(), normal="linear") -> tuple:
     """The contact element (one :class:`~diffmb.contacts.Contacts` holding every pair, ground
     and body–body) for the geom pairs MuJoCo would collide (:func:`read_contact_pairs`), or
     ``()`` when there are none.
@@ -1001,6 +1002,13 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     as its ``timeconst`` and ``dampratio``; writing them (``force.<name>.timeconst``) rescales
     the four gains of the pairs whose solref is positive and not overridden
     (:meth:`~diffmb.contacts.element.AbstractContacts.with_solref`).
+
+    ``normal="constraint"``: each contact's normal is MuJoCo's soft row instead of the spring
+    (:class:`~diffmb.contacts.Contacts`' ``normal``), with the pair's inverse weight, solref
+    and solimp; on a pyramidal cone the row stands for its 2 (condim − 1) edge rows, whose
+    normal force is (condim − 1) impratio/(μ² (1 + μ²)) times one row's at a depth
+    (MuJoCo's ``mj_makeImpedance``: docs/scenes.md), so the row's inverse weight is the
+    pair's times μ² (1 + μ²)/((condim − 1) impratio).
     """
     import warnings
 
@@ -1056,8 +1064,11 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
 
     iw = np.asarray(mj.body_invweight0, float)[:, 0]
     tree = np.asarray(mj.body_subtreemass, float)[np.asarray(mj.body_rootid, int)]
+    check_choice("contacts_from_mjcf", "normal", normal, ("linear", "constraint"))
+    pyramidal = int(mj.opt.cone) == 0  # mjCONE_PYRAMIDAL
     geoms, others, ovs, mus, m_pts, margins, tors, rolls, refs, follow, gain_in, fric_refs = (
         [] for _ in range(12))
+    row_w = []
     for p in pairs:
         a = geom(p["geom"])
         b = terrain(p["other"], p["other_name"]) if p["terrain"] else geom(p["other"])
@@ -1077,6 +1088,9 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         fric_refs.append(solref if p.get("solreffriction") is None
                          else _solref(mj, p["solreffriction"]))
         ov = dict(overrides.get(p["other_name"], {}), **overrides.get(p["geom_name"], {}))
+        if normal == "constraint" and ("stiffness" in ov or "damping" in ov):
+            raise ValueError(f"contacts_from_mjcf: geom {p['geom_name']!r}: a stiffness or "
+                             "damping override is a spring's; normal='constraint' has rows")
         # the pair's gains follow a fitted solref unless the file gives them directly
         # (negative solref) or an override replaces them
         direct = not solref[0] > 0 or "stiffness" in ov or "damping" in ov
@@ -1087,6 +1101,9 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         ovs.append(ov)
         mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
         m_pts.append(m_pt)
+        mu_p, cd = mus[-1], int(p["condim"])
+        row_w.append(w * (mu_p**2 * (1.0 + mu_p**2) / ((cd - 1) * float(mj.opt.impratio))
+                          if pyramidal and cd > 1 and mu_p > 0 else 1.0))
         margins.append(p["margin"])
         # torsional friction acts from condim 4 (friction[1]), rolling from condim 6 ([2])
         tors.append(float(p["friction"][1]) if p["condim"] >= 4 else 0.0)
@@ -1111,7 +1128,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     el = Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
                   mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
                   tangential_damping=2.0 * np.sqrt(ks * m_pts), solimp=solimp,
-                  solimp_depth=depth, **kw)
+                  solimp_depth=depth, normal=normal,
+                  invweight=np.array(row_w) if normal == "constraint" else None, **kw)
     refs = np.array(refs)
     return (follow_solref(el, refs[:, 0], refs[:, 1], follow),)
 
@@ -1204,8 +1222,12 @@ def mjcf_forces(path, *, limits=True, contacts=True, fluid=None, friction=True, 
             out.append(joint_limits_from_mjcf(src, limit_stiffness, limit_damping))
     elif limit_stiffness is not None:
         out.append(joint_limits_from_mjcf(src, limit_stiffness, limit_damping or 0.0))
+    if contacts not in (True, False, "constraint"):
+        raise ValueError(f"mjcf_forces: contacts = {contacts!r}: True (compliant springs), "
+                         "'constraint' (MuJoCo's soft rows) or False")
     if contacts:
-        out += contacts_from_mjcf(src, ignore=ignored, overrides=contact_overrides)
+        out += contacts_from_mjcf(src, ignore=ignored, overrides=contact_overrides,
+                                  normal="constraint" if contacts == "constraint" else "linear")
     out += _fluid_forces(mj, where, fluid, ignored)
     return solve_together(out)  # limits and equality rows in one solve, as MuJoCo's
 

@@ -1,0 +1,117 @@
+"""Contact normals as MuJoCo's soft constraint rows (``normal="constraint"``,
+``mjcf_forces(path, contacts="constraint")``), against MuJoCo simulating the same file.
+
+For a contact whose friction does not act (a vertical drop), MuJoCo's Euler step and diffmb's
+implicit step with the rows taken at the step's start (``solver="implicit"``) are the same
+map: the trajectories agree to rounding. The explicit path (RK4) converges to MuJoCo's
+trajectory as both steps shrink."""
+
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import diffmb
+from diffmb.contacts import Contacts, Plane, Sphere
+
+BALL = """<mujoco><option timestep="{dt}" cone="{cone}"/>
+<worldbody><geom name="floor" type="plane" size="5 5 0.1" friction="{mu} 0.01 0.001"/>
+<body name="ball" pos="0 0 0.3"><freejoint/>
+<geom name="s" type="sphere" size="0.1" mass="1" condim="{condim}" friction="{mu} 0.01 0.001"/>
+</body></worldbody></mujoco>"""
+
+
+def _mujoco_run(xml, v0, steps):
+    mj = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(mj)
+    d.qvel[:] = v0
+    q0 = d.qpos.copy()
+    out = []
+    for _ in range(steps):
+        mujoco.mj_step(mj, d)
+        out.append(d.qpos.copy())
+    return q0, np.array(out)
+
+
+@pytest.mark.parametrize("cone,condim", [("elliptic", 1), ("pyramidal", 3)])
+def test_a_dropped_ball_follows_mujocos_euler_step_to_rounding(tmp_path, cone, condim):
+    """A ball thrown down at 1 m/s onto a floor (μ = 0.5: on the pyramidal cone the row's
+    weight carries the edge rows' factor μ²(1 + μ²)/((condim − 1) impratio) = 0.16): its
+    height over 0.8 s, through the impact (14 mm deep) to rest, equals MuJoCo's mj_step to
+    1e-10 m at the file's 2 ms."""
+    xml = BALL.format(dt=0.002, cone=cone, condim=condim, mu=0.5)
+    path = tmp_path / "ball.xml"
+    path.write_text(xml)
+    v0 = np.array([0.0, 0.0, -1.0, 0.0, 0.0, 0.0])
+    q0, ref = _mujoco_run(xml, v0, 400)
+    model = diffmb.load_mjcf(path)
+    forces = diffmb.mjcf_forces(path, contacts="constraint")
+    tr = diffmb.simulate(model, q0, v0, 0.8, dt=0.002, forces=forces, solver="implicit",
+                         saveat=np.arange(1, 401) * 0.002)
+    z = np.asarray(tr.q)[:, 2]
+    assert ref[:, 2].min() < 0.087  # the impact goes deep: the rows' dynamics are tested
+    np.testing.assert_allclose(z, ref[:, 2], rtol=0, atol=1e-10)
+
+
+def test_the_explicit_path_converges_to_mujocos_trajectory(tmp_path):
+    """RK4 at 0.1 ms against MuJoCo at 0.1 ms (its Euler step's own error is O(h)): the
+    heights agree to 0.2 mm through the impact; the spring law (``contacts=True``), which
+    rests at MuJoCo's depth but is 19 times stiffer away from it, misses by more than 1 mm."""
+    xml = BALL.format(dt=0.0001, cone="elliptic", condim=1, mu=0.5)
+    path = tmp_path / "ball.xml"
+    path.write_text(xml)
+    v0 = np.array([0.0, 0.0, -1.0, 0.0, 0.0, 0.0])
+    q0, ref = _mujoco_run(xml, v0, 3000)
+    model = diffmb.load_mjcf(path)
+    ts = np.arange(1, 151) * 0.002
+    err = {}
+    for kind in ("constraint", True):
+        tr = diffmb.simulate(model, q0, v0, 0.3, dt=1e-4, solver="rk4", saveat=ts,
+                             forces=diffmb.mjcf_forces(path, contacts=kind))
+        err[kind] = np.abs(np.asarray(tr.q)[:, 2] - ref[19::20, 2]).max()
+    assert err["constraint"] < 2e-4
+    assert err[True] > 1e-3
+
+
+def test_a_resting_box_is_held_by_its_rows_at_mujocos_depth(tmp_path):
+    """A box on its face: the four corner rows are solved together (their weights couple
+    through the box's mass matrix), as MuJoCo's solver does. Resting height after 1 s within
+    1e-7 m of MuJoCo's, and ``contact_forces`` carries the weight to 1e-6."""
+    xml = """<mujoco><option timestep="0.002" cone="elliptic"/>
+<worldbody><geom name="floor" type="plane" size="5 5 0.1"/>
+<body name="box" pos="0 0 0.051"><freejoint/>
+<geom name="b" type="box" size="0.1 0.07 0.05" mass="2" condim="3"/></body>
+</worldbody></mujoco>"""
+    path = tmp_path / "box.xml"
+    path.write_text(xml)
+    q0, ref = _mujoco_run(xml, np.zeros(6), 500)
+    model = diffmb.load_mjcf(path)
+    forces = diffmb.mjcf_forces(path, contacts="constraint")
+    tr = diffmb.simulate(model, q0, np.zeros(6), 1.0, dt=0.002, forces=forces,
+                         solver="implicit", saveat=[1.0])
+    assert abs(float(tr.q[-1, 2]) - ref[-1, 2]) < 1e-7
+    r = diffmb.contacts.contact_forces(model, tr, forces)
+    assert float(jnp.sum(r.fn)) == pytest.approx(2.0 * 9.81, rel=1e-6)
+
+
+def test_constraint_normals_refuse_what_they_cannot_do(tmp_path):
+    path = tmp_path / "ball.xml"
+    path.write_text(BALL.format(dt=0.002, cone="elliptic", condim=3, mu=0.5))
+    model = diffmb.load_mjcf(path)
+    ball = Sphere("ball", 0.1)
+    floor = Plane()
+    with pytest.raises(ValueError, match="backward_smoothing"):
+        Contacts([ball], floor, model=model, normal="constraint", backward_smoothing=1e-3)
+    with pytest.raises(ValueError, match="invweight"):
+        Contacts([ball], floor, model=model, invweight=1.0)
+    with pytest.raises(ValueError, match="invweight"):
+        Contacts([ball], floor, model=model, normal="constraint", invweight=-1.0)
+    with pytest.raises(ValueError, match="invweight"):
+        Contacts([ball], floor, normal="constraint", stiffness=1e4, damping=10.0,
+                 tangential_stiffness=1e4, tangential_damping=10.0)
+    with pytest.raises(ValueError, match="contacts = 'rows'"):
+        diffmb.mjcf_forces(path, contacts="rows")
+    forces = diffmb.mjcf_forces(path, contacts="constraint")
+    with pytest.raises(TypeError, match="constraint"):
+        diffmb.simulate(model, np.asarray(model.qpos0), None, 0.01, dt=0.002, forces=forces,
+                        solver="implicit2")
