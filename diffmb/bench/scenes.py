@@ -238,8 +238,9 @@ def _run_mujoco(mj, q0, v0, u, times):
 
 
 # ------------------------------------------------------------------------------- loaders
-def _mjcf_case(path):
-    """(mj, model, forces, q0, v0, ctrl, key): MuJoCo's model and diffmb's of an MJCF file."""
+def _mjcf_case(path, contacts=True):
+    """(mj, model, forces, q0, v0, ctrl, key): MuJoCo's model and diffmb's of an MJCF file
+    (``contacts``: as :func:`diffmb.mjcf_forces` takes it)."""
     import mujoco
 
     import diffmb
@@ -248,7 +249,7 @@ def _mjcf_case(path):
     q0, v0, u, key = _initial_state(mj)
 
     def load():
-        return diffmb.load_mjcf(path), diffmb.mjcf_forces(path)
+        return diffmb.load_mjcf(path), diffmb.mjcf_forces(path, contacts=contacts)
 
     return mj, load, q0, v0, u, key
 
@@ -314,7 +315,7 @@ def _lift(mj, q0) -> np.ndarray:
     return q
 
 
-def _urdf_case(path):
+def _urdf_case(path, contacts=True):
     import mujoco
 
     import diffmb
@@ -407,7 +408,7 @@ def _run_diffmb(model, forces, q0, v0, u, times, dt0, t1, solver=None):
     return traj, dt * 2, compile_s, run_s, False
 
 
-def _diffmb_snapshots(model, forces, traj):
+def _diffmb_snapshots(model, forces, traj, ctrl=None):
     import jax.numpy as jnp
 
     import diffmb
@@ -418,7 +419,7 @@ def _diffmb_snapshots(model, forces, traj):
         R.append(np.asarray(Rk))
         p.append(np.asarray(pk))
     try:
-        res = diffmb.contacts.contact_forces(model, traj, forces)
+        res = diffmb.contacts.contact_forces(model, traj, forces, ctrl)
         fn, pen = np.asarray(res.fn), np.asarray(res.penetration)
     except ValueError:  # no contact element
         fn = pen = np.zeros((traj.q.shape[0], 0))
@@ -436,7 +437,7 @@ def _file_dt(mj, t1, t_fall) -> float:
 
 # ------------------------------------------------------------------------------- the row
 def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL,
-                simulate: bool = True, solver: str | None = None) -> dict:
+                simulate: bool = True, solver: str | None = None, contacts=True) -> dict:
     """One row of the sweep for the scene at ``path`` (MJCF, or URDF by its extension); see the
     module docstring. Keys: ``scene``, ``source``, ``status`` (``accepted`` / ``refused`` /
     ``skipped``), ``why``, ``out_of_scope``, and for an accepted scene ``key``, ``dt_file``,
@@ -446,7 +447,9 @@ def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL,
     ``contacts_mujoco``, ``contacts_diffmb``, ``pen_mujoco``, ``pen_diffmb`` (m),
     ``compile_s``, ``wall_1s`` (s per simulated second), ``checks`` ({criterion: True / False /
     None (not applicable)}) and ``behaves`` (every applicable check passed).
-    ``simulate=False``: only whether it loads (an accepted row then has ``simulated`` False)."""
+    ``simulate=False``: only whether it loads (an accepted row then has ``simulated`` False).
+    ``contacts="constraint"``: an MJCF scene's contact normals as MuJoCo's soft rows
+    (:func:`diffmb.mjcf_forces`)."""
     import mujoco
 
     path = Path(path)
@@ -456,7 +459,7 @@ def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            mj, load, q0, v0, u, key = (_urdf_case if urdf else _mjcf_case)(path)
+            mj, load, q0, v0, u, key = (_urdf_case if urdf else _mjcf_case)(path, contacts)
         except Exception as e:  # noqa: BLE001 - MuJoCo cannot compile it: not a scene
             row["why"] = "MuJoCo cannot compile it: " + _first_line(e, path)
             return row
@@ -488,7 +491,7 @@ def check_scene(path, t: float = T, *, source: str = "", t_fall: float = T_FALL,
         row["checks"] = {k: False for k in CRITERIA}
         row["behaves"] = False
         return row
-    snap_d = _diffmb_snapshots(model, forces, traj)
+    snap_d = _diffmb_snapshots(model, forces, traj, ud)
     root = int(mj.jnt_bodyid[0])
     row["root"] = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_BODY, root) or f"body{root}"
     falls = {"mujoco": _tilt(snap_mj[0]["R"][root], snap_mj[-1]["R"][root]) > FALL_TILT}
@@ -640,7 +643,7 @@ def table(rows) -> str:
 
 
 def sweep(only: str | None = None, t: float = T, progress=None, simulate=True,
-          solver: str | None = None) -> list[dict]:
+          solver: str | None = None, contacts=True) -> list[dict]:
     """:func:`check_scene` over :func:`scene_files` (with ``only``, a comma-separated list of
     substrings: those whose ``source/name`` contains one of them)."""
     keys = [k.strip() for k in (only or "").split(",") if k.strip()]
@@ -650,7 +653,8 @@ def sweep(only: str | None = None, t: float = T, progress=None, simulate=True,
         if keys and not any(k in f"{source}/{name}" for k in keys):
             continue
         try:
-            row = check_scene(path, t, source=source, simulate=simulate, solver=solver)
+            row = check_scene(path, t, source=source, simulate=simulate, solver=solver,
+                              contacts=contacts)
         except Exception as e:  # noqa: BLE001 - a failure of the comparison itself is a row
             row = dict(scene=name, source=source, path=str(path), status="accepted",
                        why="", out_of_scope=False, finite=False, dt=None, wall_1s=None,
@@ -684,6 +688,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="write DIR/bench_scenes.json")
     ap.add_argument("--list", action="store_true", help="list the scene files and stop")
     ap.add_argument("--solver", default=SOLVER, help=f"diffmb's solver (default {SOLVER!r})")
+    ap.add_argument("--contacts", default="spring", choices=("spring", "constraint"),
+                    help="contact normals: springs at MuJoCo's depth (default) or MuJoCo's "
+                    "soft rows (MJCF scenes)")
     ap.add_argument("--load-only", action="store_true",
                     help="only whether each scene loads (accepted / refused / skipped)")
     a = ap.parse_args(argv)
@@ -710,7 +717,8 @@ def main(argv=None) -> int:
         print(f"{r['source']}/{r['scene']}: {r['status']} {r.get('why') or how}",
               file=sys.stderr, flush=True)
 
-    rows = sweep(a.only, a.t, progress, simulate=not a.load_only, solver=a.solver)
+    rows = sweep(a.only, a.t, progress, simulate=not a.load_only, solver=a.solver,
+                 contacts=True if a.contacts == "spring" else "constraint")
     write(rows)
     print(table(rows), end="")
     return 0

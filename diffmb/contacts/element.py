@@ -1640,25 +1640,29 @@ def _evaluate_many(el, model, q, v, z):
 
 
 @eqx.filter_jit
-def _evaluate_loaded_many(el, model, others, t, q, v, z, states):
+def _evaluate_loaded_many(el, model, others, t, q, v, z, states, ctrl):
     """normal='constraint': the points along a trajectory against the load of ``others``
-    (the other force elements, with their ``states`` or None) at each save."""
+    (the other force elements, with their ``states`` or None, and the controls ``ctrl`` or
+    None) at each save."""
     from ..forces.elements import total_force
 
-    def one(ti, qi, vi, zi, si):
-        tau, f_ext, _ = total_force(others, model, ti, qi, vi, None, si)
+    def one(ti, qi, vi, zi, si, ui):
+        tau, f_ext, _ = total_force(others, model, ti, qi, vi, ui, si)
+        if ui is not None and not any(getattr(f, "uses_ctrl", False) for f in others) \
+                and ui.shape == (model.nv,):
+            tau = tau + ui  # a control no element consumes is a generalized force
         return el.evaluate(model, qi, vi, zi, tau, f_ext)
 
-    return jax.vmap(one)(t, q, v, z, states)
+    return jax.vmap(one)(t, q, v, z, states, ctrl)
 
 
-def contact_forces(model: Model, traj, forces) -> ContactResult:
+def contact_forces(model: Model, traj, forces, ctrl=None) -> ContactResult:
     """Evaluate the contact elements among ``forces`` (the tuple given to ``simulate``) along
     ``traj`` (a :class:`~diffmb.Trajectory`: ts, q (..., nq), v (..., nv), aux holding the
     stiction states), concatenating their points; see :class:`ContactResult`. An element
     with normal='constraint' is solved against the load of the other elements of ``forces``
-    at each save (a control given to ``simulate`` outside ``forces`` is not in it: its
-    forces are then those of the uncontrolled state)."""
+    at each save and of ``ctrl`` (the control at the saves, (..., nu), or one for all; None:
+    no control), as ``simulate`` applied them."""
     forces = tuple(forces)
     states = None
     if traj.aux is not None and traj.aux[0] is not None:
@@ -1690,7 +1694,11 @@ def contact_forces(model: Model, traj, forces) -> ContactResult:
                 if all(x is None for x in st):
                     st = None
             ts = jnp.broadcast_to(jnp.asarray(traj.ts), lead).reshape(-1)
-            r = _evaluate_loaded_many(el, model, others, ts, q, v, z, st)
+            u = None
+            if ctrl is not None:
+                u = jnp.asarray(ctrl, dtype=jnp.float64)
+                u = jnp.broadcast_to(u, lead + u.shape[-1:]).reshape(q.shape[0], -1)
+            r = _evaluate_loaded_many(el, model, others, ts, q, v, z, st, u)
         else:
             r = _evaluate_many(el, model, q, v, z)
         parts.append(r)
