@@ -457,6 +457,15 @@ def _nearest(el, dirs, narrow, args, cap):
     return P, D, N, -neg[cap] <= 0.0
 
 
+def _acting_point(el, P, d, n):
+    """Where the forces act: the candidate point P (on the source geom) for the spring laws;
+    for MuJoCo's rows (normal='constraint') the middle of the overlap, P − d n/2, as
+    MuJoCo places its contacts (the lever arm of the friction then matches its)."""
+    if el.normal != "constraint":
+        return P
+    return P - 0.5 * d[:, None] * n
+
+
 def _body_velocities(model, kin, P, bodies):
     """Velocities (k, 3) of the material points P of ``bodies`` (the world's are 0)."""
     moving = bodies >= 0
@@ -472,12 +481,14 @@ def _body_spins(model, kin, bodies):
     return jnp.where(moving[:, None], w, 0.0)
 
 
-def _evaluate(el, model: Model, q, v, z, on=None, fn=None) -> _Points:
+def _evaluate(el, model: Model, q, v, z, on=None, fn=None, ft=None) -> _Points:
     """The element's points and forces at (q, v, z); ``on`` (nc,) bool: only those points
     push (the others as out of contact); ``fn`` (nc,): the normal forces (normal='constraint':
-    solved against the load, :func:`_loaded_points`)."""
+    solved against the load, :func:`_loaded_points`), ``ft`` (nc, 3) the friction with them
+    (friction='pyramid')."""
     kin = kinematics(model, q, v)
     P, d, n, src, dst = _raw_points(el, model, kin)
+    P = _acting_point(el, P, d, n)
     pi = np.asarray(el.point_geom)
     sign = np.asarray(el.point_sign, dtype=float)[:, None]
     vrel = _body_velocities(model, kin, P, src) - _body_velocities(model, kin, P, dst)
@@ -490,9 +501,12 @@ def _evaluate(el, model: Model, q, v, z, on=None, fn=None) -> _Points:
         fn = _normal_force(el, pen, ddelta, pi)
     if on is not None:
         fn = jnp.where(on, fn, 0.0)
-    ft, dz = L.tangential(el.friction, fn, vrel, n, z, el.mu[pi],
-                          el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps,
-                          _creep(el, pen, pi))
+    if ft is None:
+        ft, dz = L.tangential(el.friction, fn, vrel, n, z, el.mu[pi],
+                              el.tangential_stiffness[pi], el.tangential_damping[pi], el.eps,
+                              _creep(el, pen, pi))
+    else:  # the rows' friction: the stiction states only relax
+        dz = -(el.tangential_stiffness[pi] / el.tangential_damping[pi])[:, None] * z
     f = fn[:, None] * n + ft
     com = jnp.concatenate([body_coms(model, kin) + kin.origin, jnp.zeros((1, 3))])
     nb = model.n_bodies
@@ -753,6 +767,7 @@ def _point_geometry(el, model: Model, q, v, z, kin=None, every=False) -> _PointG
     (``every``: all nc candidates)."""
     kin = kinematics(model, q) if kin is None else kin
     P, d, n, src, dst, *culled = _raw_points(el, model, kin, cull=not every)
+    P = _acting_point(el, P, d, n)
     culled = culled[0] if culled else None
     pi_all = np.asarray(el.point_geom)
     pen0 = -d + el.margin[pi_all]
@@ -777,7 +792,8 @@ def _point_geometry(el, model: Model, q, v, z, kin=None, every=False) -> _PointG
 
 def _closed_form(el) -> bool:
     """The element's blocks come in closed form (:func:`_linear_stiction_blocks`)."""
-    return el.normal in ("linear", "constraint") and el.friction == "stiction" and not el.spin
+    return (el.normal in ("linear", "constraint") and el.friction in ("stiction", "pyramid")
+            and not el.spin)
 
 
 def _rows_of(el, g: _PointGeometry) -> SoftRows:
@@ -785,11 +801,54 @@ def _rows_of(el, g: _PointGeometry) -> SoftRows:
     solved: row coordinate y = −δ (the distance beyond the margin), ẏ = n·u (J = nᵀ Jc),
     the pair's ``invweight``, solref (``timeconst``, ``dampratio``) and ``solimp``."""
     pi = g.pi
-    J = jnp.einsum("pi,pin->pn", g.n, g.Jc)
     sr = jnp.stack([el.timeconst[pi], el.dampratio[pi]], axis=-1)
+    if el.friction == "pyramid":
+        D = _pyramid_edges(el, g.n, pi)  # (K, 4, 3)
+        k = g.pen.shape[0]
+        J = jnp.einsum("pei,pin->pen", D, g.Jc).reshape(4 * k, -1)
+        rep4 = lambda x: jnp.repeat(x, 4, axis=0)  # noqa: E731
+        mu = el.mu[pi]
+        # the edges' weight (MuJoCo's mj_makeImpedance): 2 μ² (1 + μ²)/impratio of the
+        # pair's; a frictionless pair's single normal row as four equal rows in parallel
+        scale = jnp.where(np.asarray(el.frictionless)[pi], 4.0,
+                          2.0 * mu * mu * (1.0 + mu * mu) / el.impratio)
+        zero = jnp.zeros(4 * k)
+        return SoftRows(J=J, y=rep4(-g.pen), f=zero, active=zero > 0,
+                        invweight=rep4(el.invweight[pi] * scale), solref=rep4(sr),
+                        solimp=rep4(el.solimp[pi]))
+    J = jnp.einsum("pi,pin->pn", g.n, g.Jc)
     zero = jnp.zeros(g.pen.shape)
     return SoftRows(J=J, y=-g.pen, f=zero, active=zero > 0, invweight=el.invweight[pi],
                     solref=sr, solimp=el.solimp[pi])
+
+
+def _tangents(n):
+    """Two unit tangents (K, 3) each of the normals n (K, 3), as MuJoCo's ``mju_makeFrame``
+    takes them: the world y axis (or z where n is near y) made orthogonal to n, and n × it."""
+    y = jnp.where((jnp.abs(n[:, 1]) < 0.5)[:, None], jnp.array([0.0, 1.0, 0.0]),
+                  jnp.array([0.0, 0.0, 1.0]))
+    t1 = y - jnp.sum(y * n, axis=-1, keepdims=True) * n
+    t1 = t1 / jnp.linalg.norm(t1, axis=-1, keepdims=True)
+    return t1, jnp.cross(n, t1)
+
+
+def _pyramid_edges(el, n, pi):
+    """The directions (K, 4, 3) of the four edge rows of MuJoCo's pyramidal cone at each
+    point: n ± μ t₁, n ± μ t₂ (:func:`_tangents`); a frictionless pair's all n."""
+    t1, t2 = _tangents(n)
+    mu = jnp.where(np.asarray(el.frictionless)[pi], 0.0, el.mu[pi])[:, None]
+    return jnp.stack([n + mu * t1, n - mu * t1, n + mu * t2, n - mu * t2], axis=1)
+
+
+def _row_point_forces(el, g: _PointGeometry, rows: SoftRows):
+    """normal='constraint': the rows' forces as each point's normal force (K,) and friction
+    (K, 3) (friction='pyramid': the edges' sum; else zero friction)."""
+    if el.friction != "pyramid":
+        return rows.f, jnp.zeros(g.n.shape)
+    fe = rows.f.reshape(-1, 4)
+    f = jnp.einsum("pe,pei->pi", fe, _pyramid_edges(el, g.n, g.pi))
+    fn = jnp.sum(fe, axis=-1)
+    return fn, f - fn[:, None] * g.n
 
 
 def _solve_rows(rows: SoftRows, v, cho, a0) -> SoftRows:
@@ -819,20 +878,26 @@ def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None):
     elements' forces): the normal rows solved together as MuJoCo's solver solves them
     (:func:`_solve_rows`), the friction bounded by μ times their force, and the rows solved
     again with that friction in the load (it shifts the load between the points). Returns
-    the rows, the generalized force of rows and friction (nv,) and ż (nc, 3); ``on`` (nc,)
-    bool: only those points push."""
+    the rows, the generalized force of rows and friction (nv,), ż (nc, 3), and each point's
+    normal force (nc,) and friction (nc, 3); ``on`` (nc,) bool: only those points push.
+    friction='pyramid': the edge rows carry the friction too, solved once."""
     kin = kinematics(model, q, v)
     g = _point_geometry(el, model, q, v, z, kin, every=True)
     rows = _rows_of(el, g)
     if on is not None:
-        rows = eqx.tree_at(lambda r: r.y, rows, jnp.where(on, rows.y, 1.0))
+        on_rows = jnp.repeat(on, 4) if el.friction == "pyramid" else on
+        rows = eqx.tree_at(lambda r: r.y, rows, jnp.where(on_rows, rows.y, 1.0))
     cho = cho_factor(crba_kin(model, kin))
     a0 = cho_solve(cho, tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext))
     rows = _solve_rows(rows, v, cho, a0)
+    if el.friction == "pyramid":
+        fn, ft = _row_point_forces(el, g, rows)
+        relax = el.tangential_stiffness / el.tangential_damping
+        return rows, rows.tau, -relax[g.pi][:, None] * z, fn, ft
     Qf, _, _ = _friction_force(el, g, rows.f)
     rows = _solve_rows(rows, v, cho, a0 + cho_solve(cho, Qf))
-    Qf, _, dz = _friction_force(el, g, rows.f)
-    return rows, rows.tau + Qf, dz
+    Qf, ft, dz = _friction_force(el, g, rows.f)
+    return rows, rows.tau + Qf, dz, rows.f, ft
 
 
 def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
@@ -912,7 +977,7 @@ def _relinearise(el, lin: ContactLinearisation, dv, h, fn_end=None) -> ContactLi
     instead (a point that slides at the start keeps its slide). Only for the blocks in
     closed form (:func:`_closed_form`); ``lin`` otherwise. normal='constraint': ``fn_end``
     (K,), the rows' forces at the step's end (:meth:`~diffmb.forces.SoftRows.end_force`)."""
-    if not _closed_form(el):
+    if not (_closed_form(el) and el.friction == "stiction"):
         return lin
     g = lin.geo
     du = jnp.einsum("pin,n->pi", g.Jc, dv)
@@ -987,6 +1052,10 @@ class AbstractContacts(AbstractGroundForce):
     # normal='constraint': MuJoCo's inverse weight of each pair's normal row [1/kg] (np,),
     # its regulariser R = (1 − d)/d · invweight; None for the other laws
     invweight: jnp.ndarray | None = None
+    # friction='pyramid': MuJoCo's impratio, and per pair whether it is frictionless (one
+    # normal row, condim 1) rather than a pyramid of four edge rows
+    impratio: float = eqx.field(static=True, default=1.0)
+    frictionless: tuple = eqx.field(static=True, default=())
 
     @property
     def terrains(self) -> tuple:
@@ -1084,11 +1153,13 @@ class AbstractContacts(AbstractGroundForce):
         forces against the load ``tau`` (nv,), ``f_ext`` (the other elements' forces; zero
         and None: gravity and the velocity terms alone)."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
-        fn = None
+        fn = ft = None
         if self.normal == "constraint":
             tau = jnp.zeros(model.nv) if tau is None else tau
-            fn = _loaded_points(self, model, q, v, z, tau, f_ext)[0].f
-        return _evaluate(self, model, q, v, z, fn=fn)
+            _, _, _, fn, ft = _loaded_points(self, model, q, v, z, tau, f_ext)
+            if self.friction != "pyramid":
+                ft = None  # the stiction law again, from fn
+        return _evaluate(self, model, q, v, z, fn=fn, ft=ft)
 
     def linearise(self, model: Model, q, v, state, h, kin=None) -> ContactLinearisation:
         """The forces linearised over a step of size ``h`` (a Python or traced number) from
@@ -1123,6 +1194,8 @@ class AbstractContacts(AbstractGroundForce):
         rows = _rows_of(self, g)
         rows = eqx.tree_at(lambda r: r.solref, rows, rows.step_solref(h))  # MuJoCo's refsafe
         rows = _solve_rows(rows, v, cho, a0)
+        if self.friction == "pyramid":  # the rows hold the friction: no blocks of their own
+            return _assemble(self, g, h, fn=jnp.zeros(g.pen.shape)), rows
         lin = _assemble(self, g, h, fn=rows.f)
         rows = _solve_rows(rows, v, cho, a0 + cho_solve(cho, lin.Q))
         return _assemble(self, g, h, fn=rows.f), rows
@@ -1131,7 +1204,7 @@ class AbstractContacts(AbstractGroundForce):
     def relinearises(self) -> bool:
         """Whether :meth:`relinearise` changes a linearisation (the closed-form blocks of the
         linear law with stiction and without spin friction)."""
-        return _closed_form(self)
+        return _closed_form(self) and self.friction == "stiction"
 
     def relinearise(self, lin: ContactLinearisation, dv, h, fn_end=None
                     ) -> ContactLinearisation:
@@ -1204,7 +1277,7 @@ class AbstractContacts(AbstractGroundForce):
 def _penetrations(el, model, q):
     nc = el.n_points
     return _evaluate(el, model, q, jnp.zeros(model.nv), jnp.zeros((nc, 3)),
-                     fn=jnp.zeros(nc)).penetration
+                     fn=jnp.zeros(nc), ft=jnp.zeros((nc, 3))).penetration
 
 
 def _geom_names(el) -> list:
@@ -1466,6 +1539,9 @@ def _init(self, geoms, terrain, friction, model, q, normal, **kw):
     kw = {k: x for k, x in kw.items() if x is not None or k not in ("torsion", "rolling")}
     for name, val in _params(self, model, q, normal, **kw).items():
         setattr(self, name, val)
+    if friction == "pyramid":  # condim 1: a single normal row, whatever μ is made later
+        self.frictionless = tuple(bool(x) for x in np.asarray(self.mu) == 0.0) \
+            if is_concrete(self.mu) else (False,) * len(pairs)
     pg, ps = [], []
     for p, s, _, _, sign in self.directions:
         n = self.geoms[s].n_points
@@ -1526,8 +1602,18 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
                  timeconst=0.02, dampratio=1.0, dmin=0.9, dmax=0.95, torsion=None,
                  rolling=None, spin_eps=0.05, backward_smoothing=None,
                  max_points=MAX_POINTS, solimp=None, solimp_depth=None, creep=None,
-                 invweight=None):
-        _init(self, geoms, terrain, "stiction", model, q, normal, stiffness=stiffness,
+                 invweight=None, friction="stiction", impratio=1.0):
+        check_choice("Contacts", "friction", friction, ("stiction", "pyramid"))
+        if friction == "pyramid":
+            if normal != "constraint":
+                raise ValueError("Contacts: friction='pyramid' is MuJoCo's pyramidal cone of "
+                                 "soft rows: it needs normal='constraint'")
+            if torsion is not None or rolling is not None or creep is not None:
+                raise ValueError("Contacts: friction='pyramid' takes no torsion, rolling or "
+                                 "creep (its edge rows creep as MuJoCo's do)")
+            check_value("Contacts", "impratio", impratio, lo=0.0, lo_open=True, shape=())
+            self.impratio = float(impratio)
+        _init(self, geoms, terrain, friction, model, q, normal, stiffness=stiffness,
               damping=damping, mu=mu, exponent=exponent, dissipation=dissipation,
               tangential_stiffness=tangential_stiffness, tangential_damping=tangential_damping,
               eps=1e-3, margin=margin, timeconst=timeconst, dampratio=dampratio, dmin=dmin,
@@ -1548,7 +1634,7 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
     def loaded_stateful_call(self, model, t, q, v, ctrl, tau, f_ext, state):
         if self.normal != "constraint":
             return self.stateful_call(model, t, q, v, ctrl, state)
-        _, Q, dz = _loaded_points(self, model, q, v, state, tau, f_ext)
+        _, Q, dz, _, _ = _loaded_points(self, model, q, v, state, tau, f_ext)
         return Q, None, dz
 
 
@@ -1576,7 +1662,7 @@ class CoulombContacts(AbstractContacts, AbstractForce):
     def loaded_call(self, model, t, q, v, ctrl, tau, f_ext):
         z = jnp.zeros((self.n_points, 3))
         if self.normal == "constraint":
-            return _loaded_points(self, model, q, v, z, tau, f_ext)[1], None
+            return _loaded_points(self, model, q, v, z, tau, f_ext)[1], None  # (pyramid too)
         return jnp.zeros(model.nv), _evaluate(self, model, q, v, z).f_ext
 
 

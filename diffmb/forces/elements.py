@@ -899,15 +899,75 @@ def _masked_cholesky(K, on):
     return small_linalg.cho_factor(Km)
 
 
-def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=4,
+def _line_minimum(phi_d, hi=1.0, expand=20, iters=40):
+    """The root of a nondecreasing piecewise-linear φ′ (a convex piecewise-quadratic φ along a
+    descent direction, φ′(0) < 0): bracketed from [0, hi] (``hi`` doubled until φ′(hi) ≥ 0,
+    at most ``expand`` times), then Newton's steps kept inside the bracket (bisection where a
+    step leaves it); exact once the bracket holds one piece."""
+    def grow(_, h):
+        return jnp.where(phi_d(h)[0] < 0.0, 2.0 * h, h)
+
+    hi = jax.lax.fori_loop(0, expand, grow, jnp.asarray(hi, jnp.float64))
+
+    def step(_, c):
+        lo, hi, al = c
+        d1, d2 = phi_d(al)
+        lo, hi = jnp.where(d1 < 0.0, al, lo), jnp.where(d1 >= 0.0, al, hi)
+        nxt = al - d1 / jnp.where(d2 > 0.0, d2, 1.0)
+        inside = (nxt > lo) & (nxt < hi) & (d2 > 0.0)
+        return lo, hi, jnp.where(d1 == 0.0, al, jnp.where(inside, nxt, 0.5 * (lo + hi)))
+
+    return jax.lax.fori_loop(0, iters, step, (jnp.zeros(()), hi, jnp.minimum(1.0, hi)))[2]
+
+
+def _soft_active_rows(M, a0, J, aref, R, violated, iters=50):
+    """The rows that push at the minimum of MuJoCo's soft-constraint cost over the
+    accelerations a, ½ (a − a₀)ᵀ M (a − a₀) + Σ ½ (J a − a_ref)ᵢ² / Rᵢ over the violated rows
+    with J a < a_ref (convex, piecewise quadratic): Newton's steps with an exact line search
+    (:func:`_line_minimum`), as MuJoCo's Newton solver takes them, until the pushing set holds
+    (at most ``iters`` steps). Constants in, a bool mask (m,) out."""
+    D = jnp.where(violated, 1.0 / R, 0.0)
+    dM = lambda x: M @ x  # noqa: E731
+
+    def pushing(a):
+        return violated & (J @ a - aref < 0.0)
+
+    def update(c):
+        i, a, _ = c
+        on = pushing(a)
+        jar = J @ a - aref
+        g = dM(a - a0) + J.T @ (D * jnp.where(on, jar, 0.0))
+        H = M + J.T @ (jnp.where(on, D, 0.0)[:, None] * J)
+        da = -small_linalg.spd_solve(H, g)
+        jd, Mda, ga = J @ da, dM(da), da @ dM(a - a0)
+        dMd = da @ Mda
+
+        def phi_d(al):  # φ′(α), φ″(α) along da
+            x = jar + al * jd
+            act = violated & (x < 0.0)
+            return (ga + al * dMd + jnp.sum(D * jnp.where(act, x, 0.0) * jd),
+                    dMd + jnp.sum(jnp.where(act, D, 0.0) * jd * jd))
+
+        al = _line_minimum(phi_d)
+        a1 = a + al * da
+        return i + 1, a1, jnp.any(pushing(a1) != on) | (jnp.abs(al - 1.0) > 1e-12)
+
+    a = jax.lax.while_loop(lambda c: (c[0] < iters) & c[2], update,
+                           (0, a0, jnp.asarray(True)))[1]
+    return pushing(a)
+
+
+def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, iters=50,
                     dynamics=None, active=False):
     """Forces f (n,) ≥ 0 of n soft limit rows with Jacobian J (n, nv) and distances y (n,)
     (y < 0: violated), solved together as MuJoCo's solver does: a = a₀ + M⁻¹Jᵀf with a₀ the
     accelerations under ``tau``/``f_ext`` alone, and on the rows that push
     (A + R) f = a_ref − J a₀, A = J M⁻¹ Jᵀ at q, R and a_ref from ``invweight`` (MuJoCo's
     ``*_invweight0``), ``solref``/``solimp`` (:func:`soft_limit_force`, which this is for one
-    row at A = ``invweight``). The rows that push are found by Newton's active-set steps on
-    MuJoCo's piecewise-quadratic cost (``iters`` of them; one suffices for a single row).
+    row at A = ``invweight``). The rows that push are those at the minimum of MuJoCo's
+    piecewise-quadratic cost, found by Newton's steps with an exact line search
+    (:func:`_soft_active_rows`, at most ``iters``; one suffices for a single row); the
+    forces are then solved on them (differentiable; the set is not).
     ``dynamics``: ``(small_linalg.cho_factor(M), a₀)`` when the caller has them (an implicit
     step).
     ``active``: also return the rows that push (n,) bool, ``(f, active)``."""
@@ -931,17 +991,9 @@ def soft_limit_rows(model, q, v, tau, f_ext, J, y, invweight, solref, solimp, it
     K, r = A + jnp.diag(R), aref - ydd0
     pushing = violated & (ydd0 < aref)
     if n > 1 and iters > 0:
-        # the active set decides nothing differentiable: found on constants, stopping at its
-        # fixed point (the same set as ``iters`` fixed steps; usually the first guess)
-        A_, K_, r_ = jax.lax.stop_gradient((A, K, r))
-
-        def update(c):
-            i, on, _ = c
-            new = violated & (A_ @ forces(K_, r_, on) < r_)
-            return i + 1, new, jnp.any(new != on)
-
-        pushing = jax.lax.while_loop(lambda c: (c[0] < iters) & c[2], update,
-                                     (0, pushing, jnp.asarray(True)))[1]
+        # the active set decides nothing differentiable: found on constants
+        pushing = _soft_active_rows(*jax.lax.stop_gradient((cho.a, a0, J, aref, R)),
+                                    violated, iters)
     f = jnp.where(pushing, forces(K, r, pushing), 0.0)
     return (f, pushing) if active else f
 

@@ -1005,10 +1005,14 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
 
     ``normal="constraint"``: each contact's normal is MuJoCo's soft row instead of the spring
     (:class:`~diffmb.contacts.Contacts`' ``normal``), with the pair's inverse weight, solref
-    and solimp; on a pyramidal cone the row stands for its 2 (condim − 1) edge rows, whose
-    normal force is (condim − 1) impratio/(μ² (1 + μ²)) times one row's at a depth
-    (MuJoCo's ``mj_makeImpedance``: docs/scenes.md), so the row's inverse weight is the
-    pair's times μ² (1 + μ²)/((condim − 1) impratio).
+    and solimp. On the pyramidal cone (MuJoCo's default) with no torsional or rolling
+    friction, the friction too is MuJoCo's: the cone's four edge rows per point,
+    ``friction="pyramid"`` with the file's ``impratio`` (a condim-1 pair: its normal row).
+    Otherwise the friction is the stiction law bounded by the rows' force, and on a pyramidal
+    cone the normal row stands for the 2 (condim − 1) edge rows, whose normal force is
+    (condim − 1) impratio/(μ² (1 + μ²)) times one row's at a depth (MuJoCo's
+    ``mj_makeImpedance``: docs/scenes.md), so its inverse weight is the pair's times
+    μ² (1 + μ²)/((condim − 1) impratio).
     """
     import warnings
 
@@ -1102,8 +1106,9 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
         mus.append(float(ov.get("mu", 0.0 if p["condim"] == 1 else p["friction"][0])))
         m_pts.append(m_pt)
         mu_p, cd = mus[-1], int(p["condim"])
-        row_w.append(w * (mu_p**2 * (1.0 + mu_p**2) / ((cd - 1) * float(mj.opt.impratio))
-                          if pyramidal and cd > 1 and mu_p > 0 else 1.0))
+        # (the pair's weight, and the one a single row standing for a pyramid takes)
+        row_w.append((w, w * (mu_p**2 * (1.0 + mu_p**2) / ((cd - 1) * float(mj.opt.impratio))
+                              if pyramidal and cd > 1 and mu_p > 0 else 1.0)))
         margins.append(p["margin"])
         # torsional friction acts from condim 4 (friction[1]), rolling from condim 6 ([2])
         tors.append(float(p["friction"][1]) if p["condim"] >= 4 else 0.0)
@@ -1122,14 +1127,19 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
     m_pts = np.array(m_pts)
     spin = "condim" not in ignore and (any(tors) or any(rolls))
     kw = dict(torsion=np.array(tors), rolling=np.array(rolls)) if spin else {}
-    if "creep" not in ignore:
+    # MuJoCo's pyramidal cone as its edge rows where every pair has one (condim 1 or 3)
+    pyramid = normal == "constraint" and pyramidal and not spin
+    if normal == "constraint":
+        kw["invweight"] = np.array([w if pyramid else w_row for w, w_row in row_w])
+    if pyramid:
+        kw.update(friction="pyramid", impratio=float(mj.opt.impratio))
+    elif "creep" not in ignore:
         kw["creep"] = _mujoco_creep(mj, m_eff, np.array(fric_refs), solimp, depth,
                                     np.array(mus))
     el = Contacts(geoms, others, model=model, stiffness=ks, damping=np.array(bs),
                   mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
                   tangential_damping=2.0 * np.sqrt(ks * m_pts), solimp=solimp,
-                  solimp_depth=depth, normal=normal,
-                  invweight=np.array(row_w) if normal == "constraint" else None, **kw)
+                  solimp_depth=depth, normal=normal, **kw)
     refs = np.array(refs)
     return (follow_solref(el, refs[:, 0], refs[:, 1], follow),)
 
