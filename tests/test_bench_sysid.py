@@ -49,7 +49,9 @@ def test_thrown_cube_record_and_the_peers_residual():
     data = B.cube_record(0.5)
     q = data["q_true"]
     assert q.shape == (251, 7) and q[:, 2].min() < 0.05  # landed
-    assert 0.25 < q[-1, 0] < 0.4 and abs(q[-1, 0] - q[-10, 0]) < 1e-5  # slid, stopped
+    # slid, stopping (on MuJoCo's pyramidal cone its soft friction still creeps 12 µm in the
+    # last 18 ms)
+    assert 0.25 < q[-1, 0] < 0.4 and abs(q[-1, 0] - q[-10, 0]) < 5e-5
     assert np.std(data["q"] - q) == pytest.approx(B.CUBE_SIGMA, rel=0.1)
     guess = B.cube_guess()
     params, residual, count = B.mujoco_cube_problem(data, guess, measured="q_true")

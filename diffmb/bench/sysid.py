@@ -457,14 +457,20 @@ CUBE_SIGMA = 1e-4  # noise on positions [m] and quaternion components
 CUBE_DT = 0.002  # MuJoCo's step = the sample period [s]
 CUBE_Q0 = (0.0, 0.0, 0.15, 1.0, 0.0, 0.0, 0.0)  # flat, its face 0.1 m above the floor
 CUBE_V0 = (1.5, 0.0, 0.0, 0.0, 0.0, 0.0)  # thrown sideways at 1.5 m/s
+CUBE_CONE = "pyramidal"  # MuJoCo's default friction cone
+# diffmb's multiple shooting: segments of 20 ms (a single shot over the bounce and the slide
+# stops in local minima of a rugged cost; docs/identification.md)
+CUBE_SEGMENTS = 25
 
 
-def cube_mjcf(mu: float, timeconst: float, dampratio: float) -> str:
+def cube_mjcf(mu: float, timeconst: float, dampratio: float, cone: str = None) -> str:
     """A 0.1 m, 1 kg cube on a free joint over a plane: MuJoCo's default (semi-implicit Euler)
-    integrator at :data:`CUBE_DT`, elliptic friction cone, both geoms with friction ``mu`` and
-    solref (``timeconst``, ``dampratio``) (MuJoCo mixes equal values to themselves)."""
+    integrator at :data:`CUBE_DT`, friction cone ``cone`` (default :data:`CUBE_CONE`, MuJoCo's
+    own default), both geoms with friction ``mu`` and solref (``timeconst``, ``dampratio``)
+    (MuJoCo mixes equal values to themselves)."""
     sr = f'solref="{timeconst!r} {dampratio!r}"'
-    return f"""<mujoco model="thrown_cube"><option timestep="{CUBE_DT}" cone="elliptic"/>
+    cone = CUBE_CONE if cone is None else cone
+    return f"""<mujoco model="thrown_cube"><option timestep="{CUBE_DT}" cone="{cone}"/>
   <worldbody>
     <geom name="floor" type="plane" size="5 5 0.1" friction="{mu!r}" {sr}/>
     <body name="cube" pos="0 0 0.15"><freejoint name="root"/>
@@ -474,14 +480,15 @@ def cube_mjcf(mu: float, timeconst: float, dampratio: float) -> str:
 </mujoco>"""
 
 
-def cube_record(T: float = 0.5, seed: int = 0, truth=None) -> dict:
+def cube_record(T: float = 0.5, seed: int = 0, truth=None, cone: str = None) -> dict:
     """MuJoCo's thrown cube (:data:`CUBE_Q0`, :data:`CUBE_V0`): it falls 0.1 m, lands flat,
     bounces, slides and stops; every step sampled, Gaussian noise :data:`CUBE_SIGMA` on the
-    seven coordinates. ``{"t", "q", "q_true", "q0", "v0", "xml", "truth"}``."""
+    seven coordinates; ``cone`` as :func:`cube_mjcf`. ``{"t", "q", "q_true", "q0", "v0", "xml",
+    "truth"}``."""
     import mujoco
 
     truth = dict(CUBE_TRUTH if truth is None else truth)
-    xml = cube_mjcf(**truth)
+    xml = cube_mjcf(**truth, cone=cone)
     mj = mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(mj)
     d.qpos[:], d.qvel[:] = CUBE_Q0, CUBE_V0
@@ -501,13 +508,16 @@ def cube_guess(truth=None) -> dict:
     return {k: truth[k] * CUBE_GUESS_FACTOR[k] for k in truth}
 
 
-def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=None,
-                    contacts="constraint") -> dict:
+def run_diffmb_cube(path, data, guess, max_steps: int = 200, backward_smoothing=None,
+                    contacts="constraint", segments: int = CUBE_SEGMENTS) -> dict:
     """diffmb's fit of (μ, T, ζ) on the cube record: the file's contact element
-    (``contacts="constraint"``: MuJoCo's soft rows for the normals, the default; True: its
-    solref mapped to a compliant spring), the implicit contact step at MuJoCo's step (its
-    flight is MuJoCo's semi-implicit Euler), the initial state known, weights 1/σ, exact
-    forward-mode Jacobians."""
+    (``contacts="constraint"``: MuJoCo's soft rows, on the pyramidal cone its whole contact
+    model, the default; True: its solref mapped to a compliant spring), the implicit contact
+    step at MuJoCo's step (MuJoCo's Euler step), weights 1/σ, exact forward-mode Jacobians;
+    multiple shooting over ``segments`` segments, each segment's start an unknown (1: single
+    shooting from the known initial state). Rollout-equivalents: per Jacobian 1 + the
+    parameters + (multiple shooting) the state's 13 coordinates, each tangent over the
+    record once; one per trial step."""
     import jax.numpy as jnp
 
     import diffmb
@@ -522,15 +532,17 @@ def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=N
     names = [CUBE_NAMES[k] for k in guess]
     init = {CUBE_NAMES[k]: jnp.full(npair, v) for k, v in guess.items()}
     rec = {"t": data["t"], "q": data["q"], "q0": data["q0"], "v0": data["v0"]}
+    how = (dict(shooting="single", initial_state="known") if segments == 1 else
+           dict(shooting="multiple", segments=segments))
     t0 = time.perf_counter()
     res = fit(model, rec, names, forces=forces, init=init, max_steps=max_steps,
               simulate_kwargs={"dt": CUBE_DT, "solver": "implicit"},
-              weights={"q": 1.0 / CUBE_SIGMA}, shooting="single", initial_state="known",
-              progress=False)
+              weights={"q": 1.0 / CUBE_SIGMA}, progress=False, **how)
     wall = time.perf_counter() - t0
     accepted = sum(1 for h in res.history[1:] if h.get("accepted"))
     trials = res.n_iter - (1 if res.message.startswith("converged (step below xtol)") else 0)
-    rollouts = (1 + accepted) * (len(names) + 1) + trials
+    tangents = len(names) + (0 if segments == 1 else model.nq + model.nv)
+    rollouts = (1 + accepted) * (tangents + 1) + trials
     est = {k: float(np.ravel(res.estimates[CUBE_NAMES[k]])[0]) for k in guess}
     half = {k: 1.959964 * float(np.ravel(res.std[CUBE_NAMES[k]])[0]) for k in guess}
     sim = diffmb.simulate(res.model, jnp.asarray(data["q0"]), jnp.asarray(data["v0"]),
@@ -540,7 +552,8 @@ def run_diffmb_cube(path, data, guess, max_steps: int = 50, backward_smoothing=N
     return _summary("diffmb", wall, rollouts, res.n_iter, est, half, data["truth"],
                     success=res.success, message=res.message, jacobians=1 + accepted,
                     trial_residuals=trials, rms_position_error_m=float(np.sqrt(np.mean(err**2))),
-                    backward_smoothing=backward_smoothing, contacts=contacts)
+                    backward_smoothing=backward_smoothing, contacts=contacts,
+                    segments=segments)
 
 
 def mujoco_cube_problem(data, guess, measured="q"):
