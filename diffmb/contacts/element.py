@@ -1580,7 +1580,11 @@ _DOC_ARGS = """
     as MuJoCo's solver does: the point then moves as ÿ = (1 − d) ÿ₀ + d a_ref, at MuJoCo's
     depth and with its dynamics (the spring laws rest at its depth, but are stiffer away
     from it). Friction and its parameters as with the other laws; ``stiffness`` and
-    ``damping`` are not used by the normal.
+    ``damping`` are not used by the normal. ``friction="pyramid"`` (:class:`Contacts`, with
+    ``normal="constraint"``): the friction too is MuJoCo's, its pyramidal cone's four edge rows
+    per point, n ± μ t₁ and n ± μ t₂, each with R = 2 μ² (1 + μ²)/``impratio`` · (1 − d)/d ·
+    invweight, solved with the others (a pair built with μ = 0: one normal row); the forces act
+    at the middle of the overlap, as MuJoCo's.
 """
 
 
