@@ -34,6 +34,7 @@ here), :class:`~diffmb.formulations.maximal.MaximalDAE` (absolute coordinates, B
 from __future__ import annotations
 
 import abc
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import NamedTuple
@@ -56,6 +57,7 @@ from .forces.elements import (
     AbstractStatefulForce,
     Couplings,
     JointLimits,
+    SoftRows,
     init_states,
     total_force,
 )
@@ -373,14 +375,31 @@ class TreeSystem(AbstractSecondOrderSystem):
         cho = cho_factor(M)
         bias = rnea_kin(m, kin, jnp.zeros(m.nv), f_ext)  # C − Σ Jᵀ f_ext
         a0 = cho_solve(cho, tau + Qc - bias)  # without the rows
-        crows = {}  # the contact rows, solved first; then load for the limits
-        for k in con:
-            lins[k], crows[k] = self.forces[k].linearise_rows(
-                m, qd, v, None if fs is None else fs[k], h, kin, cho, a0)
-            Qk = lins[k].Q + crows[k].tau
-            Qc, a0 = Qc + lins[k].Q, a0 + cho_solve(cho, Qk)
-        rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext, (cho, a0))
-                for k in row_els]
+        if con:  # every soft row solved together, as MuJoCo's solver does
+            geos, parts = {}, []
+            for k in con:
+                geos[k], part = self.forces[k].step_rows(
+                    m, qd, v, None if fs is None else fs[k], h, kin)
+                parts.append(part)
+            parts += [self.forces[k].rows(m, qd) for k in row_els]
+            parts = [dataclasses.replace(p, solref=p.step_solref(h)) for p in parts]
+            every = SoftRows.join(parts)
+            sizes = [p.y.shape[0] for p in parts]
+            solved = every.solved(v, cho, a0).split(sizes)
+            stick = [k for k in con if self.forces[k].friction != "pyramid"]
+            if stick:  # again with their friction in the load (it moves load between rows)
+                Qf = sum((self.forces[k].linearise_at(geos[k], h, solved[con.index(k)]).Q
+                          for k in stick), jnp.zeros(m.nv))
+                solved = every.solved(v, cho, a0 + cho_solve(cho, Qf)).split(sizes)
+            crows = dict(zip(con, solved[:len(con)], strict=True))
+            rows = solved[len(con):]
+            for k in con:
+                lins[k] = self.forces[k].linearise_at(geos[k], h, crows[k])
+                Qc = Qc + lins[k].Q
+        else:
+            crows = {}
+            rows = [self.forces[k].soft_rows(m, t, qd, v, ctrl, tau + Qc, f_ext, (cho, a0))
+                    for k in row_els]
         A = sum((lin.A for lin in lins.values()), jnp.zeros((m.nv, m.nv)))
         c = sum((lin.c for lin in lins.values()), jnp.zeros(m.nv))
         proxies = tuple(p for p in (f.implicit_proxy() for f in sub) if p is not None)

@@ -101,7 +101,6 @@ from ..forces.elements import (
     AbstractStatefulForce,
     SoftRows,
     soft_constraint_gains,
-    soft_limit_rows,
 )
 from ..model import Model
 from ..spatial import quaternion as quatm
@@ -851,14 +850,6 @@ def _row_point_forces(el, g: _PointGeometry, rows: SoftRows):
     return fn, f - fn[:, None] * g.n
 
 
-def _solve_rows(rows: SoftRows, v, cho, a0) -> SoftRows:
-    """``rows`` with their forces solved together under the accelerations ``a0`` (nv,) of
-    the load (:func:`~diffmb.forces.elements.soft_limit_rows`; ``cho``: M's factor)."""
-    f, on = soft_limit_rows(None, None, v, None, None, rows.J, rows.y, rows.invweight,
-                            rows.solref, rows.solimp, dynamics=(cho, a0), active=True)
-    return eqx.tree_at(lambda r: (r.f, r.active), rows, (f, on))
-
-
 def _friction_force(el, g: _PointGeometry, fn):
     """The friction and spin forces at the points ``g`` with normal forces ``fn``: their
     generalized force (nv,), the friction (K, 3) and ż (K, 3)."""
@@ -876,7 +867,7 @@ def _friction_force(el, g: _PointGeometry, fn):
 def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None):
     """normal='constraint' at (q, v, z) under the load ``tau`` (nv,), ``f_ext`` (the other
     elements' forces): the normal rows solved together as MuJoCo's solver solves them
-    (:func:`_solve_rows`), the friction bounded by μ times their force, and the rows solved
+    (:meth:`~diffmb.forces.SoftRows.solved`), the friction bounded by μ times their force, and the rows solved
     again with that friction in the load (it shifts the load between the points). Returns
     the rows, the generalized force of rows and friction (nv,), ż (nc, 3), and each point's
     normal force (nc,) and friction (nc, 3); ``on`` (nc,) bool: only those points push.
@@ -889,13 +880,13 @@ def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None):
         rows = eqx.tree_at(lambda r: r.y, rows, jnp.where(on_rows, rows.y, 1.0))
     cho = cho_factor(crba_kin(model, kin))
     a0 = cho_solve(cho, tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext))
-    rows = _solve_rows(rows, v, cho, a0)
+    rows = rows.solved(v, cho, a0)
     if el.friction == "pyramid":
         fn, ft = _row_point_forces(el, g, rows)
         relax = el.tangential_stiffness / el.tangential_damping
         return rows, rows.tau, -relax[g.pi][:, None] * z, fn, ft
     Qf, _, _ = _friction_force(el, g, rows.f)
-    rows = _solve_rows(rows, v, cho, a0 + cho_solve(cho, Qf))
+    rows = rows.solved(v, cho, a0 + cho_solve(cho, Qf))
     Qf, ft, dz = _friction_force(el, g, rows.f)
     return rows, rows.tau + Qf, dz, rows.f, ft
 
@@ -1183,22 +1174,23 @@ class AbstractContacts(AbstractGroundForce):
         loaded elements (limits, equalities), which then carry them as load."""
         return 0
 
-    def linearise_rows(self, model: Model, q, v, state, h, kin, cho, a0):
-        """normal='constraint' over a step of size ``h``: the normal rows (:class:`~diffmb.
-        forces.SoftRows`, solved together under the load whose accelerations are ``a0``,
-        ``cho`` M's factor at q), and the friction linearised as :meth:`linearise` does with
-        the rows' forces as its bound (solved once without, then again with the friction in
-        the load); returns ``(ContactLinearisation, SoftRows)``."""
+    def step_rows(self, model: Model, q, v, state, h, kin):
+        """normal='constraint' over a step of size ``h``: ``(geometry, rows)``, the K nearest
+        points and their rows (:class:`~diffmb.forces.SoftRows`: the normals, with
+        friction='pyramid' the cone's edges), solref under MuJoCo's ``refsafe`` at h, forces
+        not yet solved (the step solves them with every other row: :meth:`linearise_at`)."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         g = _point_geometry(self, model, q, v, z, kin)
         rows = _rows_of(self, g)
-        rows = eqx.tree_at(lambda r: r.solref, rows, rows.step_solref(h))  # MuJoCo's refsafe
-        rows = _solve_rows(rows, v, cho, a0)
-        if self.friction == "pyramid":  # the rows hold the friction: no blocks of their own
-            return _assemble(self, g, h, fn=jnp.zeros(g.pen.shape)), rows
-        lin = _assemble(self, g, h, fn=rows.f)
-        rows = _solve_rows(rows, v, cho, a0 + cho_solve(cho, lin.Q))
-        return _assemble(self, g, h, fn=rows.f), rows
+        return g, eqx.tree_at(lambda r: r.solref, rows, rows.step_solref(h))
+
+    def linearise_at(self, g: _PointGeometry, h, rows) -> ContactLinearisation:
+        """The friction at the points ``g`` linearised over the step as :meth:`linearise` does,
+        bounded by the solved ``rows``' forces (friction='pyramid': the rows hold it; no
+        blocks)."""
+        if self.friction == "pyramid":
+            return _assemble(self, g, h, fn=jnp.zeros(g.pen.shape))
+        return _assemble(self, g, h, fn=rows.f)
 
     @property
     def relinearises(self) -> bool:

@@ -834,6 +834,29 @@ class SoftRows(eqx.Module):
     def tau(self):
         return self.J.T @ self.f
 
+    @staticmethod
+    def join(parts) -> SoftRows:
+        """The rows of ``parts`` (a sequence of :class:`SoftRows` on the same dofs) as one."""
+        cat = lambda name: jnp.concatenate([getattr(r, name) for r in parts])  # noqa: E731
+        return SoftRows(**{f: cat(f) for f in ("J", "y", "f", "active", "invweight", "solref",
+                                               "solimp")})
+
+    def split(self, sizes) -> list:
+        """These rows cut into consecutive parts of ``sizes`` rows (the inverse of
+        :meth:`join`)."""
+        out, i = [], 0
+        for n in sizes:
+            out.append(jax.tree.map(lambda x, i=i, n=n: x[i:i + n], self))
+            i += n
+        return out
+
+    def solved(self, v, cho, a0) -> SoftRows:
+        """These rows with their forces and pushing set solved together under the load whose
+        accelerations are ``a0`` (nv,) (:func:`soft_limit_rows`; ``cho``: M's factor)."""
+        f, on = soft_limit_rows(None, None, v, None, None, self.J, self.y, self.invweight,
+                                self.solref, self.solimp, dynamics=(cho, a0), active=True)
+        return dataclasses.replace(self, f=f, active=on)
+
     def _step_gains(self, h, at_start=False):
         """(on/R, b + h k d, h k d) per row, R and k d at the rows' current depth; zeros for
         the last two with ``at_start``."""
@@ -899,25 +922,28 @@ def _masked_cholesky(K, on):
     return small_linalg.cho_factor(Km)
 
 
-def _line_minimum(phi_d, hi=1.0, expand=20, iters=40):
-    """The root of a nondecreasing piecewise-linear φ′ (a convex piecewise-quadratic φ along a
-    descent direction, φ′(0) < 0): bracketed from [0, hi] (``hi`` doubled until φ′(hi) ≥ 0,
-    at most ``expand`` times), then Newton's steps kept inside the bracket (bisection where a
-    step leaves it); exact once the bracket holds one piece."""
-    def grow(_, h):
-        return jnp.where(phi_d(h)[0] < 0.0, 2.0 * h, h)
+def _line_minimum(ga, dMd, jar, jd, D):
+    """The minimum α ≥ 0 of the convex piecewise quadratic along a descent direction,
+    φ(α) = ga α + ½ dMd α² + Σ ½ Dᵢ min(jarᵢ + α jdᵢ, 0)², exactly: φ′ is piecewise linear
+    and nondecreasing, with breaks where a row's jarᵢ + α jdᵢ crosses 0; it is evaluated at
+    every break (m² work, no loop) and its zero found on the piece where it changes sign."""
+    safe = jnp.where(jd != 0.0, jd, 1.0)
+    brk = jnp.where((jd != 0.0) & (D > 0.0), -jar / safe, 0.0)
+    cand = jnp.concatenate([jnp.zeros(1), jnp.maximum(brk, 0.0)])  # (m + 1,)
 
-    hi = jax.lax.fori_loop(0, expand, grow, jnp.asarray(hi, jnp.float64))
+    def slope(al):  # φ′(α), φ″ just above α
+        x = jar + al * jd
+        on = (x < 0.0) | ((x == 0.0) & (jd < 0.0))
+        return (ga + al * dMd + jnp.sum(jnp.where(on, D * x * jd, 0.0)),
+                dMd + jnp.sum(jnp.where(on, D * jd * jd, 0.0)))
 
-    def step(_, c):
-        lo, hi, al = c
-        d1, d2 = phi_d(al)
-        lo, hi = jnp.where(d1 < 0.0, al, lo), jnp.where(d1 >= 0.0, al, hi)
-        nxt = al - d1 / jnp.where(d2 > 0.0, d2, 1.0)
-        inside = (nxt > lo) & (nxt < hi) & (d2 > 0.0)
-        return lo, hi, jnp.where(d1 == 0.0, al, jnp.where(inside, nxt, 0.5 * (lo + hi)))
-
-    return jax.lax.fori_loop(0, iters, step, (jnp.zeros(()), hi, jnp.minimum(1.0, hi)))[2]
+    d1, d2 = jax.vmap(slope)(cand)
+    below = d1 < 0.0
+    lo = jnp.argmax(jnp.where(below, cand, -jnp.inf))  # the last break still descending
+    a_lo, s_lo, c_lo = cand[lo], d1[lo], d2[lo]
+    al = a_lo - s_lo / jnp.where(c_lo > 0.0, c_lo, 1.0)  # the zero on the piece above a_lo
+    nxt = jnp.min(jnp.where(cand > a_lo, cand, jnp.inf))
+    return jnp.where(jnp.any(below), jnp.minimum(al, nxt), 0.0)
 
 
 def _soft_active_rows(M, a0, J, aref, R, violated, iters=50):
@@ -939,16 +965,8 @@ def _soft_active_rows(M, a0, J, aref, R, violated, iters=50):
         g = dM(a - a0) + J.T @ (D * jnp.where(on, jar, 0.0))
         H = M + J.T @ (jnp.where(on, D, 0.0)[:, None] * J)
         da = -small_linalg.spd_solve(H, g)
-        jd, Mda, ga = J @ da, dM(da), da @ dM(a - a0)
-        dMd = da @ Mda
-
-        def phi_d(al):  # φ′(α), φ″(α) along da
-            x = jar + al * jd
-            act = violated & (x < 0.0)
-            return (ga + al * dMd + jnp.sum(D * jnp.where(act, x, 0.0) * jd),
-                    dMd + jnp.sum(jnp.where(act, D, 0.0) * jd * jd))
-
-        al = _line_minimum(phi_d)
+        jd, ga = J @ da, da @ dM(a - a0)
+        al = _line_minimum(ga, da @ dM(da), jar, jd, D)
         a1 = a + al * da
         return i + 1, a1, jnp.any(pushing(a1) != on) | (jnp.abs(al - 1.0) > 1e-12)
 
@@ -1122,6 +1140,24 @@ class JointLimits(AbstractForce):
         penalty form."""
         if self.solref is None:
             return None
+        rows = self.rows(model, q, on)
+        J, y = rows.J, rows.y
+        below_or_above = y < 0.0
+
+        def solve():
+            return soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
+                                   self.solimp, dynamics=dynamics, active=True)
+
+        def none_violated():
+            n = len(self.dof)
+            return jnp.zeros(n), jnp.zeros(n, bool)
+
+        f, active = jax.lax.cond(jnp.any(below_or_above), solve, none_violated)
+        return dataclasses.replace(rows, f=f, active=active)
+
+    def rows(self, model, q, on=None) -> SoftRows:
+        """MuJoCo's constraint form: the rows (one per dof, on its violated side; y = 1 and
+        J = 0 where none is), forces not solved (``on``: as :meth:`soft_rows`)."""
         _indices("JointLimits", "dof", self.dof, model.nv, f"model nv = {model.nv}")
         _indices("JointLimits", "qadr", self.qadr, model.nq, f"model nq = {model.nq}")
         qa = jnp.stack([q[a] for a in self.qadr])
@@ -1132,18 +1168,9 @@ class JointLimits(AbstractForce):
         side = jnp.where(below, 1.0, jnp.where(above, -1.0, 0.0))  # the violated row's sign
         y = jnp.where(below, qa - self.lower, jnp.where(above, self.upper - qa, 1.0))
         J = side[:, None] * jnp.eye(model.nv)[idx]
-
-        def solve():
-            return soft_limit_rows(model, q, v, tau, f_ext, J, y, self.invweight, self.solref,
-                                   self.solimp, dynamics=dynamics, active=True)
-
-        def none_violated():
-            n = len(self.dof)
-            return jnp.zeros(n), jnp.zeros(n, bool)
-
-        f, active = jax.lax.cond(jnp.any(below | above), solve, none_violated)
-        return SoftRows(J=J, y=y, f=f, active=active, invweight=self.invweight,
-                        solref=self.solref, solimp=self.solimp)
+        n = len(self.dof)
+        return SoftRows(J=J, y=y, f=jnp.zeros(n), active=jnp.zeros(n, bool),
+                        invweight=self.invweight, solref=self.solref, solimp=self.solimp)
 
     def masked(self, on) -> AbstractForce:
         """These limits (MuJoCo's constraint form) with only the rows ``on`` (ndof,) bool
