@@ -809,7 +809,7 @@ def _rows_of(el, g: _PointGeometry) -> SoftRows:
         mu = el.mu[pi]
         # the edges' weight (MuJoCo's mj_makeImpedance): 2 μ² (1 + μ²)/impratio of the
         # pair's; a frictionless pair's single normal row as four equal rows in parallel
-        scale = jnp.where(np.asarray(el.frictionless)[pi], 4.0,
+        scale = jnp.where(jnp.asarray(el.frictionless, bool)[pi], 4.0,
                           2.0 * mu * mu * (1.0 + mu * mu) / el.impratio)
         zero = jnp.zeros(4 * k)
         return SoftRows(J=J, y=rep4(-g.pen), f=zero, active=zero > 0,
@@ -835,7 +835,7 @@ def _pyramid_edges(el, n, pi):
     """The directions (K, 4, 3) of the four edge rows of MuJoCo's pyramidal cone at each
     point: n ± μ t₁, n ± μ t₂ (:func:`_tangents`); a frictionless pair's all n."""
     t1, t2 = _tangents(n)
-    mu = jnp.where(np.asarray(el.frictionless)[pi], 0.0, el.mu[pi])[:, None]
+    mu = jnp.where(jnp.asarray(el.frictionless, bool)[pi], 0.0, el.mu[pi])[:, None]
     return jnp.stack([n + mu * t1, n - mu * t1, n + mu * t2, n - mu * t2], axis=1)
 
 
