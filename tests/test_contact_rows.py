@@ -170,7 +170,7 @@ def test_gradients_through_the_rows_equal_central_differences(tmp_path):
 <geom name="floor" type="plane" size="5 5 0.1" friction="0.5 0.01 0.001"/>
 <body name="box" pos="0 0 0.0497"><freejoint/>
 <geom name="b" type="box" size="0.05 0.05 0.05" mass="1" friction="0.5 0.01 0.001"/></body>
-</worldbody></mujoco>""".replace("CONE", cone)
+</worldbody></mujoco>"""
     path = tmp_path / "box.xml"
     path.write_text(xml)
     model = diffmb.load_mjcf(path)

@@ -864,14 +864,16 @@ def _friction_force(el, g: _PointGeometry, fn):
     return Q, ft, dz
 
 
-def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None):
+def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None, extra=()):
     """normal='constraint' at (q, v, z) under the load ``tau`` (nv,), ``f_ext`` (the other
     elements' forces): the normal rows solved together as MuJoCo's solver solves them
     (:meth:`~diffmb.forces.SoftRows.solved`), the friction bounded by μ times their force, and the rows solved
     again with that friction in the load (it shifts the load between the points). Returns
     the rows, the generalized force of rows and friction (nv,), ż (nc, 3), and each point's
     normal force (nc,) and friction (nc, 3); ``on`` (nc,) bool: only those points push.
-    friction='pyramid': the edge rows carry the friction too, solved once."""
+    friction='pyramid': the edge rows carry the friction too, solved once. ``extra``: other
+    elements' rows (:class:`~diffmb.forces.SoftRows`, e.g. joint limits) solved together with
+    these, as MuJoCo's solver does; then also returns them solved (a list, last)."""
     kin = kinematics(model, q, v)
     g = _point_geometry(el, model, q, v, z, kin, every=True)
     rows = _rows_of(el, g)
@@ -880,15 +882,23 @@ def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None):
         rows = eqx.tree_at(lambda r: r.y, rows, jnp.where(on_rows, rows.y, 1.0))
     cho = cho_factor(crba_kin(model, kin))
     a0 = cho_solve(cho, tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext))
-    rows = rows.solved(v, cho, a0)
+    parts = [rows, *extra]
+    sizes = [p.y.shape[0] for p in parts]
+    every = SoftRows.join(parts) if extra else rows
+    out = (every.solved(v, cho, a0).split(sizes) if extra else [every.solved(v, cho, a0)])
+    rows = out[0]
     if el.friction == "pyramid":
         fn, ft = _row_point_forces(el, g, rows)
         relax = el.tangential_stiffness / el.tangential_damping
-        return rows, rows.tau, -relax[g.pi][:, None] * z, fn, ft
-    Qf, _, _ = _friction_force(el, g, rows.f)
-    rows = rows.solved(v, cho, a0 + cho_solve(cho, Qf))
-    Qf, ft, dz = _friction_force(el, g, rows.f)
-    return rows, rows.tau + Qf, dz, rows.f, ft
+        res = (rows, rows.tau, -relax[g.pi][:, None] * z, fn, ft)
+    else:
+        Qf, _, _ = _friction_force(el, g, rows.f)
+        a1 = a0 + cho_solve(cho, Qf)
+        out = every.solved(v, cho, a1).split(sizes) if extra else [every.solved(v, cho, a1)]
+        rows = out[0]
+        Qf, ft, dz = _friction_force(el, g, rows.f)
+        res = (rows, rows.tau + Qf, dz, rows.f, ft)
+    return res + (out[1:],) if extra else res
 
 
 def _linearise(el, model: Model, q, v, z, h, kin=None) -> ContactLinearisation:
@@ -1138,16 +1148,19 @@ class AbstractContacts(AbstractGroundForce):
                 return
             check_value(owner, field, value, lo=lo, lo_open=lo_open)
 
-    def evaluate(self, model: Model, q, v, state=None, tau=None, f_ext=None) -> _Points:
+    def evaluate(self, model: Model, q, v, state=None, tau=None, f_ext=None, extra=()
+                 ) -> _Points:
         """Points, normals, penetrations, velocities, forces (nc, ...) and the body wrenches
         at (q, v) (and stiction state (nc, 3), default zeros). normal='constraint': the
         forces against the load ``tau`` (nv,), ``f_ext`` (the other elements' forces; zero
-        and None: gravity and the velocity terms alone)."""
+        and None: gravity and the velocity terms alone), solved with the rows ``extra``
+        (joint limits: :meth:`~diffmb.forces.JointLimits.rows`)."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         fn = ft = None
         if self.normal == "constraint":
             tau = jnp.zeros(model.nv) if tau is None else tau
-            _, _, _, fn, ft = _loaded_points(self, model, q, v, z, tau, f_ext)
+            _, _, _, fn, ft, *_ = _loaded_points(self, model, q, v, z, tau, f_ext,
+                                                 extra=tuple(extra))
             if self.friction != "pyramid":
                 ft = None  # the stiction law again, from fn
         return _evaluate(self, model, q, v, z, fn=fn, ft=ft)
@@ -1633,6 +1646,14 @@ class Contacts(AbstractContacts, AbstractStatefulForce):
         _, Q, dz, _, _ = _loaded_points(self, model, q, v, state, tau, f_ext)
         return Q, None, dz
 
+    def loaded_with_rows(self, model, t, q, v, ctrl, tau, f_ext, state, extra):
+        """:meth:`loaded_stateful_call` with the other elements' rows ``extra`` (joint
+        limits) solved together with the contact rows, as MuJoCo's solver does:
+        ``(tau, ż, extra solved)`` (:func:`~diffmb.forces.total_force` calls it)."""
+        _, Q, dz, _, _, solved = _loaded_points(self, model, q, v, state, tau, f_ext,
+                                                extra=tuple(extra))
+        return Q, dz, solved
+
 
 class CoulombContacts(AbstractContacts, AbstractForce):
     """Compliant contacts with regularised Coulomb friction (stateless):
@@ -1726,14 +1747,20 @@ def _evaluate_loaded_many(el, model, others, t, q, v, z, states, ctrl):
     """normal='constraint': the points along a trajectory against the load of ``others``
     (the other force elements, with their ``states`` or None, and the controls ``ctrl`` or
     None) at each save."""
-    from ..forces.elements import total_force
+    from ..forces.elements import JointLimits, total_force
+
+    # the limits' rows solved with the contact rows (as the step solves them)
+    lim = [j for j, f in enumerate(others) if isinstance(f, JointLimits) and f.needs_load]
+    rest = tuple(f for j, f in enumerate(others) if j not in lim)
 
     def one(ti, qi, vi, zi, si, ui):
-        tau, f_ext, _ = total_force(others, model, ti, qi, vi, ui, si)
+        s_rest = None if si is None else tuple(x for j, x in enumerate(si) if j not in lim)
+        tau, f_ext, _ = total_force(rest, model, ti, qi, vi, ui, s_rest)
         if ui is not None and not any(getattr(f, "uses_ctrl", False) for f in others) \
                 and ui.shape == (model.nv,):
             tau = tau + ui  # a control no element consumes is a generalized force
-        return el.evaluate(model, qi, vi, zi, tau, f_ext)
+        extra = [others[j].rows(model, qi) for j in lim]
+        return el.evaluate(model, qi, vi, zi, tau, f_ext, extra)
 
     return jax.vmap(one)(t, q, v, z, states, ctrl)
 

@@ -1589,10 +1589,24 @@ def total_force(forces, model: Model, t, q, v, ctrl, states=None, extra_load=Non
         c = jnp.asarray(ctrl)  # a control no element consumes is a generalized force
         load = load + c if c.shape == (model.nv,) else load
     first = jnp.zeros(model.nv)  # the rank-0 elements' forces: load for the others
+    # joint limits in MuJoCo's form, solved with the first contact rows (as MuJoCo's solver
+    # solves every row at once), else after them
+    limits = [k for k in later if isinstance(forces[k], JointLimits) and forces[k].needs_load]
+    joined = {}
     for k in sorted(later, key=lambda k: forces[k].load_rank):
         el = forces[k]
+        if k in joined:
+            tau = tau + joined[k]
+            continue
         seen = load + first if el.load_rank else load
-        if states is not None and states[k] is not None:
+        if limits and hasattr(el, "loaded_with_rows") and states is not None \
+                and states[k] is not None:
+            ti, ds[k], solved = el.loaded_with_rows(model, t, q, v, ctrl, seen, f_ext,
+                                                    states[k],
+                                                    [forces[j].rows(model, q) for j in limits])
+            joined.update({j: r.tau for j, r in zip(limits, solved, strict=True)})
+            limits = []
+        elif states is not None and states[k] is not None:
             ti, _, ds[k] = el.loaded_stateful_call(model, t, q, v, ctrl, seen, f_ext, states[k])
         else:
             ti = el.loaded_call(model, t, q, v, ctrl, seen, f_ext)[0]
