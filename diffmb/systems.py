@@ -428,15 +428,22 @@ class TreeSystem(AbstractSecondOrderSystem):
             Kq = Kp if Kq is None else Kq + Kp
         # the pushing soft rows join the step's own solve (SoftRows.step_matrix)
         every = rows + list(crows.values())
-        W = M - h * A + sum((rw.step_matrix(h, rows_at_start) for rw in every),
-                            jnp.zeros((m.nv, m.nv)))
-        r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v, at_start=rows_at_start)
-                                             for rw in every), jnp.zeros(m.nv))
+        if rows_at_start and crows:
+            # MuJoCo's Euler step: the rows' forces as its solver finds them at the start
+            # (with M alone), the step implicit in the rest (damping) around them
+            W = M - h * A
+            r = h * (tau + Qc - bias + c + sum((rw.tau for rw in every), jnp.zeros(m.nv)))
+        else:  # the rows in the step's own solve
+            W = M - h * A + sum((rw.step_matrix(h, rows_at_start) for rw in every),
+                                jnp.zeros((m.nv, m.nv)))
+            r = h * (tau + Qc - bias + c) + sum((rw.step_rhs(h, v, at_start=rows_at_start)
+                                                 for rw in every), jnp.zeros(m.nv))
         passes = cone_passes if any(self.forces[k].relinearises for k in lins) else 1
         for _ in range(passes - 1):  # the cone at the end of the step just solved
             dv = solve(W, r)
             new = {k: self.forces[k].relinearise(
-                lin, dv, h, crows[k].end_force(h, v, dv, rows_at_start) if k in crows
+                lin, dv, h, (crows[k].f if rows_at_start else
+                             crows[k].end_force(h, v, dv, rows_at_start)) if k in crows
                 else None) for k, lin in lins.items()}
             dQ = sum((new[k].Q + new[k].c - lin.Q - lin.c for k, lin in lins.items()),
                      jnp.zeros(m.nv))

@@ -190,3 +190,34 @@ def test_gradients_through_the_rows_equal_central_differences(tmp_path):
     assert fd < -0.03  # friction slows it
     for g in (jax.grad(x_end)(0.5), jax.jacfwd(x_end)(0.5)):
         assert float(g) == pytest.approx(fd, rel=1e-7)
+
+
+def test_a_landing_quadrupeds_accelerations_are_mujocos():
+    """diffmb's quadruped (capsule feet on a plane, knees on their limits) 0.245 s into a
+    drop, moving: four feet and four knee limits push. The accelerations of diffmb's
+    forces (contact and limit rows solved together; the pyramid's tangents along each
+    capsule, as MuJoCo's capsule–plane contact frame takes them) equal MuJoCo's ``qacc`` to
+    1e-9 of its 125 m/s², and one implicit step MuJoCo's ``mj_step``."""
+    from diffmb.bench.contacts import QUADRUPED
+    from diffmb.forces.elements import init_states, total_force
+
+    mj = mujoco.MjModel.from_xml_path(str(QUADRUPED))
+    d = mujoco.MjData(mj)
+    model = diffmb.load_mjcf(QUADRUPED)
+    q0 = np.array(model.qpos0)
+    q0[2], q0[8::2] = 0.45, 0.8
+    d.qpos[:] = q0
+    for _ in range(49):
+        mujoco.mj_step(mj, d)
+    mujoco.mj_forward(mj, d)
+    limits = sum(1 for t in d.efc_type if t == mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT)
+    assert d.ncon == 4 and limits == 4 and np.abs(d.qacc).max() > 100.0
+    forces = diffmb.mjcf_forces(QUADRUPED, contacts="constraint")
+    q, v = jnp.asarray(d.qpos), jnp.asarray(d.qvel)
+    tau, f_ext, _ = total_force(forces, model, 0.0, q, v, None, init_states(forces, model))
+    a = diffmb.forward_dynamics(model, q, v, tau, f_ext)
+    np.testing.assert_allclose(np.asarray(a), d.qacc, rtol=0, atol=1e-9 * 125.0)
+    h = mj.opt.timestep
+    tr = diffmb.simulate(model, q, v, h, dt=h, forces=forces, solver="implicit", saveat=[h])
+    mujoco.mj_step(mj, d)
+    np.testing.assert_allclose(np.asarray(tr.v[-1]), d.qvel, rtol=0, atol=1e-9)

@@ -536,6 +536,7 @@ class _PointGeometry(eqx.Module):
     Jw: jnp.ndarray  # (K, 3, nv)
     idx: jnp.ndarray = None  # (K,) int: the points linearised (None: all)
     dropped: jnp.ndarray = None
+    axis: jnp.ndarray = None  # (K, 3): MuJoCo's first tangent hint (0: none; _frame_axes)
 
 
 class ContactLinearisation(eqx.Module):
@@ -777,16 +778,18 @@ def _point_geometry(el, model: Model, q, v, z, kin=None, every=False) -> _PointG
     K = nc if every else min(nc, el.max_points)
     idx = dropped = None
     pi, z_all = pi_all, z
+    axis = _frame_axes(el, model, kin) if el.friction == "pyramid" else None
     if K < nc:  # the K nearest points (the others are apart: no force, no block)
         top, idx = jax.lax.top_k(jax.lax.stop_gradient(pen0), K + 1)
         idx, dropped = idx[:K], top[K] > 0.0
         P, n, pen0, z = P[idx], n[idx], pen0[idx], z[idx]
         pi, mask = jnp.asarray(pi_all)[idx], jnp.asarray(mask)[idx]
+        axis = None if axis is None else axis[idx]
     if culled is not None:
         dropped = culled if dropped is None else dropped | culled
     Jc, Jw = masked_partial_velocities(kin, P - kin.origin, mask)  # (K, 3, nv)
     return _PointGeometry(pen=pen0, n=n, u=Jc @ v, w=Jw @ v, z=z, z_all=z_all, pi=pi, Jc=Jc,
-                          Jw=Jw, idx=idx, dropped=dropped)
+                          Jw=Jw, idx=idx, dropped=dropped, axis=axis)
 
 
 def _closed_form(el) -> bool:
@@ -802,7 +805,7 @@ def _rows_of(el, g: _PointGeometry) -> SoftRows:
     pi = g.pi
     sr = jnp.stack([el.timeconst[pi], el.dampratio[pi]], axis=-1)
     if el.friction == "pyramid":
-        D = _pyramid_edges(el, g.n, pi)  # (K, 4, 3)
+        D = _pyramid_edges(el, g.n, pi, g.axis)  # (K, 4, 3)
         k = g.pen.shape[0]
         J = jnp.einsum("pei,pin->pen", D, g.Jc).reshape(4 * k, -1)
         rep4 = lambda x: jnp.repeat(x, 4, axis=0)  # noqa: E731
@@ -821,20 +824,43 @@ def _rows_of(el, g: _PointGeometry) -> SoftRows:
                     solref=sr, solimp=el.solimp[pi])
 
 
-def _tangents(n):
+def _frame_axes(el, model: Model, kin):
+    """Per candidate point (nc, 3), the axis MuJoCo's collision function gives its contact
+    frame: a capsule's axis where a capsule meets a plane or height field or a sphere (checked
+    on MuJoCo's ``contact.frame``), zero elsewhere (``mju_makeFrame``'s default)."""
+    Rb, pb = body_frames(model, kin)
+    out = []
+    for _pair, s_idx, d_kind, d_idx, _sign in el.directions:
+        gs = el.geoms[s_idx]
+        other = None if d_kind == "terrain" else el.geoms[d_idx]
+        cap = gs if gs.kind == "capsule" and (other is None or other.kind == "sphere") else \
+            other if other is not None and other.kind == "capsule" and gs.kind == "sphere" \
+            else None
+        a = (_geom_frame(model, Rb, pb, kin.origin, cap)[0][:, 2] if cap is not None
+             else jnp.zeros(3))
+        out.append(jnp.broadcast_to(a, (gs.n_points, 3)))
+    return jnp.concatenate(out)
+
+
+def _tangents(n, axis=None):
     """Two unit tangents (K, 3) each of the normals n (K, 3), as MuJoCo's ``mju_makeFrame``
-    takes them: the world y axis (or z where n is near y) made orthogonal to n, and n × it."""
+    takes them: ``axis`` (K, 3) where it is given and not along n, else the world y axis (or z
+    where n is near y), made orthogonal to n; and n × it."""
     y = jnp.where((jnp.abs(n[:, 1]) < 0.5)[:, None], jnp.array([0.0, 1.0, 0.0]),
                   jnp.array([0.0, 0.0, 1.0]))
+    if axis is not None:
+        a = axis - jnp.sum(axis * n, axis=-1, keepdims=True) * n
+        y = jnp.where((jnp.linalg.norm(a, axis=-1) > 0.5)[:, None], axis, y)
     t1 = y - jnp.sum(y * n, axis=-1, keepdims=True) * n
     t1 = t1 / jnp.linalg.norm(t1, axis=-1, keepdims=True)
     return t1, jnp.cross(n, t1)
 
 
-def _pyramid_edges(el, n, pi):
+def _pyramid_edges(el, n, pi, axis=None):
     """The directions (K, 4, 3) of the four edge rows of MuJoCo's pyramidal cone at each
-    point: n ± μ t₁, n ± μ t₂ (:func:`_tangents`); a frictionless pair's all n."""
-    t1, t2 = _tangents(n)
+    point: n ± μ t₁, n ± μ t₂ (:func:`_tangents`, ``axis`` its hint); a frictionless pair's
+    all n."""
+    t1, t2 = _tangents(n, axis)
     mu = jnp.where(jnp.asarray(el.frictionless, bool)[pi], 0.0, el.mu[pi])[:, None]
     return jnp.stack([n + mu * t1, n - mu * t1, n + mu * t2, n - mu * t2], axis=1)
 
@@ -845,7 +871,7 @@ def _row_point_forces(el, g: _PointGeometry, rows: SoftRows):
     if el.friction != "pyramid":
         return rows.f, jnp.zeros(g.n.shape)
     fe = rows.f.reshape(-1, 4)
-    f = jnp.einsum("pe,pei->pi", fe, _pyramid_edges(el, g.n, g.pi))
+    f = jnp.einsum("pe,pei->pi", fe, _pyramid_edges(el, g.n, g.pi, g.axis))
     fn = jnp.sum(fe, axis=-1)
     return fn, f - fn[:, None] * g.n
 
