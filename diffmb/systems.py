@@ -441,10 +441,9 @@ class TreeSystem(AbstractSecondOrderSystem):
         passes = cone_passes if any(self.forces[k].relinearises for k in lins) else 1
         for _ in range(passes - 1):  # the cone at the end of the step just solved
             dv = solve(W, r)
-            new = {k: self.forces[k].relinearise(
-                lin, dv, h, (crows[k].f if rows_at_start else
-                             crows[k].end_force(h, v, dv, rows_at_start)) if k in crows
-                else None) for k, lin in lins.items()}
+            new = {k: self.forces[k].relinearise(lin, dv, h,
+                                                 crows[k].f if k in crows else None)
+                   for k, lin in lins.items()}
             dQ = sum((new[k].Q + new[k].c - lin.Q - lin.c for k, lin in lins.items()),
                      jnp.zeros(m.nv))
             W = W - h * sum((new[k].A - lin.A for k, lin in lins.items()),

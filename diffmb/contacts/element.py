@@ -910,8 +910,8 @@ def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None, extra=()):
     a0 = cho_solve(cho, tau - rnea_kin(model, kin, jnp.zeros(model.nv), f_ext))
     parts = [rows, *extra]
     sizes = [p.y.shape[0] for p in parts]
-    every = SoftRows.join(parts) if extra else rows
-    out = (every.solved(v, cho, a0).split(sizes) if extra else [every.solved(v, cho, a0)])
+    every = SoftRows.join(parts)
+    out = every.solved(v, cho, a0).split(sizes)
     rows = out[0]
     if el.friction == "pyramid":
         fn, ft = _row_point_forces(el, g, rows)
@@ -919,8 +919,7 @@ def _loaded_points(el, model: Model, q, v, z, tau, f_ext, on=None, extra=()):
         res = (rows, rows.tau, -relax[g.pi][:, None] * z, fn, ft)
     else:
         Qf, _, _ = _friction_force(el, g, rows.f)
-        a1 = a0 + cho_solve(cho, Qf)
-        out = every.solved(v, cho, a1).split(sizes) if extra else [every.solved(v, cho, a1)]
+        out = every.solved(v, cho, a0 + cho_solve(cho, Qf)).split(sizes)
         rows = out[0]
         Qf, ft, dz = _friction_force(el, g, rows.f)
         res = (rows, rows.tau + Qf, dz, rows.f, ft)
@@ -1003,7 +1002,7 @@ def _relinearise(el, lin: ContactLinearisation, dv, h, fn_end=None) -> ContactLi
     linearisation holds sticking while its spring force leaves the cone over the step slides
     instead (a point that slides at the start keeps its slide). Only for the blocks in
     closed form (:func:`_closed_form`); ``lin`` otherwise. normal='constraint': ``fn_end``
-    (K,), the rows' forces at the step's end (:meth:`~diffmb.forces.SoftRows.end_force`)."""
+    (K,), the rows' forces over the step (MuJoCo's Euler step holds those of its start)."""
     if not (_closed_form(el) and el.friction == "stiction"):
         return lin
     g = lin.geo
@@ -1195,10 +1194,10 @@ class AbstractContacts(AbstractGroundForce):
         """The forces linearised over a step of size ``h`` (a Python or traced number) from
         (q, v) and stiction state (nc, 3) (None: zeros), for an implicit step: see
         :class:`ContactLinearisation`. ``kin``: ``kinematics(model, q)`` (or with v) when the
-        caller has them. normal='constraint': :meth:`linearise_rows`."""
+        caller has them. normal='constraint': :meth:`step_rows` and :meth:`linearise_at`."""
         if self.normal == "constraint":
             raise TypeError(f"{type(self).__name__}: normal='constraint' linearises with the "
-                            "load (linearise_rows)")
+                            "load (step_rows, then linearise_at)")
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         return _linearise(self, model, q, v, z, h, kin)
 
@@ -1216,12 +1215,11 @@ class AbstractContacts(AbstractGroundForce):
     def step_rows(self, model: Model, q, v, state, h, kin):
         """normal='constraint' over a step of size ``h``: ``(geometry, rows)``, the K nearest
         points and their rows (:class:`~diffmb.forces.SoftRows`: the normals, with
-        friction='pyramid' the cone's edges), solref under MuJoCo's ``refsafe`` at h, forces
-        not yet solved (the step solves them with every other row: :meth:`linearise_at`)."""
+        friction='pyramid' the cone's edges), forces not yet solved (the step solves them with
+        every other row, solref under MuJoCo's ``refsafe`` at h: :meth:`linearise_at`)."""
         z = jnp.zeros((self.n_points, 3)) if state is None else state
         g = _point_geometry(self, model, q, v, z, kin)
-        rows = _rows_of(self, g)
-        return g, eqx.tree_at(lambda r: r.solref, rows, rows.step_solref(h))
+        return g, _rows_of(self, g)
 
     def linearise_at(self, g: _PointGeometry, h, rows) -> ContactLinearisation:
         """The friction at the points ``g`` linearised over the step as :meth:`linearise` does,

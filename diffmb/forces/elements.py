@@ -887,19 +887,6 @@ class SoftRows(eqx.Module):
         w, beta, _ = self._step_gains(h, at_start)
         return self.J.T @ ((w * (1.0 + h * beta))[:, None] * self.J)
 
-    def end_force(self, h, v, dv, at_start=False):
-        """The rows' forces (m,) at the end of a step of size h from the velocities ``v``
-        with Δv = ``dv`` (:meth:`step_matrix`'s step): R⁻¹ (a_ref − J Δv/h) on the pushing
-        rows, a_ref at the step's end (``at_start``: at its start), 0 elsewhere."""
-        w, _, _ = self._step_gains(h, at_start)
-        jv = self.J @ (v if at_start else v + dv)
-        sr = self.step_solref(h) if at_start else self.solref
-        si = jnp.broadcast_to(jnp.asarray(self.solimp, jnp.float64), self.y.shape + (5,))
-        k, b = _soft_gains(sr, si)
-        d = soft_impedance(jnp.maximum(-self.y, 0.0), si)
-        y = self.y if at_start else self.y + h * jv
-        return w * (-b * jv - k * d * y - self.J @ dv / h)
-
     def step_rhs(self, h, rate, ja=None, at_start=False):
         """What the rows add to the right-hand side h (F + c) of a stage of that step whose
         positions move at ``rate``: h Jᵀ w (J M⁻¹ F − h k d J rate) with ``ja`` = J M⁻¹ F for
