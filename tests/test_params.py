@@ -306,3 +306,79 @@ def test_builder_and_parameters_judge_inertia_by_check_inertia():
         set_params(m, {"body.forearm_link.inertia_diag": [0.1, 0.1, 0.5]})
     assert e.value.args[0] == ("parameter 'body.forearm_link.inertia_diag': body 'forearm_link':"
                                f" {issue.detail}")
+
+
+_ARM_AND_BOX = """<mujoco model="arm_and_box"><option timestep="0.002"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1" friction="0.3" contype="1" conaffinity="1"/>
+    <body name="upper" pos="0 0 0.012"><joint name="shoulder" type="hinge" axis="0 0 1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.015" mass="0.6" contype="0"
+            conaffinity="0"/>
+      <body name="fore" pos="0.3 0 0"><joint name="elbow" type="hinge" axis="0 0 1"/>
+        <inertial pos="0.16 0 0" mass="0.45" diaginertia="0.0001 0.004 0.004"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.015" contype="0" conaffinity="0"/>
+        <geom name="finger" type="sphere" pos="0.3 0 0" size="0.01" friction="0.1"
+              priority="1" contype="2" conaffinity="2"/>
+      </body>
+    </body>
+    <body name="box" pos="0.58 0 0.025"><freejoint/>
+      <inertial pos="0 0 0" mass="{mass}" diaginertia="0.001 0.001 0.0015"/>
+      <geom name="box" type="box" size="0.06 0.06 0.025" friction="0.3" contype="3"
+            conaffinity="3"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("body, mass", [("box", 0.9), ("fore", 0.7)])
+def test_contact_rows_weight_follows_a_fitted_mass_as_mujocos_does(tmp_path, body, mass):
+    """The rows' inverse weight (R = (1 − d)/d · invweight) is MuJoCo's ``body_invweight0``,
+    which MuJoCo recomputes when it compiles a model with other masses: writing
+    ``body.<b>.mass`` gives the pairs (box–floor, finger–box) the weights of the file compiled
+    with that mass (a free box: 1/m; the forearm: through the arm's mass matrix)."""
+    import mujoco
+
+    path = tmp_path / "arm.xml"
+    path.write_text(_ARM_AND_BOX.format(mass=0.6))
+    model = diffmb.load_mjcf(path)
+    (el,) = [f for f in diffmb.mjcf_forces(path, contacts="constraint")
+             if isinstance(f, diffmb.contacts.Contacts)]
+    spec = mujoco.MjSpec.from_string(_ARM_AND_BOX.format(mass=0.6))
+    spec.body(body).mass = mass  # (both bodies give their inertia: the mass alone changes)
+    mj = spec.compile()
+    _, f = set_params(model, {f"body.{body}.mass": mass}, {"contacts": el})
+    iw = np.asarray(mj.body_invweight0)[:, 0]
+    box, fore = mj.body("box").id, mj.body("fore").id
+    pairs = {(el.geoms[a].name, el.geoms[b].name if k == "geom" else "floor")
+             for a, k, b in el.pairs}
+    want = {("box", "floor"): iw[box], ("finger", "box"): iw[fore] + iw[box]}
+    got = dict(zip([(el.geoms[a].name, el.geoms[b].name if k == "geom" else "floor")
+                    for a, k, b in el.pairs], np.asarray(f["contacts"].invweight), strict=True))
+    assert set(want) == pairs
+    for key, w in want.items():
+        assert got[key] == pytest.approx(w, rel=1e-9), key
+    # and nothing follows a mass that is not written
+    _, f0 = set_params(model, {"joint.shoulder.damping": 0.1}, {"contacts": el})
+    np.testing.assert_array_equal(np.asarray(f0["contacts"].invweight), np.asarray(el.invweight))
+
+
+def test_one_entry_of_a_force_field_is_a_scalar_parameter(tmp_path):
+    path = tmp_path / "arm.xml"
+    path.write_text(_ARM_AND_BOX.format(mass=0.6))
+    model = diffmb.load_mjcf(path)
+    (el,) = [f for f in diffmb.mjcf_forces(path, contacts="constraint")
+             if isinstance(f, diffmb.contacts.Contacts)]
+    forces = {"contacts": el}
+    mu = np.asarray(el.mu).copy()
+    ps = ParamSet(model, ["force.contacts.mu[1]"], forces)
+    assert ps.params[0].shape == ()
+    assert float(ps.get(model, forces)["force.contacts.mu[1]"]) == mu[1]
+    _, f = ps.set(model, forces, {"force.contacts.mu[1]": 0.7})
+    np.testing.assert_array_equal(np.asarray(f["contacts"].mu), [mu[0], 0.7])
+    g = jax.grad(lambda x: jnp.sum(ps.set(model, forces, {"force.contacts.mu[1]": x},
+                                          check=False)[1]["contacts"].mu ** 2))(0.5)
+    assert float(g) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"force.contacts.mu\[1\]"):
+        ps.set(model, forces, {"force.contacts.mu[1]": -0.1})
+    with pytest.raises(KeyError, match="shape"):
+        ParamSet(model, ["force.contacts.mu[2]"], forces)

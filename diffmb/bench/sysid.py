@@ -461,6 +461,9 @@ CUBE_CONE = "pyramidal"  # MuJoCo's default friction cone
 # diffmb's multiple shooting: segments of 20 ms (a single shot over the bounce and the slide
 # stops in local minima of a rugged cost; docs/identification.md)
 CUBE_SEGMENTS = 25
+# the fit stops when a step moves each parameter by less than this share of its standard error
+# (the further iterations refine the segments' states, or chase the small jumps of the cost)
+CUBE_PTOL = 0.01
 
 
 def cube_mjcf(mu: float, timeconst: float, dampratio: float, cone: str = None) -> str:
@@ -509,15 +512,18 @@ def cube_guess(truth=None) -> dict:
 
 
 def run_diffmb_cube(path, data, guess, max_steps: int = 200, backward_smoothing=None,
-                    contacts="constraint", segments: int = CUBE_SEGMENTS) -> dict:
+                    contacts="constraint", segments: int = CUBE_SEGMENTS,
+                    ptol: float = CUBE_PTOL) -> dict:
     """diffmb's fit of (μ, T, ζ) on the cube record: the file's contact element
     (``contacts="constraint"``: MuJoCo's soft rows, on the pyramidal cone its whole contact
     model, the default; True: its solref mapped to a compliant spring), the implicit contact
     step at MuJoCo's step (MuJoCo's Euler step), weights 1/σ, exact forward-mode Jacobians;
     multiple shooting over ``segments`` segments, each segment's start an unknown (1: single
-    shooting from the known initial state). Rollout-equivalents: per Jacobian 1 + the
-    parameters + (multiple shooting) the state's 13 coordinates, each tangent over the
-    record once; one per trial step."""
+    shooting from the known initial state); it stops when a step moves each parameter by less
+    than ``ptol`` of its standard error. Rollout-equivalents: per Jacobian 1 + the
+    parameters + (multiple shooting) the 2 nv = 12 unknowns of each segment's state (each
+    segment's own tangents run over that segment only: 12 over the record), each tangent
+    over the record once; one per trial step."""
     import jax.numpy as jnp
 
     import diffmb
@@ -537,11 +543,11 @@ def run_diffmb_cube(path, data, guess, max_steps: int = 200, backward_smoothing=
     t0 = time.perf_counter()
     res = fit(model, rec, names, forces=forces, init=init, max_steps=max_steps,
               simulate_kwargs={"dt": CUBE_DT, "solver": "implicit"},
-              weights={"q": 1.0 / CUBE_SIGMA}, progress=False, **how)
+              weights={"q": 1.0 / CUBE_SIGMA}, progress=False, ptol=ptol, **how)
     wall = time.perf_counter() - t0
     accepted = sum(1 for h in res.history[1:] if h.get("accepted"))
     trials = res.n_iter - (1 if res.message.startswith("converged (step below xtol)") else 0)
-    tangents = len(names) + (0 if segments == 1 else model.nq + model.nv)
+    tangents = len(names) + (0 if segments == 1 else 2 * model.nv)
     rollouts = (1 + accepted) * (tangents + 1) + trials
     est = {k: float(np.ravel(res.estimates[CUBE_NAMES[k]])[0]) for k in guess}
     half = {k: 1.959964 * float(np.ravel(res.std[CUBE_NAMES[k]])[0]) for k in guess}
@@ -553,7 +559,7 @@ def run_diffmb_cube(path, data, guess, max_steps: int = 200, backward_smoothing=
                     success=res.success, message=res.message, jacobians=1 + accepted,
                     trial_residuals=trials, rms_position_error_m=float(np.sqrt(np.mean(err**2))),
                     backward_smoothing=backward_smoothing, contacts=contacts,
-                    segments=segments)
+                    segments=segments, ptol=ptol)
 
 
 def mujoco_cube_problem(data, guess, measured="q"):

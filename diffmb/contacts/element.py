@@ -197,6 +197,35 @@ def _bid(model: Model, g, owner="geom") -> int:
     return -1 if _is_world(g.body) else body_index(model, g.body, owner)
 
 
+def pair_inv_weights(el, model: Model, q=None):
+    """Per pair (np,), the inverse weight MuJoCo gives its contact rows: the sum of the two
+    bodies' :func:`effective_mass` inverses (0 for the world), or, where neither body's com
+    translates (a link turning about it), the inverse weight of their relative motion at the
+    geom (:func:`_point_inv_weight`); at q (default ``model.qpos0``; traceable)."""
+    per_body = {}
+
+    def inv_weight(b):
+        if b < 0:
+            return jnp.zeros(())
+        if b not in per_body:
+            per_body[b] = 1.0 / effective_mass(model, b, q)
+        return per_body[b]
+
+    out = []
+    for ia, kind, ib in el.pairs:
+        a = el.geoms[ia]
+        other = el.geoms[ib] if kind == "geom" else None
+        w = inv_weight(_bid(model, a))
+        if other is not None:
+            w = w + inv_weight(_bid(model, other))
+        if not is_concrete(w):
+            w = jnp.where(w > _rigid_weight(model), w, _point_inv_weight(model, q, a, other))
+        elif not float(w) > float(_rigid_weight(model)):
+            w = _point_inv_weight(model, q, a, other)
+        out.append(w)
+    return jnp.stack(out)
+
+
 def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
             tangential_stiffness, tangential_damping, eps, margin, timeconst, dampratio, dmin,
             dmax, torsion=0.0, rolling=0.0, spin_eps=0.05, invweight=None):
@@ -211,30 +240,7 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
             raise ValueError("Contacts: pass model= for the mass-normalised default stiffness and"
                              " damping (or give stiffness, damping, tangential_stiffness and "
                              "tangential_damping; with normal='constraint' also invweight)")
-        per_body = {}
-
-        def inv_weight(b):
-            if b < 0:
-                return jnp.zeros(())
-            if b not in per_body:
-                per_body[b] = 1.0 / effective_mass(model, b, q)
-            return per_body[b]
-
-        m = []
-        for ia, kind, ib in el.pairs:
-            a = el.geoms[ia]
-            w = inv_weight(_bid(model, a))
-            if kind == "geom":
-                w = w + inv_weight(_bid(model, el.geoms[ib]))
-            # neither body's com translates (a link turning about it): the relative motion at
-            # the geom (MuJoCo's contact would be rigid)
-            other = el.geoms[ib] if kind == "geom" else None
-            if not is_concrete(w):
-                w = jnp.where(w > _rigid_weight(model), w, _point_inv_weight(model, q, a, other))
-            elif not float(w) > float(_rigid_weight(model)):
-                w = _point_inv_weight(model, q, a, other)
-            m.append(1.0 / w)
-        m = jnp.stack(m)
+        m = 1.0 / pair_inv_weights(el, model, q)
         na = np.array(el.pair_active, dtype=float)
         k_soft, b_soft = soft_contact_params(m, timeconst, dampratio, dmin, dmax, na)
         m_pt = m / na
@@ -254,8 +260,12 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
     kt = k_lin if tangential_stiffness is None else full(tangential_stiffness)
     bt = 2.0 * dampratio * jnp.sqrt(kt * m_pt) if tangential_damping is None \
         else full(tangential_damping)
-    if normal == "constraint":
-        invweight = 1.0 / m if invweight is None else full(invweight)
+    scale = None  # the rows' invweight over the model's pair inverse weight at qpos0
+    if normal == "constraint" and invweight is None:
+        invweight = 1.0 / m
+        scale = jnp.ones(npair) if q is None else invweight * m_qpos0(el, model)
+    elif normal == "constraint":
+        invweight = full(invweight)
     follow = []  # the defaulted fields, as powers (T, ζ) of solref
     if normal in ("linear", "constraint"):
         follow = [(f, *SOLREF_POWERS[f]) for f, dflt in zip(SOLREF_POWERS, need, strict=True)
@@ -271,7 +281,12 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
                 spin_eps=_f64(spin_eps).reshape(()), timeconst=full(timeconst),
                 dampratio=full(dampratio), solref_fields=tuple(follow),
                 solref_pairs=(True,) * npair if follow else (),
-                invweight=invweight if normal == "constraint" else None)
+                invweight=invweight if normal == "constraint" else None, invweight_scale=scale)
+
+
+def m_qpos0(el, model):
+    """Per pair, 1 / :func:`pair_inv_weights` at the model's ``qpos0``."""
+    return 1.0 / pair_inv_weights(el, model)
 
 
 # how the mass-normalised defaults scale with solref: field ∝ T^a ζ^b (module docstring:
@@ -1078,6 +1093,9 @@ class AbstractContacts(AbstractGroundForce):
     # normal='constraint': MuJoCo's inverse weight of each pair's normal row [1/kg] (np,),
     # its regulariser R = (1 − d)/d · invweight; None for the other laws
     invweight: jnp.ndarray | None = None
+    # per pair, invweight / the pair's inverse weight in the model at qpos0, where invweight
+    # follows the model's masses (:meth:`with_model`); None: invweight is fixed
+    invweight_scale: jnp.ndarray | None = None
     # friction='pyramid': MuJoCo's impratio, and per pair whether it is frictionless (one
     # normal row, condim 1) rather than a pyramid of four edge rows
     impratio: float = eqx.field(static=True, default=1.0)
@@ -1151,6 +1169,27 @@ class AbstractContacts(AbstractGroundForce):
                 for f, a, b in self.solref_fields]
         return eqx.tree_at(lambda e: [getattr(e, f) for f in names] + [e.timeconst, e.dampratio],
                            self, vals + [new["timeconst"], new["dampratio"]])
+
+    def following_masses(self, model: Model):
+        """This element (``normal='constraint'``) with its rows' ``invweight`` following the
+        masses and inertias of the model given to :meth:`with_model`, in proportion to the
+        pairs' inverse weights in ``model`` at ``qpos0`` (as MuJoCo recomputes its
+        ``body_invweight0`` when a model is compiled with other masses)."""
+        if self.normal != "constraint":
+            raise ValueError(f"{type(self).__name__}: only normal='constraint' has an invweight "
+                             "to follow the masses")
+        return eqx.tree_at(lambda e: e.invweight_scale, self,
+                           self.invweight * m_qpos0(self, model), is_leaf=lambda x: x is None)
+
+    def with_model(self, model: Model):
+        """This element with what follows the model's masses recomputed from ``model``: the
+        rows' ``invweight`` where it follows them (built from the model, or
+        :meth:`following_masses`); itself otherwise. :class:`~diffmb.optim.params.ParamSet`
+        calls it after writing a body's mass or inertia (traceable)."""
+        if self.invweight_scale is None:
+            return self
+        return eqx.tree_at(lambda e: e.invweight, self,
+                           self.invweight_scale / m_qpos0(self, model))
 
     def with_parameter(self, field: str, value):
         """This element with the array ``field`` set to ``value`` (for

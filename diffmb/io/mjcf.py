@@ -1140,6 +1140,8 @@ def contacts_from_mjcf(src, model: Model | None = None, *, ignore_unsupported=Fa
                   mu=np.array(mus), margin=np.array(margins), tangential_stiffness=ks,
                   tangential_damping=2.0 * np.sqrt(ks * m_pts), solimp=solimp,
                   solimp_depth=depth, normal=normal, **kw)
+    if normal == "constraint" and model is not None:  # as MuJoCo's body_invweight0 would
+        el = el.following_masses(model)
     refs = np.array(refs)
     return (follow_solref(el, refs[:, 0], refs[:, 1], follow),)
 

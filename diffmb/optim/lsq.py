@@ -351,10 +351,11 @@ class _Loop:
         self.z = np.asarray(optax.apply_updates(jnp.asarray(self.z), upd))
         return True
 
-    def iterate(self, r, J, F, ftol, gtol, offset_tol):
+    def iterate(self, r, J, F, ftol, gtol, offset_tol, ptol=0.0, n_params=None):
         """One iteration from (r, J, F) at z: ``(r, J, F, accepted)`` after it, or None when the
         relative offset says the iterate has converged."""
         st, solver = self.st, self.solver
+        z_before = self.z.copy()
         g = J.T @ r
         A = J.T @ J if solver == "lm" or offset_tol > 0 else None
         if offset_tol > 0 and solver != "adam" and _relative_offset(J, r, g, A) < offset_tol:
@@ -375,10 +376,29 @@ class _Loop:
                 st["message"] = "converged (relative cost reduction below ftol)"
             if gtol > 0 and np.max(np.abs(J.T @ r)) <= gtol:
                 st["done"], st["message"] = True, "converged (gradient below gtol)"
+            if ptol > 0 and solver != "adam" and not st["done"] and _within_errors(
+                    self.z - z_before, J, F, ptol, n_params):
+                st["done"] = True
+                st["message"] = (f"converged (parameter step below ptol = {ptol:g} of its "
+                                 "standard error)")
         st["k"] += 1
         st["history"].append({"iteration": st["k"], "cost": F, "accepted": bool(accepted),
                               **({"mu": st["mu"]} if solver == "lm" else {})})
         return r, J, F, accepted
+
+
+def _within_errors(h, J, F, ptol, n_params=None) -> bool:
+    """Whether the step ``h`` moved each of the first ``n_params`` unknowns (default all) by
+    at most ``ptol`` of its standard error at the new iterate, s √((JᵀJ)⁻¹ᵢᵢ) with
+    s² = 2F/(m − n): a step the data cannot tell from no step (the others, e.g. the states of
+    multiple shooting, are nuisance unknowns)."""
+    m, n = J.shape
+    k = n if n_params is None else int(n_params)
+    if m <= n or k == 0:
+        return False
+    cov = np.linalg.pinv(J.T @ J) * (2.0 * F / (m - n))
+    se = np.sqrt(np.maximum(np.diag(cov)[:k], 0.0))
+    return bool(np.all(np.abs(h[:k]) <= ptol * se))
 
 
 def _bar(max_steps, initial, desc, progress):
@@ -393,6 +413,7 @@ def _bar(max_steps, initial, desc, progress):
 def solve(res_jac: Callable, z0, *, res: Callable | None = None, solver: str = "lm",
           max_steps: int = 100, ftol: float = 1e-10, xtol: float = 1e-10,
           atol: float | None = None, gtol: float = 0.0, offset_tol: float = 0.0,
+          ptol: float = 0.0, n_params: int | None = None,
           learning_rate: float = 1e-2, progress: bool = True, desc: str = "fit",
           checkpoint=None, callback: Callable | None = None, fingerprint: dict | None = None,
           params_of: Callable | None = None) -> Solution:
@@ -403,6 +424,8 @@ def solve(res_jac: Callable, z0, *, res: Callable | None = None, solver: str = "
         solver: ``"lm"``, ``"gn"`` or ``"adam"``; max_steps: iteration cap.
         ftol, xtol, atol, gtol, offset_tol: stopping tolerances (``atol`` defaults to
             ``xtol²``; ``offset_tol`` is the relative offset's, not for Adam).
+        ptol: stop when an accepted step moved each of the first ``n_params`` unknowns
+            (default all) by at most ``ptol`` of its standard error (0: off; not for Adam).
         learning_rate: Adam's. progress: tqdm bar labelled ``desc``.
         checkpoint: path of the resumable state file; fingerprint: a JSON-able dict that
             identifies the problem (a checkpoint of another problem is refused).
@@ -437,7 +460,7 @@ def solve(res_jac: Callable, z0, *, res: Callable | None = None, solver: str = "
         if not st["history"]:
             st["history"].append({"iteration": 0, "cost": F})
         while not st["done"] and st["k"] < max_steps:
-            step = loop.iterate(r, J, F, ftol, gtol, offset_tol)
+            step = loop.iterate(r, J, F, ftol, gtol, offset_tol, ptol, n_params)
             if step is None:
                 break
             r, J, F, accepted = step

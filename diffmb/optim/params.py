@@ -19,6 +19,8 @@ Names
 ``force.<elem>.<field>``           any       an array field of the force element ``forces[elem]``
                                              (equinox Module), e.g. ``force.aero.CLa``, or of
                                              one of its sub-modules: ``force.floor.terrain.heights``
+``force.<elem>.<field>[i]``        ()        entry i of a vector field, the others kept (one
+                                             pair's friction: ``force.contacts.mu[0]``)
 ``force.<elem>.timeconst``         (np,)     a contact element's solref time constant T [s] per
                                              pair (> 0); the stiffness and damping built from
                                              solref (a file's, or the mass-normalised
@@ -27,6 +29,11 @@ Names
                                              ∝ 1/ζ² (MuJoCo's b' = 2/(d_max T) does not
                                              depend on ζ; a file's stiction damper ∝ 1/ζ)
 =================================  ========  =============================================
+
+What an element derives from the masses follows a written ``body.*`` or ``joint.*.armature``
+parameter (its ``with_model``): a contact element's rows' ``invweight``
+(``normal="constraint"``), as MuJoCo recomputes ``body_invweight0`` when it compiles a model
+with other masses. (The spring laws' gains, built from the masses, stay as built.)
 
 Body and joint names are ``model.body_names`` / ``model.joint_names`` (verbatim from the file).
 Unknown bodies, joints, fields or elements raise ``KeyError`` naming the offender and listing
@@ -76,6 +83,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
@@ -246,6 +254,10 @@ def _force_param(forces: Mapping | None, name: str, path: str, _field=None) -> P
     """``force.<elem>.<field>`` or a nested ``force.<elem>.<sub>.<field>`` (e.g.
     ``force.floor.terrain.heights`` of a Contacts element); ``<elem>`` is the longest leading part of
     ``path`` that names an element (element names may contain dots)."""
+    index = None
+    m = re.fullmatch(r"(.*)\[(\d+)\]", path)
+    if m:  # one entry of an array field: force.<elem>.<field>[i]
+        path, index = m.group(1), int(m.group(2))
     parts = path.split(".")
     elem = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)
                  if forces and ".".join(parts[:k]) in forces), None)
@@ -271,6 +283,23 @@ def _force_param(forces: Mapping | None, name: str, path: str, _field=None) -> P
         )
     shape = tuple(np.shape(getattr(owner, field)))
     at = lambda e: functools.reduce(getattr, attrs, e)  # noqa: E731
+    if index is not None:
+        if len(shape) != 1 or not index < shape[0]:
+            raise KeyError(f"parameter {name!r}: {field!r} of element {elem!r} has shape "
+                           f"{shape}; an index [i] picks one entry of a vector, i < its length")
+        whole = _force_param(forces, name, path)
+        full = lambda f: jnp.broadcast_to(jnp.asarray(at(f[elem])), shape)  # noqa: E731
+
+        def set_entry(m, f, x):
+            return whole.set(m, f, full(f).at[index].set(jnp.reshape(x, ())))
+
+        def check_entry(m, x):  # the entry in the field's ranges (the others as built)
+            if whole.check is not None:
+                v = np.array(full(forces), dtype=float)
+                v[index] = x
+                whole.check(m, v)
+
+        return Param(name, (), lambda m, f: full(f)[index], set_entry, check_entry)
 
     def get(m, f):
         return jnp.asarray(at(f[elem]))
@@ -437,6 +466,10 @@ class ParamSet:
         for p in self.params:
             if p.name in values:
                 model, forces = p.set(model, forces, values[p.name])
+        if forces and any(k.startswith("body.") or k.endswith(".armature") for k in values):
+            # what the elements derive from the masses follows them (a contact's rows' weight)
+            forces = {k: e.with_model(model) if hasattr(e, "with_model") else e
+                      for k, e in forces.items()}
         return model, forces
 
     def flatten(self, values: Mapping) -> jnp.ndarray:

@@ -1084,6 +1084,7 @@ def fit(model: Model, data, params: Sequence[str], *, forces=(),
         transforms: Mapping | None = None, init: Mapping | None = None,
         continuity_weight: float | None = None, input_interp: str = "linear",
         max_steps: int = 100, ftol: float = 1e-10, xtol: float = 1e-10, offset_tol: float = 1e-3,
+        ptol: float = 0.0,
         learning_rate: float = 1e-2, rank_rtol: float = 1e-8, progress: bool = True,
         checkpoint=None, callback=None, initial_state: str = "estimate",
         threads: int | None = None, check_gradient: bool = False) -> FitResult:
@@ -1110,6 +1111,10 @@ def fit(model: Model, data, params: Sequence[str], *, forces=(),
         max_steps, ftol, xtol, offset_tol, learning_rate: iteration controls (see
             :func:`.lsq.solve`; ``offset_tol``: Bates and Watts' relative offset, the distance
             to the least-squares solution over the radius of the confidence region).
+        ptol: stop when an accepted step moved every parameter by at most ``ptol`` of its
+            standard error (the segments' states not counted), e.g. 0.01: the iterations that
+            would follow only refine the states, or chase the small jumps of a cost through
+            contact (0, the default: off).
         rank_rtol: identifiability threshold (relative singular value).
         progress: show a tqdm bar. checkpoint: path of the resumable state file.
         callback: ``callback(info)`` after each iteration (info: iteration, cost, z).
@@ -1138,6 +1143,7 @@ def fit(model: Model, data, params: Sequence[str], *, forces=(),
     chk = _check_cost_gradient(pb) if check_gradient else None
     out = _solve(pb, threads, dict(
         solver=solver, max_steps=max_steps, ftol=ftol, xtol=xtol, offset_tol=offset_tol,
+        ptol=ptol, n_params=pb.n_p,
         learning_rate=learning_rate, progress=progress, checkpoint=checkpoint,
         callback=callback), stacklevel=3)
     res = _summary(pb, out, rank_rtol, stacklevel=3)
