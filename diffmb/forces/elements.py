@@ -955,7 +955,10 @@ def _soft_active_rows(M, a0, J, aref, R, violated, iters=50):
         jd, ga = J @ da, da @ dM(a - a0)
         al = _line_minimum(ga, da @ dM(da), jar, jd, D)
         a1 = a + al * da
-        return i + 1, a1, jnp.any(pushing(a1) != on) | (jnp.abs(al - 1.0) > 1e-12)
+        # at the minimum the Newton decrement gᵀH⁻¹g is round-off: a row at its boundary
+        # (J a = a_ref, no force either way) would flip on and off to the cap
+        more = jnp.any(pushing(a1) != on) | (jnp.abs(al - 1.0) > 1e-12)
+        return i + 1, a1, more & (-(g @ da) > 0.0)
 
     a = jax.lax.while_loop(lambda c: (c[0] < iters) & c[2], update,
                            (0, a0, jnp.asarray(True)))[1]
