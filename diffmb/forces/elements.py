@@ -945,6 +945,9 @@ def _soft_active_rows(M, a0, J, aref, R, violated, iters=50):
     def pushing(a):
         return violated & (J @ a - aref < 0.0)
 
+    jar0 = J @ a0 - aref  # the cost at a₀: what the steps remove
+    cost0 = 0.5 * jnp.sum(jnp.where(pushing(a0), D * jar0 * jar0, 0.0))
+
     def update(c):
         i, a, _ = c
         on = pushing(a)
@@ -955,10 +958,11 @@ def _soft_active_rows(M, a0, J, aref, R, violated, iters=50):
         jd, ga = J @ da, da @ dM(a - a0)
         al = _line_minimum(ga, da @ dM(da), jar, jd, D)
         a1 = a + al * da
-        # at the minimum the Newton decrement gᵀH⁻¹g is round-off: a row at its boundary
-        # (J a = a_ref, no force either way) would flip on and off to the cap
+        # done where the Newton decrement gᵀH⁻¹g is below 1e-12 of the cost at a₀: rows at
+        # their boundary (J a = a_ref, no force either way) would otherwise flip on and off
+        # in round-off to the cap, and a vmapped batch pays every member's iterations
         more = jnp.any(pushing(a1) != on) | (jnp.abs(al - 1.0) > 1e-12)
-        return i + 1, a1, more & (-(g @ da) > 0.0)
+        return i + 1, a1, more & (-(g @ da) > 1e-12 * cost0)
 
     a = jax.lax.while_loop(lambda c: (c[0] < iters) & c[2], update,
                            (0, a0, jnp.asarray(True)))[1]
