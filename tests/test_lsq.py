@@ -254,11 +254,9 @@ def test_relative_offset_is_bates_watts_on_a_linear_model():
         _relative_offset(X, r0, X.T @ r0), rel=1e-12)
 
 
-def test_offset_tolerance_stops_within_its_fraction_of_the_confidence_radius():
-    # exponential decay: solved to the end (ftol 1e-15, the reference) and with offset_tol.
-    # An offset ρ puts the optimum ρ√p away in the metric JᵀJ/s², so every estimate lies
-    # within ρ√p of its standard errors of it (Cauchy–Schwarz), to first order: 1.5x allowed
-    rng = np.random.default_rng(3)
+def _decay_problem(seed):
+    """(t, z -> (r, J)) of a noisy exponential decay a e^(−k t), a = 2.5, k = 1.3."""
+    rng = np.random.default_rng(seed)
     t = np.linspace(0.0, 3.0, 80)
     y = 2.5 * np.exp(-1.3 * t) + 0.02 * rng.standard_normal(t.size)
     res = lambda z: z[0] * jnp.exp(-z[1] * t) - y  # noqa: E731
@@ -267,6 +265,14 @@ def test_offset_tolerance_stops_within_its_fraction_of_the_confidence_radius():
     def rj(z):
         return np.asarray(res(jnp.asarray(z))), np.asarray(jac(jnp.asarray(z)))
 
+    return t, rj
+
+
+def test_offset_tolerance_stops_within_its_fraction_of_the_confidence_radius():
+    # exponential decay: solved to the end (ftol 1e-15, the reference) and with offset_tol.
+    # An offset ρ puts the optimum ρ√p away in the metric JᵀJ/s², so every estimate lies
+    # within ρ√p of its standard errors of it (Cauchy–Schwarz), to first order: 1.5x allowed
+    t, rj = _decay_problem(3)
     ref = solve(rj, [1.0, 0.3], ftol=1e-15, xtol=1e-15, progress=False)
     early = solve(rj, [1.0, 0.3], ftol=0.0, xtol=0.0, offset_tol=1e-3, progress=False)
     assert early.message.startswith("converged (relative offset")
@@ -282,15 +288,7 @@ def test_parameter_tolerance_stops_when_a_step_is_below_its_share_of_the_standar
     # unknown alone (the second counted as a nuisance): the early stop is a step below 1 % of
     # the amplitude's standard error, and near the optimum the Gauss–Newton steps shrink, so
     # the rest of the way is smaller than that step: within 2 % of a standard error
-    rng = np.random.default_rng(4)
-    t = np.linspace(0.0, 3.0, 80)
-    y = 2.5 * np.exp(-1.3 * t) + 0.02 * rng.standard_normal(t.size)
-    res = lambda z: z[0] * jnp.exp(-z[1] * t) - y  # noqa: E731
-    jac = lambda z: jnp.stack([jnp.exp(-z[1] * t), -z[0] * t * jnp.exp(-z[1] * t)], 1)  # noqa: E731
-
-    def rj(z):
-        return np.asarray(res(jnp.asarray(z))), np.asarray(jac(jnp.asarray(z)))
-
+    t, rj = _decay_problem(4)
     ref = solve(rj, [1.0, 0.3], ftol=1e-15, xtol=1e-15, progress=False)
     early = solve(rj, [1.0, 0.3], ftol=0.0, xtol=0.0, ptol=1e-2, n_params=1, progress=False)
     assert early.message.startswith("converged (parameter step below ptol")
