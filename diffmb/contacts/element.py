@@ -263,7 +263,7 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
     scale = None  # the rows' invweight over the model's pair inverse weight at qpos0
     if normal == "constraint" and invweight is None:
         invweight = 1.0 / m
-        scale = jnp.ones(npair) if q is None else invweight * _pair_masses0(el, model)
+        scale = jnp.ones(npair) if q is None else invweight / pair_inv_weights(el, model)
     elif normal == "constraint":
         invweight = full(invweight)
     follow = []  # the defaulted fields, as powers (T, ζ) of solref
@@ -282,11 +282,6 @@ def _params(el, model, q, normal, stiffness, damping, mu, exponent, dissipation,
                 dampratio=full(dampratio), solref_fields=tuple(follow),
                 solref_pairs=(True,) * npair if follow else (),
                 invweight=invweight if normal == "constraint" else None, invweight_scale=scale)
-
-
-def _pair_masses0(el, model):
-    """Per pair, 1 / :func:`pair_inv_weights` at the model's ``qpos0``."""
-    return 1.0 / pair_inv_weights(el, model)
 
 
 # how the mass-normalised defaults scale with solref: field ∝ T^a ζ^b (module docstring:
@@ -1179,7 +1174,8 @@ class AbstractContacts(AbstractGroundForce):
             raise ValueError(f"{type(self).__name__}: only normal='constraint' has an invweight "
                              "to follow the masses")
         return eqx.tree_at(lambda e: e.invweight_scale, self,
-                           self.invweight * _pair_masses0(self, model), is_leaf=lambda x: x is None)
+                           self.invweight / pair_inv_weights(self, model),
+                           is_leaf=lambda x: x is None)
 
     def with_model(self, model: Model):
         """This element with what follows the model's masses recomputed from ``model``: the
@@ -1189,7 +1185,7 @@ class AbstractContacts(AbstractGroundForce):
         if self.invweight_scale is None:
             return self
         return eqx.tree_at(lambda e: e.invweight, self,
-                           self.invweight_scale / _pair_masses0(self, model))
+                           self.invweight_scale * pair_inv_weights(self, model))
 
     def with_parameter(self, field: str, value):
         """This element with the array ``field`` set to ``value`` (for
